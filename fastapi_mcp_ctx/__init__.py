@@ -1,0 +1,44 @@
+"""fastapi-mcp-ctx: serve the Model Context Protocol from a FastAPI app.
+
+Both protocol eras on one endpoint (2025 handshake era and the stateless 2026-07-28 era),
+tools declared as FastAPI-style functions whose dependencies FastAPI resolves in process,
+and a request :class:`Context` for every handler.
+
+    from fastapi import Depends, FastAPI
+    from fastapi_mcp_ctx import Context, McpRouter, mcp_context
+
+    mcp_router = McpRouter()
+
+    @mcp_router.tool()
+    async def add(a: int, b: int, ctx: Context = Depends(mcp_context)) -> int:
+        \"\"\"Add two integers.\"\"\"
+        return a + b
+
+    app = FastAPI()
+    app.include_router(mcp_router)
+"""
+
+from .content import audio_content, embedded_text_resource, image_content, text_content
+from .context import CancelSignal, ClientView, Context, get_request_context, mcp_context
+from .errors import McpError, ToolError
+from .router import McpRouter
+from .settings import McpSettings, get_settings
+
+__all__ = [
+    "CancelSignal",
+    "ClientView",
+    "Context",
+    "McpError",
+    "McpRouter",
+    "McpSettings",
+    "ToolError",
+    "audio_content",
+    "embedded_text_resource",
+    "get_request_context",
+    "get_settings",
+    "image_content",
+    "mcp_context",
+    "text_content",
+]
+
+__version__ = "0.1.0"

@@ -1,0 +1,290 @@
+"""The method table of both eras, and the one place exceptions become wire errors.
+
+``Dispatcher.dispatch`` takes a validated JSON-RPC request plus its envelope and returns
+the HTTP response: a JSON body for plain methods, a :class:`CallResponse` (JSON or SSE)
+for ``tools/call``. Methods outside an era's table answer ``-32601`` (HTTP 404 in the
+2026-07-28 era, where removed methods such as ``initialize`` and ``ping`` land too).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Final
+
+from fastapi.background import BackgroundTasks
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERSION, MODERN_PROTOCOL_VERSIONS
+from starlette.requests import Request
+from starlette.responses import Response
+
+from ._envelope import LOG_LEVELS, RequestEnvelope, decode_header_value
+from ._jsonrpc import JsonRpcRequest, RequestId, dumps, error_message, result_message
+from ._registry import ToolDef, ToolRegistry
+from ._resolve import run_tool
+from ._sessions import LiveSessions, SessionRecord, SessionStore
+from ._streams import CallResponse, Outbound, Reply
+from .context import CallState, Context
+from .errors import (
+    AuthenticationError,
+    HeaderMismatchError,
+    InternalError,
+    InvalidCursorError,
+    InvalidParamsError,
+    McpError,
+    MethodNotFoundError,
+    MissingCapabilityError,
+    PermissionDeniedError,
+    StateUnavailableError,
+    UnknownToolError,
+)
+from .settings import McpSettings
+
+__all__ = ["Dispatcher", "json_reply"]
+
+logger = logging.getLogger("fastapi_mcp_ctx")
+
+SERVER_INFO_KEY: Final = "io.modelcontextprotocol/serverInfo"
+LEGACY_METHODS: Final = frozenset({"ping", "tools/list", "tools/call", "logging/setLevel"})
+MODERN_METHODS: Final = frozenset({"server/discover", "tools/list", "tools/call"})
+_CURSOR_PREFIX: Final = "tools:"
+
+
+def reply_status(exc: McpError, era: str) -> int:
+    """HTTP status of a JSON-RPC error: mapped in 2026; 200 in 2025 except transport-level ones."""
+    if era == "modern" or isinstance(exc, (AuthenticationError, PermissionDeniedError, StateUnavailableError)):
+        return 200 if exc.http_status == 500 else exc.http_status
+    return 200
+
+
+def error_reply(request_id: RequestId | None, exc: McpError, era: str) -> Reply:
+    """The :class:`Reply` carrying ``exc`` as a JSON-RPC error."""
+    return Reply(error_message(request_id, exc), reply_status(exc, era), exc.headers)
+
+
+def json_reply(reply: Reply, headers: Mapping[str, str] | None = None) -> Response:
+    """A plain ``application/json`` response of ``reply``."""
+    return Response(dumps(reply.message), reply.status, {**(headers or {}), **reply.headers}, media_type="application/json")
+
+
+def _encode_cursor(offset: int) -> str:
+    return base64.urlsafe_b64encode(f"{_CURSOR_PREFIX}{offset}".encode()).decode().rstrip("=")
+
+
+def _decode_cursor(cursor: Any, total: int) -> int:
+    if cursor is None or cursor == "":
+        return 0
+    if not isinstance(cursor, str) or len(cursor) > 64:
+        raise InvalidCursorError("Invalid cursor")
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode("ascii")
+    except (binascii.Error, UnicodeDecodeError, ValueError) as exc:
+        raise InvalidCursorError("Invalid cursor") from exc
+    if not raw.startswith(_CURSOR_PREFIX) or not raw[len(_CURSOR_PREFIX) :].isdigit():
+        raise InvalidCursorError("Invalid cursor")
+    offset = int(raw[len(_CURSOR_PREFIX) :])
+    if offset <= 0 or offset >= total:
+        raise InvalidCursorError("Invalid cursor: the listing changed or the cursor is stale")
+    return offset
+
+
+@dataclass(slots=True)
+class Dispatcher:
+    """Serves JSON-RPC requests of both eras for one :class:`McpRouter`."""
+
+    registry: ToolRegistry
+    settings: McpSettings
+    sessions: SessionStore
+    live: LiveSessions
+    state_factory: Callable[[str | None], Any] | None = None
+
+    # -- helpers -------------------------------------------------------------------------
+    @property
+    def server_info(self) -> dict[str, Any]:
+        """``Implementation`` of this server (``name``, ``version``)."""
+        return {"name": self.settings.server_name, "version": self.settings.server_version}
+
+    def capabilities(self) -> dict[str, Any]:
+        """``ServerCapabilities``: tools and logging."""
+        return {"tools": {"listChanged": False}, "logging": {}}
+
+    def _finish(self, result: dict[str, Any], envelope: RequestEnvelope, *, cacheable: bool = False) -> dict[str, Any]:
+        if envelope.era == "modern":
+            result["resultType"] = "complete"
+            if cacheable:
+                result.setdefault("ttlMs", self.settings.cache_ttl_ms)
+                result.setdefault("cacheScope", self.settings.cache_scope)
+            meta = result.setdefault("_meta", {})
+            meta.setdefault(SERVER_INFO_KEY, self.server_info)
+        return result
+
+    # -- the handshake -------------------------------------------------------------------
+    def initialize_result(self, params: dict[str, Any]) -> tuple[dict[str, Any], str]:
+        """``InitializeResult`` for ``params`` and the negotiated version.
+
+        A requested version this server speaks is echoed; anything else gets the latest
+        handshake version (spec 2025-11-25 ``basic/lifecycle`` §Version Negotiation).
+        """
+        requested = params.get("protocolVersion")
+        version = requested if requested in HANDSHAKE_PROTOCOL_VERSIONS else LATEST_HANDSHAKE_VERSION
+        result: dict[str, Any] = {
+            "protocolVersion": version,
+            "capabilities": self.capabilities(),
+            "serverInfo": self.server_info,
+        }
+        if self.settings.instructions:
+            result["instructions"] = self.settings.instructions
+        return result, str(version)
+
+    # -- dispatch ------------------------------------------------------------------------
+    async def dispatch(
+        self,
+        message: JsonRpcRequest,
+        envelope: RequestEnvelope,
+        request: Request,
+        session: SessionRecord | None,
+        headers: Mapping[str, str],
+        sse_allowed: bool,
+    ) -> Response:
+        """Serve one request; every exception becomes a JSON-RPC error here."""
+        try:
+            table = MODERN_METHODS if envelope.era == "modern" else LEGACY_METHODS
+            if message.method not in table:
+                raise MethodNotFoundError(data=message.method)
+            if message.method == "tools/call":
+                return await self._tools_call(message, envelope, request, session, headers, sse_allowed)
+            result = await self._simple(message, envelope, session)
+            return json_reply(Reply(result_message(message.id, result)), headers)
+        except McpError as exc:
+            return json_reply(error_reply(message.id, exc, envelope.era), headers)
+        except Exception:
+            logger.exception("internal error serving %s (request id %r)", message.method, message.id)
+            return json_reply(error_reply(message.id, InternalError(), envelope.era), headers)
+
+    async def _simple(self, message: JsonRpcRequest, envelope: RequestEnvelope, session: SessionRecord | None) -> dict[str, Any]:
+        method, params = message.method, message.params
+        if method == "ping":
+            return {}
+        if method == "tools/list":
+            return self._finish(self._tools_page(params.get("cursor")), envelope, cacheable=True)
+        if method == "server/discover":
+            result: dict[str, Any] = {"supportedVersions": list(MODERN_PROTOCOL_VERSIONS), "capabilities": self.capabilities()}
+            if self.settings.instructions:
+                result["instructions"] = self.settings.instructions
+            return self._finish(result, envelope, cacheable=True)
+        if method == "logging/setLevel":
+            level = params.get("level")
+            if level not in LOG_LEVELS:
+                raise InvalidParamsError(f"Invalid log level: expected one of {', '.join(LOG_LEVELS)}")
+            if session is not None:
+                session.log_level = level
+                await self.sessions.update(session)
+            return {}
+        raise MethodNotFoundError(data=method)
+
+    def _tools_page(self, cursor: Any) -> dict[str, Any]:
+        listings = self.registry.listings()
+        start = _decode_cursor(cursor, len(listings))
+        end = start + self.settings.page_size
+        page: dict[str, Any] = {"tools": listings[start:end]}
+        if end < len(listings):
+            page["nextCursor"] = _encode_cursor(end)
+        return page
+
+    # -- tools/call ----------------------------------------------------------------------
+    def _check_header_params(self, tool: ToolDef, arguments: dict[str, Any], request: Request) -> None:
+        """2026-07-28 ``Mcp-Param-*`` headers must mirror the annotated arguments (else -32020)."""
+        for prop, token in tool.header_params.items():
+            raw = request.headers.get(f"mcp-param-{token}")
+            value = arguments.get(prop)
+            if value is None:
+                if raw is not None:
+                    raise HeaderMismatchError(f"Mcp-Param-{token} header present but argument {prop!r} is absent")
+                continue
+            if raw is None:
+                raise HeaderMismatchError(f"Missing Mcp-Param-{token} header for argument {prop!r}")
+            decoded = decode_header_value(raw)
+            if isinstance(value, bool):
+                expected = "true" if value else "false"
+                matches = decoded == expected
+            elif isinstance(value, (int, float)):
+                try:
+                    matches = float(decoded) == float(value)
+                except ValueError:
+                    matches = False
+            else:
+                matches = decoded == value
+            if not matches:
+                raise HeaderMismatchError(f"Mcp-Param-{token} header does not match argument {prop!r}")
+
+    async def _tools_call(
+        self,
+        message: JsonRpcRequest,
+        envelope: RequestEnvelope,
+        request: Request,
+        session: SessionRecord | None,
+        headers: Mapping[str, str],
+        sse_allowed: bool,
+    ) -> Response:
+        params = message.params
+        name = params.get("name")
+        if not isinstance(name, str):
+            raise InvalidParamsError("tools/call requires a string 'name'")
+        arguments = params.get("arguments")
+        if arguments is None:
+            arguments = {}
+        elif not isinstance(arguments, dict):
+            raise InvalidParamsError("tools/call 'arguments' must be an object")
+        tool = self.registry.get(name)
+        if tool is None:
+            raise UnknownToolError(f"Unknown tool: {name}", data={"name": name})
+        if envelope.era == "modern" and tool.header_params:
+            self._check_header_params(tool, arguments, request)  # pyright: ignore[reportUnknownArgumentType]
+        background = BackgroundTasks()
+        call_request = Request(dict(request.scope), request.receive)
+        live = self.live.get(session.id) if session is not None else None
+        state = CallState(
+            request_id=message.id,
+            method=message.method,
+            envelope=envelope,
+            settings=self.settings,
+            request=call_request,
+            session_id=session.id if session is not None else None,
+            operation=f"tools/call:{name}",
+            client_log_level=(lambda: session.log_level) if session is not None else (lambda: None),
+            state_factory=self.state_factory,
+        )
+        context = Context(state)
+        era = envelope.era
+        request_id = message.id
+
+        async def runner(outbound: Outbound) -> Reply | None:
+            state.outbound = outbound
+            if live is not None:
+                live.in_flight[request_id] = state.signal
+            try:
+                result = await run_tool(tool, arguments, context, call_request, background)  # pyright: ignore[reportUnknownArgumentType]
+                return Reply(result_message(request_id, self._finish(result, envelope)))
+            except MissingCapabilityError as exc:
+                if era == "modern":
+                    return error_reply(request_id, exc, era)
+                text = f"{exc.message}. Reconnect with a client that declares it."
+                return Reply(result_message(request_id, {"content": [{"type": "text", "text": text}], "isError": True}))
+            except McpError as exc:
+                return error_reply(request_id, exc, era)
+            except Exception:
+                logger.exception("internal error in tools/call %r (request id %r)", name, request_id)
+                return error_reply(request_id, InternalError(), era)
+            finally:
+                state.outbound = None
+                if live is not None:
+                    live.in_flight.pop(request_id, None)
+
+        def cancelled() -> Reply | None:
+            if era == "modern":
+                return None
+            return Reply({"jsonrpc": "2.0", "id": request_id, "error": {"code": -32800, "message": "Request cancelled"}})
+
+        return CallResponse(runner, state.signal, headers=headers, sse_allowed=sse_allowed, background=background, cancelled_message=cancelled)

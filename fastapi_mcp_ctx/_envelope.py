@@ -1,0 +1,228 @@
+"""Era routing and the 2026-07-28 per-request envelope: pure functions, no I/O.
+
+``choose_era`` implements DESIGN.md decision 2 (checklist §5): a request is served in the
+modern (2026-07-28) era when the ``MCP-Protocol-Version`` header names a non-handshake
+version, or when the header is absent, there is no ``Mcp-Session-Id`` and
+``params._meta`` carries ``io.modelcontextprotocol/protocolVersion``; otherwise in the
+handshake (2025) era.
+
+``read_modern_envelope`` runs the modern validation ladder (checklist §4.5 steps 8-11):
+duplicate headers → ``-32020``; ``_meta`` object with both required keys → ``-32602``;
+header rung (``MCP-Protocol-Version``, ``Mcp-Method``, ``Mcp-Name`` equal to the body) →
+``-32020``; version served → ``-32022``. Spec: 2026-07-28
+``basic/transports/streamable-http`` §Server Validation and ``basic/index`` §_meta.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import re
+from dataclasses import dataclass, field
+from typing import Any, Final, Literal
+
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
+from starlette.datastructures import Headers
+
+from .errors import HeaderMismatchError, InvalidParamsError, UnsupportedVersionError
+
+__all__ = [
+    "LOG_LEVELS",
+    "Era",
+    "RequestEnvelope",
+    "choose_era",
+    "decode_header_value",
+    "parse_traceparent",
+    "read_legacy_envelope",
+    "read_modern_envelope",
+]
+
+Era = Literal["legacy", "modern"]
+
+META_VERSION: Final = "io.modelcontextprotocol/protocolVersion"
+META_CAPABILITIES: Final = "io.modelcontextprotocol/clientCapabilities"
+META_CLIENT_INFO: Final = "io.modelcontextprotocol/clientInfo"
+META_LOG_LEVEL: Final = "io.modelcontextprotocol/logLevel"
+
+LOG_LEVELS: Final[tuple[str, ...]] = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
+"""RFC 5424 levels in ascending severity (spec ``server/utilities/logging``)."""
+
+# Methods whose target is named by the Mcp-Name header, and the params member it mirrors.
+NAME_MEMBER: Final[dict[str, str]] = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
+
+_SENTINEL: Final = re.compile(r"^=\?base64\?(.*)\?=$", re.DOTALL)
+_TRACEPARENT: Final = re.compile(r"^([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$")
+_HEADER_VALUE: Final = re.compile(r"^[\x20-\x7e]*$")
+
+
+@dataclass(slots=True)
+class RequestEnvelope:
+    """What the request says about itself, in either era.
+
+    Attributes:
+        era: ``"legacy"`` (2025 handshake) or ``"modern"`` (2026-07-28).
+        protocol_version: the negotiated (legacy) or declared (modern) revision.
+        client_capabilities: ``ClientCapabilities`` as a dict (modern: this request's; legacy:
+            the session's from ``initialize``), or None when unknown.
+        client_info: ``Implementation`` dict or None.
+        log_level: minimum ``notifications/message`` level the client opted into, or None.
+        progress_token: ``params._meta.progressToken`` (str or int, ``0`` included) or None.
+        trace: W3C ``traceparent`` / ``tracestate`` / ``baggage`` found in headers or ``_meta``.
+    """
+
+    era: Era
+    protocol_version: str
+    client_capabilities: dict[str, Any] | None = None
+    client_info: dict[str, Any] | None = None
+    log_level: str | None = None
+    progress_token: str | int | None = None
+    trace: dict[str, str] = field(default_factory=lambda: {})
+
+
+def _meta_of(params: dict[str, Any]) -> Any:
+    return params.get("_meta")
+
+
+def choose_era(headers: Headers, params: dict[str, Any] | None) -> Era:
+    """Decide the era of one POST (DESIGN.md decision 2).
+
+    Args:
+        headers: the HTTP request headers.
+        params: the JSON-RPC ``params`` object, or None for a GET/DELETE.
+    Returns:
+        ``"modern"`` or ``"legacy"``.
+    """
+    version = headers.get("mcp-protocol-version")
+    if version is not None:
+        return "legacy" if version.strip() in HANDSHAKE_PROTOCOL_VERSIONS else "modern"
+    if headers.get("mcp-session-id") is not None or params is None:
+        return "legacy"
+    meta = _meta_of(params)
+    if isinstance(meta, dict) and META_VERSION in meta:
+        return "modern"
+    return "legacy"
+
+
+def decode_header_value(raw: str) -> str:
+    """Decode an ``Mcp-Name`` / ``Mcp-Param-*`` value: literal, or ``=?base64?<b64 utf-8>?=``.
+
+    Raises:
+        HeaderMismatchError: the sentinel holds malformed base64 (bad padding or alphabet,
+            non-canonical) or bytes that are not UTF-8, or the value has control characters.
+    """
+    value = raw.strip(" \t")
+    match = _SENTINEL.match(value)
+    if match is None:
+        if not _HEADER_VALUE.match(value):
+            raise HeaderMismatchError("Header value has invalid characters")
+        return value
+    encoded = match.group(1)
+    try:
+        decoded = base64.b64decode(encoded, validate=True)
+        if base64.b64encode(decoded).decode("ascii") != encoded:
+            raise ValueError("non-canonical base64")
+        return decoded.decode("utf-8")
+    except (binascii.Error, ValueError) as exc:
+        raise HeaderMismatchError("Malformed base64 header value") from exc
+
+
+def parse_traceparent(value: str | None) -> tuple[str, str] | None:
+    """``(trace_id, parent_span_id)`` from a W3C ``traceparent``, or None when malformed/absent."""
+    if not value:
+        return None
+    match = _TRACEPARENT.match(value.strip().lower())
+    if match is None or match.group(1) == "ff" or set(match.group(2)) == {"0"} or set(match.group(3)) == {"0"}:
+        return None
+    return match.group(2), match.group(3)
+
+
+def _trace(headers: Headers, meta: dict[str, Any] | None) -> dict[str, str]:
+    trace: dict[str, str] = {}
+    for key in ("traceparent", "tracestate", "baggage"):
+        value: Any = meta.get(key) if meta is not None else None
+        if not isinstance(value, str):
+            value = headers.get(key)
+        if isinstance(value, str) and value:
+            trace[key] = value
+    return trace
+
+
+def _progress_token(meta: dict[str, Any] | None) -> str | int | None:
+    if meta is None:
+        return None
+    token = meta.get("progressToken")
+    if isinstance(token, bool) or not isinstance(token, (str, int)):
+        return None
+    return token
+
+
+def read_legacy_envelope(headers: Headers, params: dict[str, Any], protocol_version: str) -> RequestEnvelope:
+    """The envelope of a handshake-era request (progress token and trace from ``_meta``)."""
+    raw_meta = _meta_of(params)
+    meta: dict[str, Any] | None = raw_meta if isinstance(raw_meta, dict) else None  # pyright: ignore[reportUnknownVariableType]
+    return RequestEnvelope(
+        era="legacy",
+        protocol_version=protocol_version,
+        progress_token=_progress_token(meta),
+        trace=_trace(headers, meta),
+    )
+
+
+def read_modern_envelope(headers: Headers, method: str, params: dict[str, Any]) -> RequestEnvelope:
+    """Validate and read a 2026-07-28 request (checklist §4.5 steps 8-11, in that order).
+
+    Raises:
+        HeaderMismatchError: a standard header repeated, missing, or different from the body
+            (``-32020``).
+        InvalidParamsError: ``params._meta`` missing, not an object, lacking a required key,
+            or carrying an invalid ``logLevel`` / non-string version (``-32602``).
+        UnsupportedVersionError: the declared version is not served (``-32022``).
+    """
+    for name in ("mcp-protocol-version", "mcp-method", "mcp-name"):
+        if len(headers.getlist(name)) > 1:
+            raise HeaderMismatchError(f"{name} header appears more than once")
+    raw_meta = _meta_of(params)
+    if not isinstance(raw_meta, dict):
+        raise InvalidParamsError(
+            "params._meta must be an object carrying the required "
+            f"'{META_VERSION}' and '{META_CAPABILITIES}' envelope keys"
+        )
+    meta: dict[str, Any] = raw_meta  # pyright: ignore[reportUnknownVariableType]
+    missing = [key for key in (META_VERSION, META_CAPABILITIES) if key not in meta]
+    if missing:
+        raise InvalidParamsError(f"params._meta is missing the required envelope key(s): {', '.join(missing)}")
+    capabilities = meta[META_CAPABILITIES]
+    if not isinstance(capabilities, dict):
+        raise InvalidParamsError(f"params._meta['{META_CAPABILITIES}'] must be an object")
+    version: Any = meta[META_VERSION]
+    header_version = headers.get("mcp-protocol-version")
+    if header_version is None:
+        raise HeaderMismatchError("Missing MCP-Protocol-Version header")
+    if header_version.strip(" \t") != version:
+        raise HeaderMismatchError("mcp-protocol-version header does not match the request envelope's protocol version")
+    header_method = headers.get("mcp-method")
+    if header_method is None or header_method.strip(" \t") != method:
+        raise HeaderMismatchError("mcp-method header does not match the request body's method")
+    member = NAME_MEMBER.get(method)
+    if member is not None:
+        header_name = headers.get("mcp-name")
+        body_name = params.get(member)
+        if header_name is None or decode_header_value(header_name) != body_name:
+            raise HeaderMismatchError(f"mcp-name header does not match the request body's '{member}' parameter")
+    if not isinstance(version, str):
+        raise InvalidParamsError(f"params._meta['{META_VERSION}'] must be a string")
+    if version not in MODERN_PROTOCOL_VERSIONS:
+        raise UnsupportedVersionError(version, list(MODERN_PROTOCOL_VERSIONS))
+    log_level = meta.get(META_LOG_LEVEL)
+    if log_level is not None and log_level not in LOG_LEVELS:
+        raise InvalidParamsError(f"Invalid {META_LOG_LEVEL}: expected one of {', '.join(LOG_LEVELS)}")
+    client_info = meta.get(META_CLIENT_INFO)
+    return RequestEnvelope(
+        era="modern",
+        protocol_version=version,
+        client_capabilities=capabilities,  # pyright: ignore[reportUnknownArgumentType]
+        client_info=client_info if isinstance(client_info, dict) else None,  # pyright: ignore[reportUnknownArgumentType]
+        log_level=log_level,
+        progress_token=_progress_token(meta),
+        trace=_trace(headers, meta),
+    )

@@ -1,0 +1,139 @@
+"""Every touch of FastAPI internals lives here (DESIGN.md decision 3).
+
+FastAPI's own solver resolves a tool's dependencies in process: ``get_dependant`` builds the
+graph once at registration from a *dependencies-only* signature, ``solve_dependencies``
+solves it per call with ``dependency_overrides_provider=app``. Yield dependencies are
+entered on two ``AsyncExitStack`` objects stored under the scope keys FastAPI expects
+(``fastapi_inner_astack`` / ``fastapi_function_astack``, plus the pre-0.121 ``fastapi_astack``)
+and torn down when :func:`solve` exits, that is after the tool's result is produced.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass
+from typing import Annotated, Any, get_args, get_origin
+
+from fastapi import params
+from fastapi.background import BackgroundTasks
+from fastapi.dependencies.models import Dependant
+from fastapi.dependencies.utils import get_dependant, get_parameterless_sub_dependant, solve_dependencies
+from fastapi.security import SecurityScopes
+from starlette.requests import HTTPConnection, Request
+from starlette.responses import Response
+from starlette.websockets import WebSocket
+
+__all__ = ["SolvedCall", "build_dependant", "is_dependency_parameter", "solve"]
+
+_SPECIAL_TYPES: tuple[type, ...] = (Request, HTTPConnection, WebSocket, BackgroundTasks, SecurityScopes, Response)
+
+
+def _metadata(annotation: Any) -> tuple[Any, ...]:
+    if get_origin(annotation) is Annotated:
+        return get_args(annotation)[1:]
+    return ()
+
+
+def _base_type(annotation: Any) -> Any:
+    if get_origin(annotation) is Annotated:
+        return get_args(annotation)[0]
+    return annotation
+
+
+def is_dependency_parameter(parameter: inspect.Parameter) -> bool:
+    """True when FastAPI resolves this parameter (not a tool argument).
+
+    That is: a ``Depends``/``Security`` or ``Header``/``Cookie``/``Query``/``Path`` marker as
+    default or in ``Annotated`` metadata, or a ``Request``, ``HTTPConnection``,
+    ``BackgroundTasks``, ``SecurityScopes`` or ``Response`` annotation.
+    """
+    markers = (parameter.default, *_metadata(parameter.annotation))
+    if any(isinstance(m, (params.Depends, params.Param)) for m in markers):
+        return True
+    base = _base_type(parameter.annotation)
+    return inspect.isclass(base) and issubclass(base, _SPECIAL_TYPES)
+
+
+def build_dependant(
+    name: str,
+    dependency_parameters: Sequence[inspect.Parameter],
+    dependencies: Sequence[params.Depends],
+    path: str,
+) -> Dependant | None:
+    """Build the dependency graph of a tool once, at registration.
+
+    Args:
+        name: the tool name (used in FastAPI's error locations).
+        dependency_parameters: the handler parameters FastAPI resolves.
+        dependencies: ``dependencies=[Depends(...)]`` of the router then the tool, run first.
+        path: the MCP endpoint path (for FastAPI's messages).
+    Returns:
+        The ``Dependant``, or None when the tool has no dependency at all (fast path).
+    """
+    if not dependency_parameters and not dependencies:
+        return None
+
+    def _signature_holder() -> None:  # the signature is replaced below
+        return None
+
+    _signature_holder.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+        [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in dependency_parameters]
+    )
+    _signature_holder.__name__ = f"tool_{name}"
+    dependant = get_dependant(path=path, call=_signature_holder)
+    for depends in reversed(dependencies):
+        dependant.dependencies.insert(0, get_parameterless_sub_dependant(depends=depends, path=path))
+    return dependant
+
+
+@dataclass(slots=True)
+class SolvedCall:
+    """The outcome of solving one tool's dependencies.
+
+    Attributes:
+        values: keyword arguments for the handler's dependency parameters.
+        errors: FastAPI validation errors (``Header`` missing...), empty on success.
+        background_tasks: tasks a dependency or the handler scheduled (run after the response).
+    """
+
+    values: dict[str, Any]
+    errors: list[Any]
+    background_tasks: BackgroundTasks | None
+
+
+@asynccontextmanager
+async def solve(
+    dependant: Dependant,
+    request: Request,
+    overrides_provider: Any,
+    background_tasks: BackgroundTasks,
+) -> AsyncIterator[SolvedCall]:
+    """Solve ``dependant`` for one call; yield dependencies are torn down on exit.
+
+    ``request`` must own a private scope dict: this function stores the exit stacks in it.
+    """
+    scope = request.scope
+    async with AsyncExitStack() as request_stack:
+        scope["fastapi_inner_astack"] = request_stack
+        scope["fastapi_astack"] = request_stack
+        async with AsyncExitStack() as function_stack:
+            scope["fastapi_function_astack"] = function_stack
+            solved = await solve_dependencies(
+                request=request,
+                dependant=dependant,
+                body=None,
+                background_tasks=background_tasks,
+                response=Response(),
+                dependency_overrides_provider=overrides_provider,
+                dependency_cache=None,
+                async_exit_stack=request_stack,
+                embed_body_fields=False,
+            )
+            yield SolvedCall(solved.values, list(solved.errors), solved.background_tasks)
+
+
+def call_name(call: Callable[..., Any]) -> str:
+    """A readable name for a dependency callable (for logs)."""
+    return getattr(call, "__qualname__", repr(call))

@@ -1,0 +1,230 @@
+"""Tool registration: a FastAPI-style function becomes an MCP tool definition.
+
+The plain parameters (everything FastAPI does not resolve) become a pydantic model: it
+validates ``arguments`` and gives ``inputSchema`` (JSON Schema 2020-12, descriptions from
+``Annotated[..., Field(description=...)]``). The return annotation gives ``outputSchema``;
+a non-object output (``int``, ``str``, ``list``...) is wrapped as ``{"result": value}``.
+Spec 2025-11-25 ``server/tools`` §Tool, §Output Schema.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+import typing
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final, Union, get_args, get_origin
+
+import mcp_types as types
+from fastapi import params
+from fastapi.dependencies.models import Dependant
+from pydantic import BaseModel, ConfigDict, TypeAdapter, create_model
+
+from ._fastapi_compat import build_dependant, is_dependency_parameter
+
+__all__ = ["ToolDef", "ToolRegistry", "build_tool"]
+
+_NAME: Final = re.compile(r"^[A-Za-z0-9_.\-/]{1,128}$")
+_CONTENT_TYPES: Final[tuple[type, ...]] = (
+    types.TextContent,
+    types.ImageContent,
+    types.AudioContent,
+    types.EmbeddedResource,
+    types.ResourceLink,
+    types.CallToolResult,
+)
+_HEADER_TOKEN: Final = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")
+
+
+@dataclass(slots=True)
+class ToolDef:
+    """One registered tool.
+
+    Attributes:
+        name / title / description: as listed in ``tools/list``.
+        handler: the user's function (sync functions run in a worker thread).
+        arguments_model: pydantic model validating ``arguments``.
+        argument_names: the handler parameters filled from ``arguments``.
+        dependant: FastAPI dependency graph, or None when the tool has no dependency.
+        output_adapter: serializer of the return value, None without an output schema.
+        wrap_output: True when structured output is wrapped as ``{"result": value}``.
+        header_params: ``inputSchema`` property → ``Mcp-Param-<token>`` (lowercase) for
+            properties annotated ``"x-mcp-header"`` (2026-07-28 Value Encoding).
+        listing: the ``Tool`` object as sent in ``tools/list``.
+    """
+
+    name: str
+    handler: Callable[..., Any]
+    is_async: bool
+    arguments_model: type[BaseModel]
+    argument_names: tuple[str, ...]
+    dependant: Dependant | None
+    output_adapter: TypeAdapter[Any] | None
+    wrap_output: bool
+    header_params: dict[str, str]
+    listing: dict[str, Any] = field(default_factory=lambda: {})
+
+
+def _is_content_annotation(annotation: Any) -> bool:
+    origin = get_origin(annotation)
+    if origin in (list, Sequence, typing.Sequence):
+        return all(_is_content_annotation(a) for a in get_args(annotation))
+    if origin is Union or origin is getattr(types, "UnionType", None) or str(origin) == "<class 'types.UnionType'>":
+        return all(_is_content_annotation(a) for a in get_args(annotation))
+    return inspect.isclass(annotation) and issubclass(annotation, _CONTENT_TYPES)
+
+
+def _clean_schema(schema: dict[str, Any]) -> dict[str, Any]:
+    schema.pop("title", None)
+    schema.setdefault("type", "object")
+    schema.setdefault("properties", {})
+    return schema
+
+
+def _output(annotation: Any) -> tuple[TypeAdapter[Any] | None, dict[str, Any] | None, bool]:
+    if annotation is inspect.Signature.empty or annotation is None or annotation is type(None):
+        return None, None, False
+    if _is_content_annotation(annotation):
+        return None, None, False
+    adapter: TypeAdapter[Any] = TypeAdapter(annotation)
+    schema = adapter.json_schema(mode="serialization")
+    if schema.get("type") == "object" and "additionalProperties" not in schema or (
+        inspect.isclass(annotation) and issubclass(annotation, BaseModel)
+    ):
+        return adapter, _clean_schema(schema), False
+    defs = schema.pop("$defs", None)
+    wrapped: dict[str, Any] = {"type": "object", "properties": {"result": schema}, "required": ["result"]}
+    if defs:
+        wrapped["$defs"] = defs
+    return adapter, wrapped, True
+
+
+def _header_params(schema: dict[str, Any], tool: str) -> dict[str, str]:
+    found: dict[str, str] = {}
+    properties: dict[str, Any] = schema.get("properties", {})
+    for prop, sub in properties.items():
+        token = sub.get("x-mcp-header") if isinstance(sub, dict) else None
+        if token is None:
+            continue
+        if not isinstance(token, str) or not _HEADER_TOKEN.match(token):
+            raise ValueError(f"tool {tool!r}: x-mcp-header of {prop!r} must be an RFC 9110 token")
+        kind = sub.get("type")
+        if kind not in ("string", "integer", "boolean"):
+            raise ValueError(f"tool {tool!r}: x-mcp-header property {prop!r} must be string, integer or boolean")
+        if token.lower() in found.values():
+            raise ValueError(f"tool {tool!r}: duplicate x-mcp-header token {token!r}")
+        found[prop] = token.lower()
+    return found
+
+
+def build_tool(
+    handler: Callable[..., Any],
+    *,
+    name: str | None,
+    title: str | None,
+    description: str | None,
+    annotations: types.ToolAnnotations | dict[str, Any] | None,
+    input_schema: dict[str, Any] | None,
+    dependencies: Sequence[params.Depends],
+    meta: dict[str, Any] | None,
+    icons: list[dict[str, Any]] | None,
+    path: str,
+) -> ToolDef:
+    """Turn ``handler`` into a :class:`ToolDef`.
+
+    Raises:
+        ValueError: a tool name outside ``^[A-Za-z0-9_.\\-/]{1,128}$``, a ``*args``/``**kwargs``
+            parameter, or an invalid ``x-mcp-header`` annotation.
+    """
+    tool_name = name or handler.__name__
+    if not _NAME.match(tool_name):
+        raise ValueError(f"invalid tool name {tool_name!r}: use 1-128 characters of [A-Za-z0-9_.-/]")
+    signature = inspect.signature(handler)
+    hints = typing.get_type_hints(handler, include_extras=True)
+    plain: dict[str, Any] = {}
+    dependency_parameters: list[inspect.Parameter] = []
+    for parameter in signature.parameters.values():
+        if parameter.kind in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD):
+            raise ValueError(f"tool {tool_name!r}: *args / **kwargs parameters are not supported")
+        resolved = parameter.replace(annotation=hints.get(parameter.name, parameter.annotation))
+        if is_dependency_parameter(resolved):
+            dependency_parameters.append(resolved)
+            continue
+        annotation = resolved.annotation if resolved.annotation is not inspect.Parameter.empty else Any
+        default = resolved.default if resolved.default is not inspect.Parameter.empty else ...
+        plain[parameter.name] = (annotation, default)
+    model = create_model(  # pyright: ignore[reportCallIssue, reportUnknownVariableType]
+        f"{tool_name}_arguments",
+        __config__=ConfigDict(extra="ignore", arbitrary_types_allowed=True),
+        **plain,  # pyright: ignore[reportArgumentType]
+    )
+    schema = input_schema if input_schema is not None else _clean_schema(model.model_json_schema())  # pyright: ignore[reportUnknownMemberType]
+    adapter, output_schema, wrap = _output(hints.get("return", signature.return_annotation))
+    listing: dict[str, Any] = {"name": tool_name}
+    if title is not None:
+        listing["title"] = title
+    doc = description if description is not None else inspect.getdoc(handler)
+    if doc:
+        listing["description"] = doc
+    listing["inputSchema"] = schema
+    if output_schema is not None:
+        listing["outputSchema"] = output_schema
+    if annotations is not None:
+        listing["annotations"] = (
+            annotations.model_dump(by_alias=True, exclude_none=True, mode="json")
+            if isinstance(annotations, BaseModel)
+            else dict(annotations)
+        )
+    if icons:
+        listing["icons"] = icons
+    if meta:
+        listing["_meta"] = meta
+    return ToolDef(
+        name=tool_name,
+        handler=handler,
+        is_async=inspect.iscoroutinefunction(handler),
+        arguments_model=model,  # pyright: ignore[reportUnknownArgumentType]
+        argument_names=tuple(plain),
+        dependant=build_dependant(tool_name, dependency_parameters, dependencies, path),
+        output_adapter=adapter,
+        wrap_output=wrap,
+        header_params=_header_params(schema, tool_name),
+        listing=listing,
+    )
+
+
+class ToolRegistry:
+    """Registered tools in registration order (``tools/list`` order is deterministic).
+
+    ``version`` increases on every change so cached pages can be invalidated.
+    """
+
+    def __init__(self) -> None:
+        self._tools: dict[str, ToolDef] = {}
+        self.version = 0
+
+    def add(self, tool: ToolDef) -> None:
+        """Register ``tool``; raises ValueError when the name is taken."""
+        if tool.name in self._tools:
+            raise ValueError(f"a tool named {tool.name!r} is already registered")
+        self._tools[tool.name] = tool
+        self.version += 1
+
+    def remove(self, name: str) -> bool:
+        """Unregister a tool; returns False when it was not registered."""
+        removed = self._tools.pop(name, None) is not None
+        if removed:
+            self.version += 1
+        return removed
+
+    def get(self, name: str) -> ToolDef | None:
+        """The tool called ``name``, or None."""
+        return self._tools.get(name)
+
+    def listings(self) -> list[dict[str, Any]]:
+        """Every tool's ``Tool`` object, in registration order."""
+        return [tool.listing for tool in self._tools.values()]
+
+    def __len__(self) -> int:
+        return len(self._tools)

@@ -1,0 +1,79 @@
+"""Result shaping: what a tool returned → a ``CallToolResult`` dict.
+
+- a ``CallToolResult`` is sent as it is;
+- a content block (``TextContent``, ``ImageContent``, ``AudioContent``, ``EmbeddedResource``,
+  ``ResourceLink``) or a list of them becomes ``content``;
+- with an output schema, the value becomes ``structuredContent`` (wrapped as
+  ``{"result": value}`` for non-object outputs) plus a text block holding its JSON
+  (spec 2025-11-25 ``server/tools`` §Structured Content: SHOULD also serialize it as text);
+- without one: ``str`` → one text block, ``None`` → no content, anything else → its JSON text.
+
+A :class:`~fastapi_mcp_ctx.errors.ToolError` becomes ``isError: true`` with its message
+(and ``recovery_hint``); with an output schema no ``structuredContent`` is required on an
+error result (2025-11-25 §Output Schema applies to successful results only).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import mcp_types as types
+from pydantic import BaseModel
+from pydantic_core import to_json
+
+from ._registry import ToolDef
+from .errors import ToolError
+
+__all__ = ["error_result", "shape_result", "text_result"]
+
+_BLOCK_TYPES = (types.TextContent, types.ImageContent, types.AudioContent, types.EmbeddedResource, types.ResourceLink)
+
+
+def _dump(model: BaseModel) -> dict[str, Any]:
+    return model.model_dump(by_alias=True, exclude_none=True, mode="json")
+
+
+def text_result(text: str, *, is_error: bool = False) -> dict[str, Any]:
+    """``{"content": [{"type": "text", "text": text}], "isError": is_error}``."""
+    return {"content": [{"type": "text", "text": text}], "isError": is_error}
+
+
+def error_result(exc: ToolError) -> dict[str, Any]:
+    """The ``isError`` result of an anticipated tool failure."""
+    content: list[dict[str, Any]] = [{"type": "text", "text": exc.message}]
+    if exc.recovery_hint:
+        content.append({"type": "text", "text": f"Recovery: {exc.recovery_hint}"})
+    return {"content": content, "isError": True}
+
+
+def _is_block_list(value: Any) -> bool:
+    return isinstance(value, list) and bool(value) and all(isinstance(v, _BLOCK_TYPES) for v in value)  # pyright: ignore[reportUnknownVariableType]
+
+
+def shape_result(tool: ToolDef, value: Any) -> dict[str, Any]:
+    """Shape the handler's return ``value`` into a ``CallToolResult`` dict (wire spelling)."""
+    if isinstance(value, types.CallToolResult):
+        return _dump(value)
+    if isinstance(value, _BLOCK_TYPES):
+        return {"content": [_dump(value)], "isError": False}
+    if _is_block_list(value):
+        return {"content": [_dump(v) for v in value], "isError": False}
+    adapter = tool.output_adapter
+    if adapter is not None:
+        structured: Any = adapter.dump_python(value, mode="json", by_alias=True)
+        if tool.wrap_output:
+            structured = {"result": structured}
+        text = value if isinstance(value, str) else to_json(structured if not tool.wrap_output else structured["result"]).decode()
+        return {"content": [{"type": "text", "text": text}], "structuredContent": structured, "isError": False}
+    if value is None:
+        return {"content": [], "isError": False}
+    if isinstance(value, str):
+        return {"content": [{"type": "text", "text": value}], "isError": False}
+    if isinstance(value, BaseModel):
+        structured = _dump(value)
+        return {"content": [{"type": "text", "text": to_json(structured).decode()}], "structuredContent": structured, "isError": False}
+    data = to_json(value, fallback=str).decode()
+    result: dict[str, Any] = {"content": [{"type": "text", "text": data}], "isError": False}
+    if isinstance(value, dict):
+        result["structuredContent"] = value
+    return result

@@ -1,0 +1,80 @@
+"""Transport security: ``Host`` / ``Origin`` allow-lists against DNS rebinding.
+
+Spec 2025-11-25 ``basic/transports`` §Security Warning (same in 2026-07-28): servers MUST
+validate ``Origin`` and answer an invalid one with 403; a ``Host`` outside the allow-list
+gets 421 Misdirected Request. An absent ``Origin`` (non-browser clients) is allowed.
+
+Patterns: ``"127.0.0.1:8000"`` (exact), ``"localhost:*"`` (any port, or none),
+``"http://localhost:*"`` for origins. Matching is case-insensitive.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final
+
+from starlette.datastructures import Headers
+
+from .errors import HostNotAllowedError, OriginNotAllowedError
+
+__all__ = ["LOOPBACK_HOSTS", "TransportSecurity", "loopback_security"]
+
+LOOPBACK_HOSTS: Final[frozenset[str]] = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
+
+
+def _matches(value: str, patterns: tuple[str, ...]) -> bool:
+    value = value.lower()
+    for pattern in patterns:
+        if pattern.endswith(":*"):
+            base = pattern[:-2]
+            if value == base:
+                return True
+            if value.startswith(base + ":") and value[len(base) + 1 :].isdigit():
+                return True
+        elif value == pattern:
+            return True
+    return False
+
+
+@dataclass(frozen=True, slots=True)
+class TransportSecurity:
+    """Host / Origin allow-lists; ``enabled=False`` admits everything.
+
+    Raises (from :meth:`check`):
+        HostNotAllowedError: ``Host`` absent or outside ``allowed_hosts`` (HTTP 421).
+        OriginNotAllowedError: ``Origin`` present and outside ``allowed_origins`` (HTTP 403).
+    """
+
+    enabled: bool
+    allowed_hosts: tuple[str, ...] = ()
+    allowed_origins: tuple[str, ...] = ()
+
+    def check(self, headers: Headers) -> None:
+        """Validate one request's headers; returns None when allowed."""
+        if not self.enabled:
+            return
+        host = headers.get("host")
+        if host is None or not _matches(host, self.allowed_hosts):
+            raise HostNotAllowedError()
+        origin = headers.get("origin")
+        if origin is not None and not _matches(origin, self.allowed_origins):
+            raise OriginNotAllowedError()
+
+
+def loopback_security(extra_hosts: list[str] | None = None, extra_origins: list[str] | None = None) -> TransportSecurity:
+    """The default for loopback binds: 127.0.0.1, localhost and [::1] on any port.
+
+    Args:
+        extra_hosts / extra_origins: more allowed patterns (see module docstring).
+    """
+    hosts = ("127.0.0.1:*", "localhost:*", "[::1]:*", *(h.lower() for h in extra_hosts or ()))
+    origins = (
+        "http://127.0.0.1:*",
+        "http://localhost:*",
+        "http://[::1]:*",
+        "https://127.0.0.1:*",
+        "https://localhost:*",
+        "https://[::1]:*",
+        *(o.lower() for o in extra_origins or ()),
+    )
+    return TransportSecurity(enabled=True, allowed_hosts=hosts, allowed_origins=origins)

@@ -1,0 +1,176 @@
+"""2025-era sessions (``Mcp-Session-Id``) behind a small store interface.
+
+A :class:`SessionRecord` holds only what a shared store can keep (JSON-able: negotiated
+version, client capabilities and info, log level, owner); live, in-process objects (the
+standalone GET stream, in-flight cancellation signals) live in :class:`LiveSessions`.
+Spec 2025-11-25 ``basic/transports`` §Session Management: ids are cryptographically random
+visible ASCII; an ended or unknown id gets 404.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import anyio
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+
+from .context import CancelSignal
+
+__all__ = ["LiveSession", "LiveSessions", "MemorySessionStore", "SessionRecord", "SessionStore", "new_session_id"]
+
+
+def new_session_id() -> str:
+    """A fresh session id: 32 lowercase hex characters from ``secrets`` (128 bits)."""
+    return secrets.token_hex(16)
+
+
+@dataclass(slots=True)
+class SessionRecord:
+    """What a 2025 session remembers between requests (all JSON-able).
+
+    Attributes:
+        id: the ``Mcp-Session-Id``.
+        protocol_version: negotiated in ``initialize``.
+        client_capabilities / client_info: from ``initialize`` params.
+        log_level: set by ``logging/setLevel`` (None: every level).
+        owner: the authenticated principal the session is bound to (None without auth).
+        created_at / last_seen: UNIX times in seconds.
+    """
+
+    id: str
+    protocol_version: str
+    client_capabilities: dict[str, Any] = field(default_factory=lambda: {})
+    client_info: dict[str, Any] | None = None
+    log_level: str | None = None
+    owner: str | None = None
+    created_at: float = field(default_factory=time.time)
+    last_seen: float = field(default_factory=time.time)
+
+
+class SessionStore(Protocol):
+    """Where session records live. Implementations must be safe under concurrency."""
+
+    async def create(self, record: SessionRecord) -> None:
+        """Store a new record. Raises ``OverflowError`` when the store is full."""
+        ...
+
+    async def get(self, session_id: str) -> SessionRecord | None:
+        """The live record (refreshing its idle timer), or None when unknown or expired."""
+        ...
+
+    async def update(self, record: SessionRecord) -> None:
+        """Persist changed fields of a record (e.g. ``log_level``)."""
+        ...
+
+    async def delete(self, session_id: str) -> bool:
+        """End a session; False when it was unknown."""
+        ...
+
+
+class MemorySessionStore:
+    """In-process :class:`SessionStore` with idle expiry and a size cap.
+
+    Args:
+        idle_seconds: a session unused for this many seconds is gone (404).
+        max_sessions: ``create`` raises ``OverflowError`` beyond this many live sessions.
+        clock: time source in seconds (tests inject one).
+    """
+
+    def __init__(self, *, idle_seconds: float, max_sessions: int, clock: Callable[[], float] = time.time) -> None:
+        self._records: dict[str, SessionRecord] = {}
+        self._idle = idle_seconds
+        self._max = max_sessions
+        self._clock = clock
+
+    def _expired(self, record: SessionRecord, now: float) -> bool:
+        return now - record.last_seen > self._idle
+
+    def _sweep(self, now: float) -> None:
+        for sid in [sid for sid, rec in self._records.items() if self._expired(rec, now)]:
+            del self._records[sid]
+
+    async def create(self, record: SessionRecord) -> None:
+        now = self._clock()
+        if len(self._records) >= self._max:
+            self._sweep(now)
+            if len(self._records) >= self._max:
+                raise OverflowError("Too many open sessions")
+        record.created_at = record.last_seen = now
+        self._records[record.id] = record
+
+    async def get(self, session_id: str) -> SessionRecord | None:
+        record = self._records.get(session_id)
+        if record is None:
+            return None
+        now = self._clock()
+        if self._expired(record, now):
+            del self._records[session_id]
+            return None
+        record.last_seen = now
+        return record
+
+    async def update(self, record: SessionRecord) -> None:
+        if record.id in self._records:
+            self._records[record.id] = record
+
+    async def delete(self, session_id: str) -> bool:
+        return self._records.pop(session_id, None) is not None
+
+
+@dataclass(slots=True)
+class LiveSession:
+    """In-process companions of a session: the standalone stream and in-flight calls."""
+
+    standalone_send: MemoryObjectSendStream[dict[str, Any]] | None = None
+    standalone_receive: MemoryObjectReceiveStream[dict[str, Any]] | None = None
+    in_flight: dict[str | int, CancelSignal] = field(default_factory=lambda: {})
+
+    def open_standalone(self) -> MemoryObjectReceiveStream[dict[str, Any]] | None:
+        """Open the GET stream; None when one is already open (HTTP 409)."""
+        if self.standalone_send is not None:
+            return None
+        send, receive = anyio.create_memory_object_stream[dict[str, Any]](max_buffer_size=1024)
+        self.standalone_send, self.standalone_receive = send, receive
+        return receive
+
+    def close_standalone(self) -> None:
+        """Close the GET stream (its response ends)."""
+        if self.standalone_send is not None:
+            self.standalone_send.close()
+        self.standalone_send = self.standalone_receive = None
+
+
+class LiveSessions:
+    """Map of session id → :class:`LiveSession` for this process."""
+
+    def __init__(self) -> None:
+        self._live: dict[str, LiveSession] = {}
+
+    def get(self, session_id: str) -> LiveSession:
+        """The live companion of ``session_id`` (created on first use)."""
+        live = self._live.get(session_id)
+        if live is None:
+            live = self._live[session_id] = LiveSession()
+        return live
+
+    def end(self, session_id: str) -> None:
+        """Forget a session: close its stream, cancel its in-flight calls."""
+        live = self._live.pop(session_id, None)
+        if live is None:
+            return
+        live.close_standalone()
+        for signal in live.in_flight.values():
+            signal.cancel("session ended")
+
+    def broadcast(self, message: dict[str, Any]) -> None:
+        """Put a notification on every open standalone stream (dropped where the buffer is full)."""
+        for live in self._live.values():
+            if live.standalone_send is not None:
+                try:
+                    live.standalone_send.send_nowait(message)
+                except (anyio.WouldBlock, anyio.BrokenResourceError, anyio.ClosedResourceError):
+                    pass

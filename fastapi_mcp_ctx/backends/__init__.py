@@ -1,0 +1,63 @@
+"""Storage backends for ``ctx.state`` (and the other shared stores), chosen by URL.
+
+=============================================  ===========================================
+URL                                            backend
+=============================================  ===========================================
+``memory://``                                  :class:`~.memory.MemoryBackend` (one process)
+``redis://host:port/db``, ``rediss://…``       :class:`~.redis.RedisBackend` (redis-py asyncio)
+``sqlite+aiosqlite:///path/state.db``          :class:`~.sql.SqlBackend` (SQLite ≥ 3.35)
+``postgresql+asyncpg://user:pw@host:port/db``  :class:`~.sql.SqlBackend` (PostgreSQL)
+=============================================  ===========================================
+
+Lifecycle: :func:`backend_from_url` does no I/O (and imports redis / SQLAlchemy only for
+their schemes). The backend connects on first use, from the event loop that uses it, and
+holds its pool (and, for SQL, an expiry sweeper task) until ``await backend.aclose()``,
+which the application calls once at shutdown.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from .base import StateBackend
+from .memory import MemoryBackend
+
+__all__ = ["MemoryBackend", "StateBackend", "backend_from_url"]
+
+
+def backend_from_url(
+    url: str,
+    *,
+    create_tables: bool = False,
+    clock: Callable[[], float] | None = None,
+) -> StateBackend:
+    """Build the backend named by ``url`` (``McpSettings.storage_url``) without connecting.
+
+    Args:
+        url: ``memory://``, ``redis://…`` / ``rediss://…``, ``sqlite+aiosqlite:///…`` or
+            ``postgresql+asyncpg://…``.
+        create_tables: SQL only: create the ``mcp_state`` table on first use instead of
+            relying on ``alembic upgrade head`` (``McpSettings.storage_create_tables``).
+        clock: wall clock in seconds for TTLs (memory and SQL; Redis expires natively).
+
+    Returns:
+        A :class:`StateBackend`; call ``await backend.aclose()`` at shutdown.
+
+    Raises:
+        ValueError: unknown scheme or unsupported driver.
+    """
+    scheme = url.split("://", 1)[0].lower() if "://" in url else ""
+    if scheme == "memory":
+        return MemoryBackend(clock=clock)
+    if scheme in ("redis", "rediss"):
+        from .redis import RedisBackend
+
+        return RedisBackend(url)
+    if scheme in ("sqlite+aiosqlite", "postgresql+asyncpg"):
+        from .sql import SqlBackend
+
+        return SqlBackend(url, create_tables=create_tables, clock=clock)
+    raise ValueError(
+        f"unsupported storage URL scheme {scheme or '(none)'!r}: expected memory://, redis://, rediss://, "
+        "sqlite+aiosqlite:///path or postgresql+asyncpg://…"
+    )

@@ -1,0 +1,250 @@
+"""Redis backend (redis-py asyncio): native TTLs, Lua for every compound write.
+
+Layout under ``namespace`` (default ``"mcp:"``)::
+
+    <ns>v:<key>   STRING  the JSON text, with a native expiry (PX) when a TTL was given
+    <ns>idx       ZSET    every key, score 0, for ordered prefix scans (ZRANGEBYLEX)
+
+A write touching a value and the index is one Lua script, so it is atomic and costs one
+round trip: ``set`` = SET PX + ZADD, ``set_many`` = all of them at once, ``take`` =
+GETDEL + ZREM, ``delete``/``delete_many`` = DEL + ZREM. ``get``/``get_many`` are plain
+GET/MGET. The index may hold keys whose value has expired; ``scan`` skips them and removes
+them from the index inside its own script (lazy purge), so a keyset page never skips nor
+repeats a live key. Redis Cluster is not supported (the index spans every key).
+
+Durability is the server's: run Redis with ``appendonly yes`` (``scripts/services.sh`` uses
+``appendfsync always``) when acknowledged writes must survive a restart.
+
+``take`` is at most once: if the connection dies after Redis ran GETDEL but before the reply
+arrived, the value is gone and the caller gets :class:`StateUnavailableError`.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any, cast
+
+from redis.asyncio import Redis
+from redis.asyncio.retry import Retry
+from redis.backoff import ExponentialBackoff
+from redis.commands.core import AsyncScript
+from redis.exceptions import RedisError
+
+from ..errors import StateUnavailableError
+from .base import prefix_upper_bound
+
+__all__ = ["RedisBackend"]
+
+logger = logging.getLogger(__name__)
+
+_SET = """
+if ARGV[2] == '' then
+  redis.call('SET', KEYS[1], ARGV[1])
+else
+  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+end
+redis.call('ZADD', KEYS[2], 0, ARGV[3])
+return 1
+"""
+
+# KEYS = idx, value keys...; ARGV = ttl_ms ('' = none), then (key, value) pairs.
+_SET_MANY = """
+local n = #KEYS - 1
+for i = 1, n do
+  local v = ARGV[2 * i + 1]
+  if ARGV[1] == '' then
+    redis.call('SET', KEYS[i + 1], v)
+  else
+    redis.call('SET', KEYS[i + 1], v, 'PX', ARGV[1])
+  end
+  redis.call('ZADD', KEYS[1], 0, ARGV[2 * i])
+end
+return n
+"""
+
+_TAKE = """
+local v = redis.call('GETDEL', KEYS[1])
+redis.call('ZREM', KEYS[2], ARGV[1])
+return v
+"""
+
+# KEYS = idx, value keys...; ARGV = keys...
+_DELETE_MANY = """
+local n = 0
+for i = 2, #KEYS do
+  n = n + redis.call('DEL', KEYS[i])
+  redis.call('ZREM', KEYS[1], ARGV[i - 1])
+end
+return n
+"""
+
+# KEYS = idx; ARGV = value-key prefix, lo, hi, limit. Returns {k1, v1, k2, v2, ...}.
+_SCAN = """
+local idx, vp, lo, hi = KEYS[1], ARGV[1], ARGV[2], ARGV[3]
+local limit = tonumber(ARGV[4])
+local out, found = {}, 0
+while found < limit do
+  local batch = limit - found
+  if batch < 32 then batch = 32 end
+  local members = redis.call('ZRANGEBYLEX', idx, lo, hi, 'LIMIT', 0, batch)
+  if #members == 0 then break end
+  for _, m in ipairs(members) do
+    local v = redis.call('GET', vp .. m)
+    if v then
+      if found < limit then
+        out[#out + 1] = m
+        out[#out + 1] = v
+        found = found + 1
+      end
+    else
+      redis.call('ZREM', idx, m)
+    end
+    lo = '(' .. m
+    if found >= limit then break end
+  end
+  if #members < batch then break end
+end
+return out
+"""
+
+
+class RedisBackend:
+    """A :class:`~fastapi_mcp_ctx.backends.base.StateBackend` on Redis ≥ 6.2 (GETDEL).
+
+    Args:
+        url: ``redis://[user:pass@]host:port/db`` or ``rediss://…``; used when ``client`` is None.
+        client: an existing ``redis.asyncio.Redis`` created with ``decode_responses=True``
+            (e.g. ``fakeredis.FakeAsyncRedis(decode_responses=True)``); the backend then
+            does not own it unless ``owns_client=True``.
+        namespace: prefix of every Redis key this backend writes.
+        timeout: socket connect / read timeout in seconds; bounds how long a call to a dead
+            server takes before :class:`StateUnavailableError`.
+
+    No I/O happens here: the pool connects on first use. :meth:`aclose` closes the pool.
+    """
+
+    def __init__(
+        self,
+        url: str | None = None,
+        *,
+        client: Redis | None = None,
+        owns_client: bool | None = None,
+        namespace: str = "mcp:",
+        timeout: float = 2.0,
+    ) -> None:
+        if client is None:
+            if url is None:
+                raise ValueError("RedisBackend needs a url or a client")
+            from_url = cast("Callable[..., Redis]", getattr(Redis, "from_url"))
+            client = from_url(
+                url,
+                decode_responses=True,
+                socket_timeout=timeout,
+                socket_connect_timeout=timeout,
+                retry=Retry(ExponentialBackoff(cap=0.2, base=0.02), 1),
+                health_check_interval=0,
+            )
+            owns_client = True if owns_client is None else owns_client
+        self._r: Redis = client
+        self._owns = bool(owns_client)
+        self._exec = cast("Callable[..., Awaitable[Any]]", getattr(client, "execute_command"))
+        self._vp = f"{namespace}v:"
+        self._idx = f"{namespace}idx"
+        self._set: AsyncScript = client.register_script(_SET)
+        self._set_many: AsyncScript = client.register_script(_SET_MANY)
+        self._take: AsyncScript = client.register_script(_TAKE)
+        self._delete_many: AsyncScript = client.register_script(_DELETE_MANY)
+        self._scan: AsyncScript = client.register_script(_SCAN)
+
+    @staticmethod
+    def _unavailable(exc: BaseException) -> StateUnavailableError:
+        logger.warning("redis state backend unavailable: %r", exc)
+        return StateUnavailableError("State backend (redis) unavailable, retry later")
+
+    @staticmethod
+    def _ttl_ms(ttl: float | None) -> str:
+        return "" if ttl is None else str(max(1, round(ttl * 1000)))
+
+    async def get(self, key: str) -> str | None:
+        """See :meth:`StateBackend.get` (one GET)."""
+        try:
+            return cast("str | None", await self._exec("GET", self._vp + key))
+        except (RedisError, OSError) as exc:
+            raise self._unavailable(exc) from exc
+
+    async def get_many(self, keys: Sequence[str]) -> dict[str, str]:
+        """See :meth:`StateBackend.get_many` (one MGET)."""
+        if not keys:
+            return {}
+        vp = self._vp
+        try:
+            values = cast("list[str | None]", await self._exec("MGET", *[vp + k for k in keys]))
+        except (RedisError, OSError) as exc:
+            raise self._unavailable(exc) from exc
+        return {k: v for k, v in zip(keys, values) if v is not None}
+
+    async def set(self, key: str, value: str, ttl: float | None = None) -> None:
+        """See :meth:`StateBackend.set` (one script: SET [PX] + ZADD)."""
+        try:
+            await self._set(keys=[self._vp + key, self._idx], args=[value, self._ttl_ms(ttl), key])
+        except (RedisError, OSError) as exc:
+            raise self._unavailable(exc) from exc
+
+    async def set_many(self, items: Mapping[str, str], ttl: float | None = None) -> None:
+        """See :meth:`StateBackend.set_many` (one script: atomic)."""
+        if not items:
+            return
+        vp = self._vp
+        keys = [self._idx, *[vp + k for k in items]]
+        args: list[str] = [self._ttl_ms(ttl)]
+        for k, v in items.items():
+            args.append(k)
+            args.append(v)
+        try:
+            await self._set_many(keys=keys, args=args)
+        except (RedisError, OSError) as exc:
+            raise self._unavailable(exc) from exc
+
+    async def delete(self, key: str) -> bool:
+        """See :meth:`StateBackend.delete`."""
+        return await self.delete_many([key]) == 1
+
+    async def delete_many(self, keys: Sequence[str]) -> int:
+        """See :meth:`StateBackend.delete_many` (one script: DEL + ZREM each)."""
+        unique = list(dict.fromkeys(keys))
+        if not unique:
+            return 0
+        vp = self._vp
+        try:
+            n = await self._delete_many(keys=[self._idx, *[vp + k for k in unique]], args=unique)
+        except (RedisError, OSError) as exc:
+            raise self._unavailable(exc) from exc
+        return int(cast(int, n))
+
+    async def take(self, key: str) -> str | None:
+        """See :meth:`StateBackend.take` (one script: GETDEL + ZREM)."""
+        try:
+            return cast("str | None", await self._take(keys=[self._vp + key, self._idx], args=[key]))
+        except (RedisError, OSError) as exc:
+            raise self._unavailable(exc) from exc
+
+    async def scan(self, prefix: str, after: str | None, limit: int) -> list[tuple[str, str]]:
+        """See :meth:`StateBackend.scan` (one script: ZRANGEBYLEX + GET, purging dead index entries)."""
+        if limit <= 0:
+            return []
+        lo = f"({after}" if after is not None and after >= prefix else f"[{prefix}"
+        hi = f"({prefix_upper_bound(prefix)}" if prefix else "+"
+        try:
+            flat = cast("list[str]", await self._scan(keys=[self._idx], args=[self._vp, lo, hi, limit]))
+        except (RedisError, OSError) as exc:
+            raise self._unavailable(exc) from exc
+        return [(flat[i], flat[i + 1]) for i in range(0, len(flat), 2)]
+
+    async def aclose(self) -> None:
+        """Close the connection pool when this backend created the client."""
+        if self._owns:
+            try:
+                await self._r.aclose()
+            except (RedisError, OSError):  # pragma: no cover - closing a dead pool
+                pass

@@ -1,0 +1,302 @@
+"""SQL backend: SQLAlchemy 2 async Core on SQLite (aiosqlite) or PostgreSQL (asyncpg).
+
+One table, ``mcp_state`` (see ``_sql_models``), created by the Alembic migrations in
+``alembic/`` (``alembic upgrade head``); the backend creates it itself only with
+``create_tables=True`` (meant for the embedded SQLite default).
+
+Every single-key operation is one statement on an autocommit connection: ``get`` a SELECT
+filtered on ``expires_at``, ``set`` an ``INSERT … ON CONFLICT DO UPDATE``, ``take`` a
+``DELETE … WHERE key = :k AND <live> RETURNING value`` (atomic: of concurrent takers only
+one deletes the row). Batches run in one transaction. Expiry uses the backend's clock
+(``time.time``), is filtered on every read and swept by a background task (started on
+first use, cancelled by :meth:`SqlBackend.aclose`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy import event
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+
+from ..errors import StateUnavailableError
+from ._sql_models import metadata, state_table
+from .base import Clock, prefix_upper_bound
+
+__all__ = ["SqlBackend"]
+
+logger = logging.getLogger(__name__)
+
+_T = state_table
+_C = _T.c
+_CHUNK = 500  # bound parameters per statement in batches
+
+_live = sa.or_(_C.expires_at.is_(None), _C.expires_at > sa.bindparam("now"))
+_GET = sa.select(_C.value).where(_C.key == sa.bindparam("k"), _live)
+_TAKE = sa.delete(_T).where(_C.key == sa.bindparam("k"), _live).returning(_C.value)
+_DELETE = sa.delete(_T).where(_C.key == sa.bindparam("k")).returning(_C.expires_at)
+_SWEEP = sa.delete(_T).where(_C.expires_at <= sa.bindparam("now"))
+
+
+class SqlBackend:
+    """A :class:`~fastapi_mcp_ctx.backends.base.StateBackend` on a SQL database.
+
+    Args:
+        url: ``sqlite+aiosqlite:///path.db`` or ``postgresql+asyncpg://user:pw@host:port/db``.
+        create_tables: create ``mcp_state`` on first use when missing (no migrations).
+        clock: wall clock in seconds (``time.time``), used for ``expires_at``; injectable.
+        timeout: connect / statement timeout in seconds (bounded failure on a dead server).
+        sweep_interval: seconds between background deletions of expired rows.
+        engine: an existing ``AsyncEngine`` to use instead of ``url`` (not disposed on close).
+
+    No I/O here: the engine connects lazily; :meth:`aclose` stops the sweeper and disposes
+    the engine.
+    """
+
+    def __init__(
+        self,
+        url: str | None = None,
+        *,
+        create_tables: bool = False,
+        clock: Clock | None = None,
+        timeout: float = 2.0,
+        sweep_interval: float = 60.0,
+        pool_size: int = 10,
+        max_overflow: int = 20,
+        engine: AsyncEngine | None = None,
+    ) -> None:
+        if engine is None:
+            if url is None:
+                raise ValueError("SqlBackend needs a url or an engine")
+            engine = _make_engine(url, timeout=timeout, pool_size=pool_size, max_overflow=max_overflow)
+            self._owns = True
+        else:
+            self._owns = False
+        self._engine: AsyncEngine = engine
+        self._auto: AsyncEngine = engine.execution_options(isolation_level="AUTOCOMMIT")
+        self._clock: Clock = clock or time.time
+        self._create_tables = create_tables
+        self._ready = not create_tables
+        self._ready_lock: asyncio.Lock | None = None
+        self._sweep_interval = sweep_interval
+        self._sweeper: asyncio.Task[None] | None = None
+        self._closed = False
+        dialect = engine.dialect.name
+        if dialect == "postgresql":
+            ins: Any = postgresql.insert(_T)
+        elif dialect == "sqlite":
+            ins = sqlite.insert(_T)
+        else:
+            raise ValueError(f"unsupported SQL dialect {dialect!r} (sqlite, postgresql)")
+        self._upsert: Any = ins.on_conflict_do_update(
+            index_elements=[_C.key],
+            set_={"value": ins.excluded.value, "expires_at": ins.excluded.expires_at},
+        )
+
+    # ------------------------------------------------------------------ internals
+    @staticmethod
+    def _unavailable(exc: BaseException) -> StateUnavailableError:
+        logger.warning("sql state backend unavailable: %r", exc)
+        return StateUnavailableError("State backend (sql) unavailable, retry later")
+
+    def _expires(self, ttl: float | None) -> float | None:
+        return None if ttl is None else self._clock() + ttl
+
+    async def _prepare(self) -> None:
+        """First use: create the table if asked, start the sweeper. Cheap after that."""
+        if self._closed:
+            raise StateUnavailableError("State backend is closed")
+        if self._sweeper is None and self._sweep_interval > 0:
+            self._sweeper = asyncio.get_running_loop().create_task(self._sweep_loop())
+        if self._ready:
+            return
+        if self._ready_lock is None:
+            self._ready_lock = asyncio.Lock()
+        async with self._ready_lock:
+            if self._ready:
+                return
+            try:
+                async with self._engine.begin() as conn:
+                    await conn.run_sync(metadata.create_all)
+            except (SQLAlchemyError, OSError) as exc:
+                raise self._unavailable(exc) from exc
+            self._ready = True
+
+    async def _sweep_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self._sweep_interval)
+            with contextlib.suppress(Exception):
+                await self.sweep()
+
+    async def sweep(self) -> int:
+        """Delete the rows whose expiry has passed; the number deleted."""
+        try:
+            async with self._auto.connect() as conn:
+                result = await conn.execute(_SWEEP, {"now": self._clock()})
+        except (SQLAlchemyError, OSError) as exc:
+            raise self._unavailable(exc) from exc
+        return result.rowcount
+
+    # ------------------------------------------------------------------ protocol
+    async def get(self, key: str) -> str | None:
+        """See :meth:`StateBackend.get` (one SELECT)."""
+        if not self._ready or self._sweeper is None:
+            await self._prepare()
+        try:
+            async with self._auto.connect() as conn:
+                result = await conn.execute(_GET, {"k": key, "now": self._clock()})
+                return result.scalar_one_or_none()
+        except (SQLAlchemyError, OSError) as exc:
+            raise self._unavailable(exc) from exc
+
+    async def get_many(self, keys: Sequence[str]) -> dict[str, str]:
+        """See :meth:`StateBackend.get_many` (SELECT … IN, chunked, one connection)."""
+        if not keys:
+            return {}
+        await self._prepare()
+        unique = list(dict.fromkeys(keys))
+        now = self._clock()
+        found: dict[str, str] = {}
+        try:
+            async with self._engine.connect() as conn:
+                for i in range(0, len(unique), _CHUNK):
+                    stmt = sa.select(_C.key, _C.value).where(_C.key.in_(unique[i : i + _CHUNK]), _live)
+                    for k, v in await conn.execute(stmt, {"now": now}):
+                        found[k] = v
+        except (SQLAlchemyError, OSError) as exc:
+            raise self._unavailable(exc) from exc
+        return found
+
+    async def set(self, key: str, value: str, ttl: float | None = None) -> None:
+        """See :meth:`StateBackend.set` (one upsert)."""
+        if not self._ready or self._sweeper is None:
+            await self._prepare()
+        try:
+            async with self._auto.connect() as conn:
+                await conn.execute(self._upsert, {"key": key, "value": value, "expires_at": self._expires(ttl)})
+        except (SQLAlchemyError, OSError) as exc:
+            raise self._unavailable(exc) from exc
+
+    async def set_many(self, items: Mapping[str, str], ttl: float | None = None) -> None:
+        """See :meth:`StateBackend.set_many` (one transaction; all or nothing)."""
+        if not items:
+            return
+        await self._prepare()
+        expires_at = self._expires(ttl)
+        rows = [{"key": k, "value": v, "expires_at": expires_at} for k, v in items.items()]
+        try:
+            async with self._engine.begin() as conn:
+                for i in range(0, len(rows), _CHUNK):
+                    await conn.execute(self._upsert, rows[i : i + _CHUNK])
+        except (SQLAlchemyError, OSError) as exc:
+            raise self._unavailable(exc) from exc
+
+    async def delete(self, key: str) -> bool:
+        """See :meth:`StateBackend.delete` (one DELETE … RETURNING)."""
+        await self._prepare()
+        now = self._clock()
+        try:
+            async with self._auto.connect() as conn:
+                rows = (await conn.execute(_DELETE, {"k": key})).all()
+        except (SQLAlchemyError, OSError) as exc:
+            raise self._unavailable(exc) from exc
+        return any(r[0] is None or r[0] > now for r in rows)
+
+    async def delete_many(self, keys: Sequence[str]) -> int:
+        """See :meth:`StateBackend.delete_many` (one transaction)."""
+        unique = list(dict.fromkeys(keys))
+        if not unique:
+            return 0
+        await self._prepare()
+        now = self._clock()
+        n = 0
+        try:
+            async with self._engine.begin() as conn:
+                for i in range(0, len(unique), _CHUNK):
+                    stmt = sa.delete(_T).where(_C.key.in_(unique[i : i + _CHUNK])).returning(_C.expires_at)
+                    for (expires_at,) in await conn.execute(stmt):
+                        if expires_at is None or expires_at > now:
+                            n += 1
+        except (SQLAlchemyError, OSError) as exc:
+            raise self._unavailable(exc) from exc
+        return n
+
+    async def take(self, key: str) -> str | None:
+        """See :meth:`StateBackend.take` (one DELETE … RETURNING; atomic)."""
+        await self._prepare()
+        try:
+            async with self._auto.connect() as conn:
+                return (await conn.execute(_TAKE, {"k": key, "now": self._clock()})).scalar_one_or_none()
+        except (SQLAlchemyError, OSError) as exc:
+            raise self._unavailable(exc) from exc
+
+    async def scan(self, prefix: str, after: str | None, limit: int) -> list[tuple[str, str]]:
+        """See :meth:`StateBackend.scan` (one keyset SELECT on the primary key)."""
+        if limit <= 0:
+            return []
+        await self._prepare()
+        conds: list[sa.ColumnElement[bool]] = [_live]
+        if after is not None and after >= prefix:
+            conds.append(_C.key > after)
+        elif prefix:
+            conds.append(_C.key >= prefix)
+        if prefix:
+            conds.append(_C.key < prefix_upper_bound(prefix))
+        stmt = sa.select(_C.key, _C.value).where(*conds).order_by(_C.key).limit(limit)
+        try:
+            async with self._auto.connect() as conn:
+                rows = (await conn.execute(stmt, {"now": self._clock()})).all()
+        except (SQLAlchemyError, OSError) as exc:
+            raise self._unavailable(exc) from exc
+        return [(k, v) for k, v in rows]
+
+    async def aclose(self) -> None:
+        """Cancel the sweeper and dispose of the engine (when this backend created it)."""
+        self._closed = True
+        task, self._sweeper = self._sweeper, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        if self._owns:
+            await self._engine.dispose()
+
+
+def _make_engine(url: str, *, timeout: float, pool_size: int, max_overflow: int) -> AsyncEngine:
+    parsed = sa.make_url(url)
+    backend = parsed.get_backend_name()
+    driver = parsed.get_driver_name()
+    if backend == "postgresql":
+        if driver != "asyncpg":
+            raise ValueError(f"unsupported PostgreSQL driver {driver!r}: use postgresql+asyncpg://")
+        return create_async_engine(
+            parsed,
+            pool_size=pool_size,
+            max_overflow=max_overflow,
+            pool_timeout=timeout * 2,
+            connect_args={"timeout": timeout, "command_timeout": timeout * 2},
+        )
+    if backend == "sqlite":
+        if driver != "aiosqlite":
+            raise ValueError(f"unsupported SQLite driver {driver!r}: use sqlite+aiosqlite://")
+        engine = create_async_engine(parsed, connect_args={"timeout": timeout * 2})
+        event.listen(engine.sync_engine, "connect", _sqlite_on_connect)
+        return engine
+    raise ValueError(f"unsupported SQL database {backend!r} (sqlite+aiosqlite, postgresql+asyncpg)")
+
+
+def _sqlite_on_connect(dbapi_connection: Any, _record: Any) -> None:
+    cursor = dbapi_connection.cursor()
+    try:
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute("PRAGMA synchronous=NORMAL")
+    finally:
+        cursor.close()

@@ -1,0 +1,414 @@
+"""The request ``Context``: a lazy view over one MCP call's state.
+
+Handlers get it as ``ctx: Context = Depends(mcp_context)``; code without a ``ctx`` argument
+calls :func:`get_request_context` (a ``contextvars`` lookup, correct under concurrency and in
+worker threads of sync tools). ``mcp_context`` is a plain FastAPI dependency reading the
+call state from the request scope, so ``app.dependency_overrides[mcp_context]`` works.
+
+Like Starlette's ``HTTPConnection`` the view does no I/O in ``__init__``; everything is a
+property over :class:`CallState`, built by the dispatcher for each call. This module never
+imports the router or the dispatcher.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Awaitable, Callable, Mapping
+from contextvars import ContextVar
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timezone
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, Final
+
+import anyio
+from starlette.requests import Request
+
+from ._envelope import Era, RequestEnvelope, parse_traceparent
+from ._logging import ContextLogger
+from .errors import InternalError, MissingCapabilityError
+from .settings import McpSettings
+
+if TYPE_CHECKING:
+    from .state import ContextState
+
+__all__ = ["CallState", "CancelSignal", "ClientView", "Context", "get_request_context", "mcp_context"]
+
+SCOPE_KEY: Final = "fastapi_mcp_ctx.call"
+_current: ContextVar[Context | None] = ContextVar("fastapi_mcp_ctx_context", default=None)
+
+Outbound = Callable[[dict[str, Any]], Awaitable[None]]
+
+
+class CancelSignal:
+    """Cancellation of one call: set when the client cancels or disconnects.
+
+    ``await signal.wait()`` returns once cancelled; ``signal.cancelled`` reads the flag;
+    ``signal.reason`` is the client's reason (``notifications/cancelled``) or ``"disconnected"``.
+    Spec 2025-11-25 ``basic/utilities/cancellation``; 2026-07-28 ``basic/patterns/cancellation``.
+    """
+
+    __slots__ = ("_event", "_scope", "reason")
+
+    def __init__(self) -> None:
+        self._event: anyio.Event | None = None
+        self._scope: anyio.CancelScope | None = None
+        self.reason: str | None = None
+
+    def bind(self, scope: anyio.CancelScope | None) -> None:
+        """Cancel ``scope`` (the handler's) when this signal fires; None unbinds."""
+        self._scope = scope
+
+    @property
+    def cancelled(self) -> bool:
+        """True once the call was cancelled."""
+        return self.reason is not None
+
+    def cancel(self, reason: str) -> None:
+        """Mark the call cancelled (first reason wins) and wake every waiter."""
+        if self.reason is None:
+            self.reason = reason
+            if self._event is not None:
+                self._event.set()
+            if self._scope is not None:
+                self._scope.cancel()
+
+    async def wait(self) -> None:
+        """Block until the call is cancelled."""
+        if self.reason is not None:
+            return
+        if self._event is None:
+            self._event = anyio.Event()
+        await self._event.wait()
+
+    def __bool__(self) -> bool:
+        return self.cancelled
+
+
+def _capability_present(capabilities: Mapping[str, Any] | None, name: str) -> bool:
+    if not capabilities:
+        return False
+    head, _, tail = name.partition(".")
+    value = capabilities.get(head)
+    if not isinstance(value, Mapping):
+        return False
+    if not tail:
+        return True
+    if head == "elicitation" and tail == "form" and not value:
+        return True  # a bare ``elicitation: {}`` means form mode (spec 2025-11-25 client/elicitation)
+    return isinstance(value.get(tail), Mapping)  # pyright: ignore[reportUnknownMemberType]
+
+
+def _capability_object(name: str) -> dict[str, Any]:
+    head, _, tail = name.partition(".")
+    return {head: {tail: {}} if tail else {}}
+
+
+class ClientView:
+    """What the client declared: ``ctx.client.can("sampling")``, ``can("elicitation.url")``.
+
+    Names: ``elicitation`` (any mode), ``elicitation.form``, ``elicitation.url``, ``sampling``,
+    ``sampling.tools``, ``sampling.context``, ``roots``, ``roots.listChanged`` is not a
+    capability object and reads False; extension ids work as ``extensions`` sub-keys via
+    :meth:`has_extension`.
+    """
+
+    __slots__ = ("_capabilities", "_info")
+
+    def __init__(self, capabilities: Mapping[str, Any] | None, info: Mapping[str, Any] | None) -> None:
+        self._capabilities = capabilities
+        self._info = info
+
+    def can(self, name: str) -> bool:
+        """True when the client declared capability ``name`` for this request."""
+        return _capability_present(self._capabilities, name)
+
+    def has_extension(self, identifier: str) -> bool:
+        """True when ``capabilities.extensions`` lists ``identifier``."""
+        extensions = (self._capabilities or {}).get("extensions")
+        return isinstance(extensions, Mapping) and identifier in extensions
+
+    def require(self, *names: str) -> None:
+        """Raise unless every capability in ``names`` was declared.
+
+        Raises:
+            MissingCapabilityError: ``-32021`` with ``data.requiredCapabilities`` (an object).
+        """
+        missing: dict[str, Any] = {}
+        for name in names:
+            if not self.can(name):
+                for key, value in _capability_object(name).items():
+                    missing.setdefault(key, {}).update(value)
+        if missing:
+            raise MissingCapabilityError(missing)
+
+    @property
+    def capabilities(self) -> Mapping[str, Any] | None:
+        """The declared ``ClientCapabilities`` (read-only), or None when unknown."""
+        return MappingProxyType(dict(self._capabilities)) if self._capabilities is not None else None
+
+    @property
+    def info(self) -> Mapping[str, Any] | None:
+        """The client's ``Implementation`` (``name``, ``version``…), or None."""
+        return self._info
+
+
+@dataclass(slots=True)
+class CallState:
+    """Everything the dispatcher knows about one call (built per request, never shared)."""
+
+    request_id: str | int
+    method: str
+    envelope: RequestEnvelope
+    settings: McpSettings
+    request: Request
+    session_id: str | None = None
+    tenant_id: str | None = "default"
+    auth: Any = None
+    operation: str | None = None
+    uri: str | None = None
+    extra: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+    outbound: Outbound | None = None
+    signal: CancelSignal = field(default_factory=CancelSignal)
+    client_log_level: Callable[[], str | None] = lambda: None
+    state_factory: Callable[[str | None], ContextState] | None = None
+    timestamp: datetime = field(default_factory=lambda: datetime.now(timezone.utc))
+    span_id: str = field(default_factory=lambda: secrets.token_hex(8))
+    last_progress: float | None = None
+
+
+class Context:
+    """The handler-facing view of one MCP call (a lazy view over :class:`CallState`).
+
+    Identity: ``request_id``, ``timestamp`` (ISO 8601), ``tenant_id`` (``"default"`` without
+    auth), ``session_id`` (2025 sessions; None in 2026), ``trace_id`` / ``span_id`` (W3C
+    ``traceparent`` from the header or ``_meta``), ``auth``, ``operation``, ``extra``.
+    Client: ``era``, ``protocol_version``, ``client_info``, ``client_capabilities``,
+    ``client`` (``can``/``require``), ``progress_token``, ``signal``, ``uri``.
+    Actions: ``report_progress``, ``log``, ``state``, ``with_extra``.
+    """
+
+    __slots__ = ("_call", "_log", "_state")
+
+    def __init__(self, call: CallState) -> None:
+        self._call = call
+        self._log: ContextLogger | None = None
+        self._state: ContextState | None = None
+
+    # -- identity -------------------------------------------------------------------------
+    @property
+    def request_id(self) -> str | int:
+        """The JSON-RPC id of this request, exactly as sent."""
+        return self._call.request_id
+
+    @property
+    def timestamp(self) -> str:
+        """Request start time, ISO 8601 UTC (``2026-11-29T20:34:11.123456+00:00``)."""
+        return self._call.timestamp.isoformat()
+
+    @property
+    def tenant_id(self) -> str | None:
+        """The caller's tenant: ``"default"`` without auth; None when auth has no tenant claim."""
+        return self._call.tenant_id
+
+    @property
+    def session_id(self) -> str | None:
+        """The 2025-era ``Mcp-Session-Id``; None in the 2026-07-28 era and in stateless mode."""
+        return self._call.session_id
+
+    @property
+    def trace_id(self) -> str | None:
+        """32-hex W3C trace id from ``traceparent`` (header or ``_meta``), None when absent."""
+        parsed = parse_traceparent(self._call.envelope.trace.get("traceparent"))
+        return parsed[0] if parsed else None
+
+    @property
+    def span_id(self) -> str:
+        """16-hex id of this handler's span."""
+        return self._call.span_id
+
+    @property
+    def trace(self) -> Mapping[str, str]:
+        """``traceparent`` / ``tracestate`` / ``baggage`` as received."""
+        return MappingProxyType(self._call.envelope.trace)
+
+    @property
+    def auth(self) -> Any:
+        """Authenticated principal (claims), or None when authentication is off."""
+        return self._call.auth
+
+    @property
+    def operation(self) -> str | None:
+        """What this call does, e.g. ``"tools/call:add_note"``."""
+        return self._call.operation
+
+    @property
+    def extra(self) -> Mapping[str, Any]:
+        """Read-only correlation bag (see :meth:`with_extra`)."""
+        return self._call.extra
+
+    def with_extra(self, **values: Any) -> Context:
+        """A copy of this context whose ``extra`` is merged with ``values`` (this one unchanged)."""
+        clone = Context(replace(self._call, extra=MappingProxyType({**self._call.extra, **values})))
+        clone._state = self._state
+        return clone
+
+    # -- client ---------------------------------------------------------------------------
+    @property
+    def era(self) -> Era:
+        """``"legacy"`` (2025 handshake era) or ``"modern"`` (2026-07-28)."""
+        return self._call.envelope.era
+
+    @property
+    def protocol_version(self) -> str:
+        """The protocol revision of this request (``"2025-11-25"``, ``"2026-07-28"``…)."""
+        return self._call.envelope.protocol_version
+
+    @property
+    def method(self) -> str:
+        """The JSON-RPC method being served (``"tools/call"``…)."""
+        return self._call.method
+
+    @property
+    def client_info(self) -> Mapping[str, Any] | None:
+        """The client's ``Implementation`` (2025: from ``initialize``; 2026: from ``_meta``)."""
+        return self._call.envelope.client_info
+
+    @property
+    def client_capabilities(self) -> Mapping[str, Any] | None:
+        """The client's declared ``ClientCapabilities`` for this request, or None."""
+        return self._call.envelope.client_capabilities
+
+    @property
+    def client(self) -> ClientView:
+        """Capability checks: ``ctx.client.can("elicitation.form")``, ``ctx.client.require(...)``."""
+        return ClientView(self._call.envelope.client_capabilities, self._call.envelope.client_info)
+
+    @property
+    def progress_token(self) -> str | int | None:
+        """``params._meta.progressToken`` (any JSON string or integer, ``0`` included), or None."""
+        return self._call.envelope.progress_token
+
+    @property
+    def signal(self) -> CancelSignal:
+        """Cancellation: ``ctx.signal.cancelled``, ``await ctx.signal.wait()``."""
+        return self._call.signal
+
+    @property
+    def uri(self) -> str | None:
+        """The resource URI, for resource handlers; None for tools."""
+        return self._call.uri
+
+    @property
+    def request(self) -> Request:
+        """The HTTP request that carried this call."""
+        return self._call.request
+
+    @property
+    def settings(self) -> McpSettings:
+        """The server settings."""
+        return self._call.settings
+
+    # -- actions --------------------------------------------------------------------------
+    async def report_progress(self, progress: float, total: float | None = None, message: str | None = None) -> bool:
+        """Send ``notifications/progress`` on this call's own stream.
+
+        A no-op (returns False) when the request has no ``progressToken``, the call was
+        cancelled, or ``progress`` does not increase (the spec requires it to increase).
+        Spec 2025-11-25 ``basic/utilities/progress``.
+
+        Args:
+            progress: progress so far (any unit; must increase on every call).
+            total: total in the same unit, if known.
+            message: human-readable status.
+        Returns:
+            True when the notification was handed to the stream.
+        """
+        token = self._call.envelope.progress_token
+        outbound = self._call.outbound
+        if token is None or outbound is None or self._call.signal.cancelled:
+            return False
+        if self._call.last_progress is not None and progress <= self._call.last_progress:
+            return False
+        self._call.last_progress = progress
+        params: dict[str, Any] = {"progressToken": token, "progress": progress}
+        if total is not None:
+            params["total"] = total
+        if message is not None:
+            params["message"] = message
+        await outbound({"jsonrpc": "2.0", "method": "notifications/progress", "params": params})
+        return True
+
+    async def notify(self, method: str, params: dict[str, Any] | None = None) -> None:
+        """Send any notification on this call's stream (dropped when there is none)."""
+        if self._call.outbound is None or self._call.signal.cancelled:
+            return
+        message: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
+        if params is not None:
+            message["params"] = params
+        await self._call.outbound(message)
+
+    @property
+    def log(self) -> ContextLogger:
+        """Dual-sink logger: ``await ctx.log.info("message", key=value)``."""
+        if self._log is None:
+            call = self._call
+            opted_in = call.envelope.era == "legacy" or call.envelope.log_level is not None
+            level_source: Callable[[], str | None] = (
+                (lambda: call.envelope.log_level) if call.envelope.era == "modern" else call.client_log_level
+            )
+            self._log = ContextLogger(
+                floor=call.settings.log_level,
+                client_level=level_source,
+                client_opted_in=opted_in,
+                send=self._send_if_live,
+                correlation={"requestId": call.request_id, "tenantId": call.tenant_id, "traceId": self.trace_id},
+            )
+        return self._log
+
+    async def _send_if_live(self, message: dict[str, Any]) -> None:
+        if self._call.outbound is not None and not self._call.signal.cancelled:
+            await self._call.outbound(message)
+
+    @property
+    def state(self) -> ContextState:
+        """Tenant-scoped key-value storage (see ``fastapi_mcp_ctx.state.ContextState``).
+
+        Raises:
+            InternalError: no state backend is configured on the router.
+        """
+        if self._state is None:
+            factory = self._call.state_factory
+            if factory is None:
+                raise InternalError("No state backend is configured")
+            self._state = factory(self._call.tenant_id)
+        return self._state
+
+    def __repr__(self) -> str:
+        return f"Context(request_id={self.request_id!r}, method={self.method!r}, era={self.era!r})"
+
+
+def mcp_context(request: Request) -> Context:
+    """FastAPI dependency: the :class:`Context` of the MCP call being served.
+
+    Raises:
+        RuntimeError: used outside an MCP call (e.g. on a plain path operation).
+    """
+    context: Context | None = request.scope.get(SCOPE_KEY)
+    if context is None:
+        raise RuntimeError("mcp_context is only available inside an MCP handler")
+    return context
+
+
+def get_request_context() -> Context | None:
+    """The :class:`Context` of the MCP call running in this task or thread, or None."""
+    return _current.get()
+
+
+def bind_context(context: Context) -> Any:
+    """Make ``context`` current for this task; returns the token for :func:`unbind_context`."""
+    return _current.set(context)
+
+
+def unbind_context(token: Any) -> None:
+    """Restore the previous current context."""
+    _current.reset(token)

@@ -1,0 +1,366 @@
+"""``McpRouter``: an ``APIRouter`` serving MCP on one path (POST, GET, DELETE), both eras.
+
+Data flows one way: HTTP (this module) → JSON-RPC frame (``_jsonrpc``) → era and envelope
+(``_envelope``) → method table (``_dispatch``) → dependency resolution (``_resolve``) →
+handler → result shaping (``_results``) → JSON or SSE (``_streams``).
+
+Spec: 2025-11-25 ``basic/transports`` (Streamable HTTP, sessions) and 2026-07-28
+``basic/transports/streamable-http`` (single exchange, required headers).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+import mcp_types as types
+from fastapi import APIRouter, params
+from fastapi.routing import APIRoute
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
+from starlette.datastructures import Headers
+from starlette.requests import ClientDisconnect, Request
+from starlette.responses import Response
+
+from ._dispatch import Dispatcher, error_reply, json_reply
+from ._envelope import RequestEnvelope, choose_era, read_legacy_envelope, read_modern_envelope
+from ._jsonrpc import JsonRpcNotification, JsonRpcRequest, JsonRpcResponse, parse_message, request_id_of
+from ._registry import ToolRegistry, build_tool
+from ._security import LOOPBACK_HOSTS, TransportSecurity, loopback_security
+from ._sessions import LiveSessions, MemorySessionStore, SessionRecord, SessionStore, new_session_id
+from ._streams import Reply, StandaloneStream
+from .errors import (
+    InvalidRequestError,
+    McpError,
+    MissingSessionError,
+    NotAcceptableError,
+    PayloadTooLargeError,
+    SessionNotFoundError,
+    StateUnavailableError,
+    StreamConflictError,
+    UnsupportedMediaTypeError,
+    UnsupportedVersionError,
+)
+from .settings import McpSettings, get_settings
+
+__all__ = ["McpRouter"]
+
+logger = logging.getLogger("fastapi_mcp_ctx")
+F = TypeVar("F", bound=Callable[..., Any])
+_SESSION_HEADER = "mcp-session-id"
+
+
+def _accepts(headers: Headers, media_type: str) -> bool:
+    accept = headers.get("accept")
+    if accept is None:
+        return True
+    major = media_type.split("/", 1)[0]
+    for part in accept.split(","):
+        value = part.split(";", 1)[0].strip().lower()
+        if value in (media_type, "*/*", f"{major}/*"):
+            return True
+    return False
+
+
+def _error_response(exc: McpError, request_id: Any = None, headers: dict[str, str] | None = None) -> Response:
+    return json_reply(Reply({"jsonrpc": "2.0", "id": request_id, "error": exc.to_error()}, exc.http_status, exc.headers), headers)
+
+
+class McpRouter(APIRouter):
+    """An ``APIRouter`` that serves the Model Context Protocol at ``path`` (default ``/mcp``).
+
+    Mount it with ``app.include_router(mcp_router)``; it needs no lifespan of its own.
+    Register tools with :meth:`tool`.
+
+    Args:
+        path: the MCP endpoint path (POST, GET and DELETE on it).
+        settings: server settings; default: ``McpSettings()`` read from ``MCP_*`` env vars.
+        session_store: where 2025-era sessions live (default: in memory).
+        dependencies: run before every tool call, in that call's dependency graph (not on
+            the HTTP request: use ``app.include_router(router, dependencies=[...])`` to guard
+            every MCP request, ``initialize`` included).
+        **kwargs: any other ``APIRouter`` argument (``prefix``, ``tags``...).
+    """
+
+    def __init__(
+        self,
+        path: str | None = None,
+        *,
+        settings: McpSettings | None = None,
+        session_store: SessionStore | None = None,
+        dependencies: Sequence[params.Depends] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.settings = settings or get_settings()
+        self.mcp_path = path or self.settings.path
+        self.tool_dependencies: list[params.Depends] = list(dependencies or [])
+        self.registry = ToolRegistry()
+        self.sessions: SessionStore = session_store or MemorySessionStore(
+            idle_seconds=self.settings.session_idle_seconds, max_sessions=self.settings.max_sessions
+        )
+        self.live = LiveSessions()
+        self.dispatcher = Dispatcher(self.registry, self.settings, self.sessions, self.live)
+        self._loopback = loopback_security()
+        self._configured_security = self._security_from_settings()
+        self.routes.append(
+            APIRoute(
+                self.prefix + self.mcp_path,
+                self._endpoint,
+                methods=["POST", "GET", "DELETE"],
+                name="mcp",
+                include_in_schema=False,
+            )
+        )
+
+    # -- registration --------------------------------------------------------------------
+    def tool(
+        self,
+        name: str | None = None,
+        *,
+        title: str | None = None,
+        description: str | None = None,
+        annotations: types.ToolAnnotations | dict[str, Any] | None = None,
+        input_schema: dict[str, Any] | None = None,
+        dependencies: Sequence[params.Depends] | None = None,
+        meta: dict[str, Any] | None = None,
+        icons: list[dict[str, Any]] | None = None,
+    ) -> Callable[[F], F]:
+        """Decorator registering a FastAPI-style function as an MCP tool.
+
+        Plain parameters are the tool's arguments (their model gives ``inputSchema``);
+        ``Depends``/``Security``/``Header``/``Request``/``BackgroundTasks`` parameters are
+        resolved by FastAPI. The docstring is the description; the return annotation gives
+        ``outputSchema``. The function is returned unchanged.
+
+        Args:
+            name: tool name (default: the function name), 1-128 of ``[A-Za-z0-9_.-/]``.
+            title: display title. description: overrides the docstring.
+            annotations: ``ToolAnnotations`` (``readOnlyHint``, ``destructiveHint``...).
+            input_schema: advertise this JSON Schema instead of the generated one.
+            dependencies: ``[Depends(...)]`` run before the handler, after the router's.
+            meta: ``_meta`` of the ``Tool``. icons: ``Icon`` objects.
+        Raises:
+            ValueError: invalid or duplicate name, unsupported signature.
+        """
+
+        def register(func: F) -> F:
+            self.add_tool(
+                func,
+                name=name,
+                title=title,
+                description=description,
+                annotations=annotations,
+                input_schema=input_schema,
+                dependencies=dependencies,
+                meta=meta,
+                icons=icons,
+            )
+            return func
+
+        return register
+
+    def add_tool(
+        self,
+        func: Callable[..., Any],
+        *,
+        name: str | None = None,
+        title: str | None = None,
+        description: str | None = None,
+        annotations: types.ToolAnnotations | dict[str, Any] | None = None,
+        input_schema: dict[str, Any] | None = None,
+        dependencies: Sequence[params.Depends] | None = None,
+        meta: dict[str, Any] | None = None,
+        icons: list[dict[str, Any]] | None = None,
+    ) -> None:
+        """Register ``func`` as a tool (the non-decorator form of :meth:`tool`)."""
+        self.registry.add(
+            build_tool(
+                func,
+                name=name,
+                title=title,
+                description=description,
+                annotations=annotations,
+                input_schema=input_schema,
+                dependencies=[*self.tool_dependencies, *(dependencies or [])],
+                meta=meta,
+                icons=icons,
+                path=self.mcp_path,
+            )
+        )
+
+    # -- transport security --------------------------------------------------------------
+    def _security_from_settings(self) -> TransportSecurity | None:
+        s = self.settings
+        if s.dns_rebinding_protection is False:
+            return TransportSecurity(enabled=False)
+        if s.allowed_hosts is not None or s.allowed_origins is not None:
+            base = self._loopback
+            return TransportSecurity(
+                enabled=True,
+                allowed_hosts=(*base.allowed_hosts, *(h.lower() for h in s.allowed_hosts or ())),
+                allowed_origins=(*base.allowed_origins, *(o.lower() for o in s.allowed_origins or ())),
+            )
+        if s.dns_rebinding_protection is True:
+            return self._loopback
+        return None
+
+    def _check_transport(self, request: Request) -> None:
+        security = self._configured_security
+        if security is None:
+            server = request.scope.get("server")
+            if not server or str(server[0]) not in LOOPBACK_HOSTS:
+                return
+            security = self._loopback
+        security.check(request.headers)
+
+    # -- HTTP ----------------------------------------------------------------------------
+    async def _endpoint(self, request: Request) -> Response:
+        try:
+            self._check_transport(request)
+            if request.method == "POST":
+                return await self._post(request)
+            if request.method == "GET":
+                return await self._get(request)
+            return await self._delete(request)
+        except McpError as exc:
+            return _error_response(exc, request_id_of(exc))
+        except ClientDisconnect:
+            return Response(status_code=400)
+
+    async def _read_body(self, request: Request) -> bytes:
+        limit = self.settings.max_body_bytes
+        chunks: list[bytes] = []
+        size = 0
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:
+                raise PayloadTooLargeError(f"Payload Too Large: the body exceeds {limit} bytes")
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+    async def _post(self, request: Request) -> Response:
+        headers = request.headers
+        content_type = headers.get("content-type", "")
+        if not content_type.split(";", 1)[0].strip().lower() == "application/json":
+            raise UnsupportedMediaTypeError()
+        if not (_accepts(headers, "application/json") or _accepts(headers, "text/event-stream")):
+            raise NotAcceptableError()
+        sse_allowed = _accepts(headers, "text/event-stream")
+        message = parse_message(await self._read_body(request))
+        params = message.params if not isinstance(message, JsonRpcResponse) else None
+        era = choose_era(headers, params)
+        if era == "modern":
+            return await self._post_modern(message, request, sse_allowed)
+        return await self._post_legacy(message, request, sse_allowed)
+
+    async def _post_modern(
+        self, message: JsonRpcRequest | JsonRpcNotification | JsonRpcResponse, request: Request, sse_allowed: bool
+    ) -> Response:
+        if isinstance(message, JsonRpcResponse):
+            raise InvalidRequestError("Clients must not POST responses in the 2026-07-28 era")
+        if isinstance(message, JsonRpcNotification):
+            version = request.headers.get("mcp-protocol-version")
+            if version is not None and version.strip() not in MODERN_PROTOCOL_VERSIONS:
+                raise UnsupportedVersionError(version.strip(), list(MODERN_PROTOCOL_VERSIONS))
+            return Response(status_code=202)
+        try:
+            envelope = read_modern_envelope(request.headers, message.method, message.params)
+        except McpError as exc:
+            return json_reply(error_reply(message.id, exc, "modern"))
+        return await self.dispatcher.dispatch(message, envelope, request, None, {}, sse_allowed)
+
+    async def _post_legacy(
+        self, message: JsonRpcRequest | JsonRpcNotification | JsonRpcResponse, request: Request, sse_allowed: bool
+    ) -> Response:
+        if isinstance(message, JsonRpcRequest) and message.method == "initialize":
+            return await self._initialize(message)
+        stateful = self.settings.session_mode == "stateful"
+        session = await self._session(request) if stateful else None
+        headers = {_SESSION_HEADER: session.id} if session is not None else {}
+        if isinstance(message, JsonRpcResponse):
+            return Response(status_code=202, headers=headers)
+        if isinstance(message, JsonRpcNotification):
+            self._legacy_notification(message, session)
+            return Response(status_code=202, headers=headers)
+        header_version = request.headers.get("mcp-protocol-version")
+        if session is not None:
+            version = session.protocol_version
+        else:
+            version = header_version.strip() if header_version else "2025-03-26"
+        envelope: RequestEnvelope = read_legacy_envelope(request.headers, message.params, version)
+        if session is not None:
+            envelope.client_capabilities = session.client_capabilities
+            envelope.client_info = session.client_info
+        return await self.dispatcher.dispatch(message, envelope, request, session, headers, sse_allowed)
+
+    async def _initialize(self, message: JsonRpcRequest) -> Response:
+        result, version = self.dispatcher.initialize_result(message.params)
+        headers: dict[str, str] = {}
+        if self.settings.session_mode == "stateful":
+            capabilities = message.params.get("capabilities")
+            client_info = message.params.get("clientInfo")
+            record = SessionRecord(
+                id=new_session_id(),
+                protocol_version=version,
+                client_capabilities=capabilities if isinstance(capabilities, dict) else {},  # pyright: ignore[reportUnknownArgumentType]
+                client_info=client_info if isinstance(client_info, dict) else None,  # pyright: ignore[reportUnknownArgumentType]
+            )
+            try:
+                await self.sessions.create(record)
+            except OverflowError:
+                return _error_response(StateUnavailableError("Too many open sessions", retry_after=5), message.id)
+            headers[_SESSION_HEADER] = record.id
+        return json_reply(Reply({"jsonrpc": "2.0", "id": message.id, "result": result}), headers)
+
+    def _legacy_notification(self, message: JsonRpcNotification, session: SessionRecord | None) -> None:
+        if message.method == "notifications/cancelled" and session is not None:
+            request_id = message.params.get("requestId")
+            if isinstance(request_id, (str, int)) and not isinstance(request_id, bool):
+                signal = self.live.get(session.id).in_flight.get(request_id)
+                if signal is not None:
+                    reason = message.params.get("reason")
+                    signal.cancel(reason if isinstance(reason, str) else "cancelled by the client")
+
+    async def _session(self, request: Request) -> SessionRecord:
+        session_id = request.headers.get(_SESSION_HEADER)
+        if session_id is None:
+            raise MissingSessionError()
+        record = await self.sessions.get(session_id)
+        if record is None:
+            raise SessionNotFoundError()
+        return record
+
+    def _reject_modern_header(self, request: Request) -> Response | None:
+        version = request.headers.get("mcp-protocol-version")
+        if version is not None and version.strip() not in HANDSHAKE_PROTOCOL_VERSIONS:
+            return Response(status_code=405, headers={"Allow": "POST"})
+        return None
+
+    async def _get(self, request: Request) -> Response:
+        rejected = self._reject_modern_header(request)
+        if rejected is not None:
+            return rejected
+        if not _accepts(request.headers, "text/event-stream") or request.headers.get("accept") is None:
+            raise NotAcceptableError("Not Acceptable: Client must accept text/event-stream")
+        session = await self._session(request)
+        live = self.live.get(session.id)
+        messages = live.open_standalone()
+        if messages is None:
+            return _error_response(StreamConflictError())
+        return StandaloneStream(messages, live.close_standalone, headers={_SESSION_HEADER: session.id})
+
+    async def _delete(self, request: Request) -> Response:
+        rejected = self._reject_modern_header(request)
+        if rejected is not None:
+            return rejected
+        session = await self._session(request)
+        await self.sessions.delete(session.id)
+        self.live.end(session.id)
+        return Response(status_code=200)
+
+    # -- server-initiated notifications --------------------------------------------------
+    def notify_tools_list_changed(self) -> None:
+        """Send ``notifications/tools/list_changed`` on every open 2025 standalone stream."""
+        self.live.broadcast({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
+

@@ -1,0 +1,74 @@
+"""The one settings class: ``McpSettings``, read from ``MCP_*`` environment variables.
+
+Injected through the cached dependency :func:`get_settings`; tests override it with
+``app.dependency_overrides[get_settings]`` or pass ``settings=`` to ``McpRouter``.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Literal
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+__all__ = ["McpSettings", "get_settings"]
+
+LogLevel = Literal["debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"]
+
+
+class McpSettings(BaseSettings):
+    """Server settings (env prefix ``MCP_``; e.g. ``MCP_STORAGE_URL=redis://127.0.0.1:6379/0``).
+
+    Attributes:
+        server_name / server_version: ``serverInfo`` sent in ``initialize`` / ``server/discover``.
+        instructions: optional ``instructions`` for the client.
+        path: the MCP endpoint path on the router (default ``/mcp``).
+        max_body_bytes: largest accepted POST body, in bytes, counted on the bytes read (413 above).
+        page_size: items per ``tools/list`` page.
+        session_mode: ``stateful`` (2025 sessions with ``Mcp-Session-Id``) or ``stateless``.
+        session_idle_seconds: a 2025 session unused this long (seconds) is ended (404 afterwards).
+        max_sessions: open 2025 sessions at most; a new ``initialize`` beyond gets 503.
+        http_resumability: keep SSE events of 2025 sessions for ``Last-Event-ID`` replay.
+        sse_retry_ms: ``retry:`` hint (milliseconds) written in SSE priming events.
+        allowed_hosts / allowed_origins: DNS-rebinding allow-lists; ``host:*`` admits any port.
+            ``None`` means: on for loopback binds (127.0.0.1, localhost, [::1]), off otherwise.
+        dns_rebinding_protection: force the Host/Origin check on or off; ``None`` = automatic.
+        storage_url: ``ctx.state`` backend: ``memory://``, ``redis://…``, ``sqlite+aiosqlite:///…``,
+            ``postgresql+asyncpg://…``.
+        storage_create_tables: create SQL tables on first use (only meant for embedded SQLite).
+        auth_mode: ``none``, ``jwt`` or ``oauth``.
+        request_state_key: secret sealing ``requestState`` (MRTR); random per process when unset.
+        log_level: floor for both log sinks (server log and ``notifications/message``).
+        cache_ttl_ms / cache_scope: 2026 cache hints (``ttlMs``, ``cacheScope``) on list results.
+    """
+
+    model_config = SettingsConfigDict(env_prefix="MCP_", extra="ignore")
+
+    server_name: str = "fastapi-mcp-ctx"
+    server_version: str = "0.1.0"
+    instructions: str | None = None
+    path: str = "/mcp"
+    max_body_bytes: int = Field(default=4 * 1024 * 1024, ge=1)
+    page_size: int = Field(default=100, ge=1, le=10_000)
+    session_mode: Literal["stateful", "stateless"] = "stateful"
+    session_idle_seconds: float = Field(default=1800.0, gt=0)
+    max_sessions: int = Field(default=10_000, ge=1)
+    http_resumability: bool = True
+    sse_retry_ms: int = Field(default=500, ge=0)
+    allowed_hosts: list[str] | None = None
+    allowed_origins: list[str] | None = None
+    dns_rebinding_protection: bool | None = None
+    storage_url: str = "memory://"
+    storage_create_tables: bool = False
+    auth_mode: Literal["none", "jwt", "oauth"] = "none"
+    request_state_key: str | None = None
+    log_level: LogLevel = "debug"
+    cache_ttl_ms: int = Field(default=0, ge=0)
+    cache_scope: Literal["public", "private"] = "private"
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> McpSettings:
+    """FastAPI dependency returning the process-wide :class:`McpSettings` (read once, cached)."""
+    return McpSettings()

@@ -1,0 +1,182 @@
+#!/usr/bin/env bash
+# Local Redis + PostgreSQL for the state-backend tests and benchmarks.
+#
+#   scripts/services.sh start [redis|postgres]   install when absent, start, wait until ready
+#   scripts/services.sh stop  [redis|postgres]   stop (data kept under .services/)
+#   scripts/services.sh status                   exit 0 when both answer
+#   scripts/services.sh env                      print the MCP_TEST_*_URL exports
+#
+# Both listen on 127.0.0.1 only, at non-default ports (override with MCP_REDIS_PORT /
+# MCP_PG_PORT), with their data under <repo>/.services/ (gitignored). Idempotent: starting
+# a running service is a no-op. Meant for a fresh Debian machine run as root (CI=true, no
+# stdin); as a non-root user the binaries must already be installed.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+SERVICES="$ROOT/.services"
+REDIS_PORT="${MCP_REDIS_PORT:-56379}"
+PG_PORT="${MCP_PG_PORT:-55432}"
+PG_DB="mcp_test"
+REDIS_DIR="$SERVICES/redis"
+PG_DATA="$SERVICES/pg/data"
+PG_SOCK="$SERVICES/pg/sock"
+PG_LOG="$SERVICES/pg/postgres.log"
+WAIT_SECONDS=30
+
+log() { printf '%s\n' "services: $*" >&2; }
+die() { log "error: $*"; exit 1; }
+is_root() { [ "$(id -u)" = 0 ]; }
+
+APT_UPDATED=0
+apt_install() {
+    is_root || die "$1 is not installed and we are not root; install it (apt-get install $1)"
+    command -v apt-get >/dev/null || die "$1 is not installed and apt-get is absent"
+    export DEBIAN_FRONTEND=noninteractive
+    if [ "$APT_UPDATED" = 0 ]; then
+        mkdir -p "$SERVICES"
+        apt-get update -qq >"$SERVICES/apt.log" 2>&1 </dev/null || die "apt-get update failed (see $SERVICES/apt.log)"
+        APT_UPDATED=1
+    fi
+    apt-get install -y -qq --no-install-recommends "$@" >>"$SERVICES/apt.log" 2>&1 </dev/null \
+        || die "apt-get install $* failed (see $SERVICES/apt.log)"
+}
+
+# Run a command as the postgres user when we are root (postgres refuses to run as root).
+as_pg() {
+    if is_root; then runuser -u postgres -- "$@"; else "$@"; fi
+}
+
+# ----------------------------------------------------------------------------- redis
+redis_cli() { redis-cli -h 127.0.0.1 -p "$REDIS_PORT" "$@"; }
+redis_ready() { [ "$(redis_cli ping 2>/dev/null || true)" = "PONG" ]; }
+
+start_redis() {
+    command -v redis-server >/dev/null && command -v redis-cli >/dev/null || apt_install redis-server
+    if redis_ready; then return 0; fi
+    mkdir -p "$REDIS_DIR"
+    local user_args=()
+    if is_root && id redis >/dev/null 2>&1; then
+        chown -R redis: "$REDIS_DIR"
+        user_args=(runuser -u redis --)
+    fi
+    # appendonly + appendfsync always: every acknowledged write is on disk before the reply,
+    # so a SHUTDOWN NOSAVE / crash in a failure test loses nothing acknowledged.
+    "${user_args[@]}" redis-server --bind 127.0.0.1 --port "$REDIS_PORT" \
+        --dir "$REDIS_DIR" --daemonize yes --pidfile "$REDIS_DIR/redis.pid" \
+        --logfile "$REDIS_DIR/redis.log" --appendonly yes --appendfsync always \
+        --save "" --protected-mode yes </dev/null >/dev/null
+    local i
+    for ((i = 0; i < WAIT_SECONDS * 10; i++)); do
+        redis_ready && return 0
+        sleep 0.1
+    done
+    die "redis did not answer PING on 127.0.0.1:$REDIS_PORT within ${WAIT_SECONDS}s (see $REDIS_DIR/redis.log)"
+}
+
+stop_redis() {
+    command -v redis-cli >/dev/null || return 0
+    redis_ready || return 0
+    # SHUTDOWN (no NOSAVE) fsyncs the AOF first.
+    redis_cli shutdown >/dev/null 2>&1 || true
+    local i
+    for ((i = 0; i < WAIT_SECONDS * 10; i++)); do
+        redis_ready || return 0
+        sleep 0.1
+    done
+    die "redis on port $REDIS_PORT did not stop"
+}
+
+# -------------------------------------------------------------------------- postgres
+PG_BIN=""
+find_pg_bin() {
+    local d
+    # Debian keeps the server binaries in /usr/lib/postgresql/<major>/bin (the ones on PATH
+    # may be wrappers or symlinks into it); take the newest major.
+    d="$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1 || true)"
+    if [ -n "$d" ] && [ -x "$d/pg_ctl" ] && [ -x "$d/initdb" ]; then PG_BIN="$d"; return 0; fi
+    if command -v pg_ctl >/dev/null && command -v initdb >/dev/null; then
+        PG_BIN="$(dirname "$(readlink -f "$(command -v pg_ctl)")")"; return 0
+    fi
+    return 1
+}
+
+pg_ready() {
+    "$PG_BIN/pg_isready" -q -h 127.0.0.1 -p "$PG_PORT" >/dev/null 2>&1
+}
+
+start_postgres() {
+    find_pg_bin || { apt_install postgresql; find_pg_bin || die "initdb/pg_ctl not found after installing postgresql"; }
+    mkdir -p "$SERVICES/pg"
+    if is_root; then
+        id postgres >/dev/null 2>&1 || die "user 'postgres' does not exist"
+        chown postgres: "$SERVICES/pg"
+    fi
+    if [ ! -s "$PG_DATA/PG_VERSION" ]; then
+        as_pg mkdir -p "$PG_DATA" "$PG_SOCK"
+        as_pg "$PG_BIN/initdb" -D "$PG_DATA" -U postgres -A trust -E UTF8 --locale=C.UTF-8 \
+            </dev/null >"$SERVICES/pg/initdb.log" 2>&1 || die "initdb failed (see $SERVICES/pg/initdb.log)"
+        as_pg tee -a "$PG_DATA/postgresql.conf" >/dev/null <<CONF
+# --- scripts/services.sh
+listen_addresses = '127.0.0.1'
+port = $PG_PORT
+unix_socket_directories = '$PG_SOCK'
+max_connections = 200
+CONF
+    fi
+    as_pg mkdir -p "$PG_SOCK"
+    if ! pg_ready; then
+        if ! as_pg "$PG_BIN/pg_ctl" -D "$PG_DATA" status >/dev/null 2>&1; then
+            as_pg "$PG_BIN/pg_ctl" -D "$PG_DATA" -l "$PG_LOG" -w -t "$WAIT_SECONDS" start \
+                </dev/null >/dev/null 2>&1 || die "postgres did not start (see $PG_LOG)"
+        fi
+        local i
+        for ((i = 0; i < WAIT_SECONDS * 10; i++)); do
+            pg_ready && break
+            sleep 0.1
+        done
+        pg_ready || die "postgres not ready on 127.0.0.1:$PG_PORT within ${WAIT_SECONDS}s (see $PG_LOG)"
+    fi
+    local exists
+    exists="$("$PG_BIN/psql" -h 127.0.0.1 -p "$PG_PORT" -U postgres -d postgres -tAc \
+        "SELECT 1 FROM pg_database WHERE datname = '$PG_DB'" </dev/null 2>/dev/null || true)"
+    if [ "$exists" != "1" ]; then
+        "$PG_BIN/createdb" -h 127.0.0.1 -p "$PG_PORT" -U postgres "$PG_DB" </dev/null >/dev/null 2>&1 \
+            || die "createdb $PG_DB failed"
+    fi
+}
+
+stop_postgres() {
+    find_pg_bin || return 0
+    [ -s "$PG_DATA/PG_VERSION" ] || return 0
+    if as_pg "$PG_BIN/pg_ctl" -D "$PG_DATA" status >/dev/null 2>&1; then
+        as_pg "$PG_BIN/pg_ctl" -D "$PG_DATA" -m fast -w -t "$WAIT_SECONDS" stop </dev/null >/dev/null 2>&1 \
+            || die "postgres did not stop"
+    fi
+}
+
+print_env() {
+    printf 'export MCP_TEST_REDIS_URL=redis://127.0.0.1:%s/0\n' "$REDIS_PORT"
+    printf 'export MCP_TEST_POSTGRES_URL=postgresql+asyncpg://postgres@127.0.0.1:%s/%s\n' "$PG_PORT" "$PG_DB"
+}
+
+cmd="${1:-}"
+what="${2:-all}"
+case "$what" in all | redis | postgres) ;; *) die "unknown service '$what' (redis, postgres)";; esac
+case "$cmd" in
+    start)
+        if [ "$what" != postgres ]; then start_redis; fi
+        if [ "$what" != redis ]; then start_postgres; fi
+        ;;
+    stop)
+        if [ "$what" != postgres ]; then stop_redis; fi
+        if [ "$what" != redis ]; then stop_postgres; fi
+        ;;
+    status)
+        ok=0
+        if [ "$what" != postgres ]; then redis_ready || ok=1; fi
+        if [ "$what" != redis ]; then { find_pg_bin && pg_ready; } || ok=1; fi
+        exit "$ok"
+        ;;
+    env) print_env ;;
+    *) die "usage: $0 {start|stop|status|env} [redis|postgres]" ;;
+esac

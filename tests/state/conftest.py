@@ -1,0 +1,191 @@
+"""Fixtures of the ctx.state contract suite: one `env` fixture parametrized over every backend.
+
+Real services come from the environment (see ``scripts/services.sh env``)::
+
+    MCP_TEST_REDIS_URL=redis://127.0.0.1:56379/0
+    MCP_TEST_POSTGRES_URL=postgresql+asyncpg://postgres@127.0.0.1:55432/mcp_test
+
+Unset → those parameters are skipped with the reason, unless ``MCP_REQUIRE_SERVICES=1``,
+which turns the skip into a failure (CI must not pass silently without its services).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import uuid
+from collections.abc import AsyncIterator, Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from fastapi_mcp_ctx.backends.base import StateBackend
+from fastapi_mcp_ctx.backends.memory import MemoryBackend
+from fastapi_mcp_ctx.backends.redis import RedisBackend
+from fastapi_mcp_ctx.backends.sql import SqlBackend
+from fastapi_mcp_ctx.state import ContextState
+
+REPO = Path(__file__).resolve().parents[2]
+SERVICES_SH = REPO / "scripts" / "services.sh"
+SERVICE_ENV = {"redis": "MCP_TEST_REDIS_URL", "postgres": "MCP_TEST_POSTGRES_URL"}
+
+ALL_KINDS = [
+    pytest.param("memory", id="memory"),
+    pytest.param("fakeredis", id="fakeredis"),
+    pytest.param("sqlite", id="sqlite"),
+    pytest.param("redis", id="redis", marks=pytest.mark.redis),
+    pytest.param("postgres", id="postgres", marks=pytest.mark.postgres),
+]
+FAKE_CLOCK_KINDS = {"memory", "sqlite"}
+
+
+def service_url(service: str) -> str:
+    """The URL of a real service, or skip (fail under MCP_REQUIRE_SERVICES=1)."""
+    var = SERVICE_ENV[service]
+    url = os.environ.get(var)
+    if not url:
+        msg = f"{var} is not set: run `scripts/services.sh start` and `eval \"$(scripts/services.sh env)\"`"
+        if os.environ.get("MCP_REQUIRE_SERVICES") == "1":
+            pytest.fail(f"MCP_REQUIRE_SERVICES=1 but {msg}")
+        pytest.skip(msg)
+    return url
+
+
+def services(*args: str) -> None:
+    """Run ``scripts/services.sh`` (start/stop a service) and fail loudly if it fails."""
+    proc = subprocess.run(
+        ["bash", str(SERVICES_SH), *args], capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL
+    )
+    assert proc.returncode == 0, f"services.sh {' '.join(args)} failed: {proc.stderr}"
+
+
+class FakeClock:
+    """A settable wall clock (seconds)."""
+
+    def __init__(self, start: float = 1_700_000_000.0) -> None:
+        self.now = start
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+def alembic_config(url: str) -> Any:
+    from alembic.config import Config
+
+    cfg = Config(str(REPO / "alembic.ini"))
+    cfg.set_main_option("script_location", str(REPO / "alembic"))
+    cfg.attributes["url"] = url
+    cfg.attributes["configure_logger"] = False
+    return cfg
+
+
+def alembic(url: str, command: str, revision: str = "head") -> None:
+    """Run an Alembic command programmatically (env.py runs its own event loop: call from a thread)."""
+    from alembic import command as commands
+
+    getattr(commands, command)(alembic_config(url), revision)
+
+
+_pg_migrated = False
+
+
+@dataclass
+class Env:
+    """One backend under test plus the means to build more of it (same store) and move time."""
+
+    kind: str
+    make: Callable[[], StateBackend]
+    clock: FakeClock | None
+    backend: StateBackend = field(init=False)
+    created: list[StateBackend] = field(default_factory=lambda: [])
+
+    def __post_init__(self) -> None:
+        self.backend = self.new_backend()
+
+    def new_backend(self) -> StateBackend:
+        """Another client of the same store (another "process")."""
+        backend = self.make()
+        self.created.append(backend)
+        return backend
+
+    def state(self, tenant: str | None = None) -> ContextState:
+        return ContextState(self.backend, tenant if tenant is not None else "t-" + uuid.uuid4().hex[:8])
+
+    async def advance(self, seconds: float) -> None:
+        """Move time forward: the fake clock when the backend has one, else real sleep."""
+        if self.clock is not None:
+            self.clock.advance(seconds)
+        else:
+            await asyncio.sleep(seconds)
+
+
+def build_env(kind: str, tmp_path: Path) -> Env:
+    """An Env for ``kind``; real services resolved from the environment (skip/fail if absent)."""
+    if kind == "memory":
+        clock = FakeClock()
+        return Env(kind, lambda: MemoryBackend(clock=clock), clock)
+    if kind == "fakeredis":
+        import fakeredis
+
+        server = fakeredis.FakeServer()
+        return Env(kind, lambda: RedisBackend(client=fakeredis.FakeAsyncRedis(server=server, decode_responses=True), owns_client=True), None)
+    if kind == "sqlite":
+        clock = FakeClock()
+        url = f"sqlite+aiosqlite:///{tmp_path / 'state.db'}"
+        return Env(kind, lambda: SqlBackend(url, create_tables=True, clock=clock), clock)
+    if kind == "redis":
+        url = service_url("redis")
+        ns = f"mcp-test:{uuid.uuid4().hex}:"
+        return Env(kind, lambda: RedisBackend(url, namespace=ns), None)
+    if kind == "postgres":
+        global _pg_migrated
+        url = service_url("postgres")
+        if not _pg_migrated:
+            alembic(url, "upgrade")  # no loop is running in a sync fixture
+            _pg_migrated = True
+        return Env(kind, lambda: SqlBackend(url), None)
+    raise AssertionError(kind)
+
+
+async def close_env(env: Env) -> None:
+    for backend in env.created:
+        if env.kind == "redis" and isinstance(backend, RedisBackend):
+            await _redis_cleanup(backend)
+        await backend.aclose()
+
+
+async def _redis_cleanup(backend: RedisBackend) -> None:
+    client: Any = backend._r  # pyright: ignore[reportPrivateUsage]
+    prefix = backend._idx[: -len("idx")]  # pyright: ignore[reportPrivateUsage]
+    try:
+        keys = [k async for k in client.scan_iter(match=prefix + "*", count=1000)]
+        if keys:
+            await client.delete(*keys)
+    except Exception:  # the failure tests may leave the server restarting
+        pass
+
+
+@pytest.fixture(params=ALL_KINDS)
+def kind(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture
+async def env(kind: str, tmp_path: Path) -> AsyncIterator[Env]:
+    e = build_env(kind, tmp_path)
+    try:
+        yield e
+    finally:
+        await close_env(e)
+
+
+@pytest.fixture
+def sync_env_factory(tmp_path: Path) -> Iterator[Callable[[str], Env]]:
+    """For sync tests driving their own loop (hypothesis): build Envs, closed by the caller."""
+    yield lambda k: build_env(k, tmp_path)
