@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import inspect
 import re
+import types as pytypes
 import typing
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -70,15 +71,16 @@ def _is_content_annotation(annotation: Any) -> bool:
     origin = get_origin(annotation)
     if origin in (list, Sequence, typing.Sequence):
         return all(_is_content_annotation(a) for a in get_args(annotation))
-    if origin is Union or origin is getattr(types, "UnionType", None) or str(origin) == "<class 'types.UnionType'>":
+    if origin is Union or origin is pytypes.UnionType:
         return all(_is_content_annotation(a) for a in get_args(annotation))
     return inspect.isclass(annotation) and issubclass(annotation, _CONTENT_TYPES)
 
 
-def _clean_schema(schema: dict[str, Any]) -> dict[str, Any]:
+def _clean_schema(schema: dict[str, Any], *, arguments: bool = False) -> dict[str, Any]:
     schema.pop("title", None)
     schema.setdefault("type", "object")
-    schema.setdefault("properties", {})
+    if arguments:
+        schema.setdefault("properties", {})
     return schema
 
 
@@ -89,9 +91,7 @@ def _output(annotation: Any) -> tuple[TypeAdapter[Any] | None, dict[str, Any] | 
         return None, None, False
     adapter: TypeAdapter[Any] = TypeAdapter(annotation)
     schema = adapter.json_schema(mode="serialization")
-    if schema.get("type") == "object" and "additionalProperties" not in schema or (
-        inspect.isclass(annotation) and issubclass(annotation, BaseModel)
-    ):
+    if schema.get("type") == "object" or (inspect.isclass(annotation) and issubclass(annotation, BaseModel)):
         return adapter, _clean_schema(schema), False
     defs = schema.pop("$defs", None)
     wrapped: dict[str, Any] = {"type": "object", "properties": {"result": schema}, "required": ["result"]}
@@ -159,7 +159,7 @@ def build_tool(
         __config__=ConfigDict(extra="ignore", arbitrary_types_allowed=True),
         **plain,  # pyright: ignore[reportArgumentType]
     )
-    schema = input_schema if input_schema is not None else _clean_schema(model.model_json_schema())  # pyright: ignore[reportUnknownMemberType]
+    schema = input_schema if input_schema is not None else _clean_schema(model.model_json_schema(), arguments=True)  # pyright: ignore[reportUnknownMemberType]
     adapter, output_schema, wrap = _output(hints.get("return", signature.return_annotation))
     listing: dict[str, Any] = {"name": tool_name}
     if title is not None:

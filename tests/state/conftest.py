@@ -86,10 +86,17 @@ def alembic_config(url: str) -> Any:
 
 
 def alembic(url: str, command: str, revision: str = "head") -> None:
-    """Run an Alembic command programmatically (env.py runs its own event loop: call from a thread)."""
+    """Run an Alembic command programmatically.
+
+    env.py runs its own event loop (``asyncio.run``), so the command runs in a worker
+    thread; this call blocks until it is done and re-raises its error.
+    """
+    from concurrent.futures import ThreadPoolExecutor
+
     from alembic import command as commands
 
-    getattr(commands, command)(alembic_config(url), revision)
+    with ThreadPoolExecutor(1) as pool:
+        pool.submit(getattr(commands, command), alembic_config(url), revision).result()
 
 
 _pg_migrated = False
@@ -147,7 +154,7 @@ def build_env(kind: str, tmp_path: Path) -> Env:
         global _pg_migrated
         url = service_url("postgres")
         if not _pg_migrated:
-            alembic(url, "upgrade")  # no loop is running in a sync fixture
+            alembic(url, "upgrade")
             _pg_migrated = True
         return Env(kind, lambda: SqlBackend(url), None)
     raise AssertionError(kind)
