@@ -11,7 +11,7 @@ and torn down when :func:`solve` exits, that is after the tool's result is produ
 from __future__ import annotations
 
 import inspect
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncGenerator, Callable, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from typing import Annotated, Any, get_args, get_origin
@@ -95,12 +95,10 @@ class SolvedCall:
     Attributes:
         values: keyword arguments for the handler's dependency parameters.
         errors: FastAPI validation errors (``Header`` missing...), empty on success.
-        background_tasks: tasks a dependency or the handler scheduled (run after the response).
     """
 
     values: dict[str, Any]
     errors: list[Any]
-    background_tasks: BackgroundTasks | None
 
 
 @asynccontextmanager
@@ -109,7 +107,7 @@ async def solve(
     request: Request,
     overrides_provider: Any,
     background_tasks: BackgroundTasks,
-) -> AsyncIterator[SolvedCall]:
+) -> AsyncGenerator[SolvedCall]:
     """Solve ``dependant`` for one call; yield dependencies are torn down on exit.
 
     ``request`` must own a private scope dict: this function stores the exit stacks in it.
@@ -131,7 +129,7 @@ async def solve(
                 async_exit_stack=request_stack,
                 embed_body_fields=False,
             )
-            yield SolvedCall(solved.values, list(solved.errors), solved.background_tasks)
+            yield SolvedCall(solved.values, list(solved.errors))
 
 
 def call_name(call: Callable[..., Any]) -> str:

@@ -52,10 +52,8 @@ def redact(value: Any, _depth: int = 0) -> Any:
     if _depth > 32:
         return REDACTED
     if isinstance(value, Mapping):
-        return {
-            str(k): (REDACTED if _is_sensitive(str(k)) else redact(v, _depth + 1))
-            for k, v in value.items()  # pyright: ignore[reportUnknownVariableType]
-        }
+        items: Mapping[Any, Any] = value  # pyright: ignore[reportUnknownVariableType]
+        return {str(k): (REDACTED if _is_sensitive(str(k)) else redact(v, _depth + 1)) for k, v in items.items()}
     if isinstance(value, (list, tuple)):
         return [redact(v, _depth + 1) for v in value]  # pyright: ignore[reportUnknownVariableType]
     return value

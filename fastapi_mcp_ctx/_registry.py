@@ -103,8 +103,9 @@ def _output(annotation: Any) -> tuple[TypeAdapter[Any] | None, dict[str, Any] | 
 def _header_params(schema: dict[str, Any], tool: str) -> dict[str, str]:
     found: dict[str, str] = {}
     properties: dict[str, Any] = schema.get("properties", {})
-    for prop, sub in properties.items():
-        token = sub.get("x-mcp-header") if isinstance(sub, dict) else None
+    for prop, raw in properties.items():
+        sub: dict[str, Any] = raw if isinstance(raw, dict) else {}  # pyright: ignore[reportUnknownVariableType]
+        token = sub.get("x-mcp-header")
         if token is None:
             continue
         if not isinstance(token, str) or not _HEADER_TOKEN.match(token):

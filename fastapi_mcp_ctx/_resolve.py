@@ -45,7 +45,7 @@ async def _invoke(tool: ToolDef, kwargs: dict[str, Any]) -> Any:
 
 def _from_http_exception(exc: HTTPException) -> McpError | dict[str, Any]:
     headers = dict(exc.headers or {})
-    detail = exc.detail if isinstance(exc.detail, str) else str(exc.detail)
+    detail = str(exc.detail)
     if exc.status_code == 401:
         headers.setdefault("WWW-Authenticate", "Bearer")
         return AuthenticationError(detail, headers=headers)

@@ -19,7 +19,7 @@ from typing import Any
 
 import mcp_types as types
 from pydantic import BaseModel
-from pydantic_core import to_json
+from pydantic_core import to_json, to_jsonable_python
 
 from ._registry import ToolDef
 from .errors import ToolError
@@ -47,7 +47,10 @@ def error_result(exc: ToolError) -> dict[str, Any]:
 
 
 def _is_block_list(value: Any) -> bool:
-    return isinstance(value, list) and bool(value) and all(isinstance(v, _BLOCK_TYPES) for v in value)  # pyright: ignore[reportUnknownVariableType]
+    if not isinstance(value, list) or not value:
+        return False
+    items: list[Any] = value  # pyright: ignore[reportUnknownVariableType]
+    return all(isinstance(v, _BLOCK_TYPES) for v in items)
 
 
 def shape_result(tool: ToolDef, value: Any) -> dict[str, Any]:
@@ -72,8 +75,8 @@ def shape_result(tool: ToolDef, value: Any) -> dict[str, Any]:
     if isinstance(value, BaseModel):
         structured = _dump(value)
         return {"content": [{"type": "text", "text": to_json(structured).decode()}], "structuredContent": structured, "isError": False}
-    data = to_json(value, fallback=str).decode()
-    result: dict[str, Any] = {"content": [{"type": "text", "text": data}], "isError": False}
-    if isinstance(value, dict):
-        result["structuredContent"] = value
+    jsonable: Any = to_jsonable_python(value, fallback=str)
+    result: dict[str, Any] = {"content": [{"type": "text", "text": to_json(jsonable).decode()}], "isError": False}
+    if isinstance(jsonable, dict):
+        result["structuredContent"] = jsonable
     return result

@@ -208,12 +208,13 @@ class StandaloneStream(Response):
 
                 tg.start_soon(watch)
                 while True:
+                    message: dict[str, Any] | None = None
                     with anyio.move_on_after(self._keepalive) as timer:
                         try:
                             message = await self._messages.receive()
                         except (anyio.EndOfStream, anyio.ClosedResourceError):
                             break
-                    if timer.cancelled_caught:
+                    if timer.cancelled_caught or message is None:
                         await send({"type": "http.response.body", "body": b": ping\r\n\r\n", "more_body": True})
                         continue
                     await send({"type": "http.response.body", "body": sse_frame(message), "more_body": True})

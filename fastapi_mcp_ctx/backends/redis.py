@@ -25,7 +25,7 @@ import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, cast
 
-from redis.asyncio import Redis
+from redis.asyncio import BlockingConnectionPool, Redis
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
 from redis.commands.core import AsyncScript
@@ -120,6 +120,8 @@ class RedisBackend:
         namespace: prefix of every Redis key this backend writes.
         timeout: socket connect / read timeout in seconds; bounds how long a call to a dead
             server takes before :class:`StateUnavailableError`.
+        max_connections: pool size; more concurrent calls wait for a free connection.
+        pool_timeout: longest wait for a free connection, in seconds.
 
     No I/O happens here: the pool connects on first use. :meth:`aclose` closes the pool.
     """
@@ -132,19 +134,25 @@ class RedisBackend:
         owns_client: bool | None = None,
         namespace: str = "mcp:",
         timeout: float = 2.0,
+        max_connections: int = 64,
+        pool_timeout: float = 5.0,
     ) -> None:
         if client is None:
             if url is None:
                 raise ValueError("RedisBackend needs a url or a client")
-            from_url = cast("Callable[..., Redis]", getattr(Redis, "from_url"))
-            client = from_url(
+            # A blocking pool: beyond max_connections a call waits (at most pool_timeout s)
+            # for a free connection instead of failing at once.
+            from_url = cast("Callable[..., BlockingConnectionPool]", getattr(BlockingConnectionPool, "from_url"))
+            pool = from_url(
                 url,
+                max_connections=max_connections,
+                timeout=pool_timeout,
                 decode_responses=True,
                 socket_timeout=timeout,
                 socket_connect_timeout=timeout,
                 retry=Retry(ExponentialBackoff(cap=0.2, base=0.02), 1),
-                health_check_interval=0,
             )
+            client = Redis.from_pool(pool)
             owns_client = True if owns_client is None else owns_client
         self._r: Redis = client
         self._owns = bool(owns_client)

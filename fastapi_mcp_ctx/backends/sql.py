@@ -125,7 +125,11 @@ class SqlBackend:
                 return
             try:
                 async with self._engine.begin() as conn:
-                    await conn.run_sync(metadata.create_all)
+                    # IF NOT EXISTS: several processes may race to create it.
+                    for table in metadata.sorted_tables:
+                        await conn.execute(sa.schema.CreateTable(table, if_not_exists=True))
+                        for index in table.indexes:
+                            await conn.execute(sa.schema.CreateIndex(index, if_not_exists=True))
             except (SQLAlchemyError, OSError) as exc:
                 raise self._unavailable(exc) from exc
             self._ready = True

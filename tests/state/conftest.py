@@ -121,6 +121,12 @@ class Env:
         self.created.append(backend)
         return backend
 
+    def clients(self, n: int) -> list[StateBackend]:
+        """``n`` clients of one store (memory: the one backend; others: distinct pools)."""
+        if self.kind == "memory":
+            return [self.backend] * n
+        return [self.backend, *(self.new_backend() for _ in range(n - 1))]
+
     def state(self, tenant: str | None = None) -> ContextState:
         return ContextState(self.backend, tenant if tenant is not None else "t-" + uuid.uuid4().hex[:8])
 
@@ -132,6 +138,16 @@ class Env:
             await asyncio.sleep(seconds)
 
 
+def fake_client(server: Any) -> Any:
+    """A fakeredis client configured like the one RedisBackend builds (blocking pool)."""
+    import fakeredis
+    from redis.asyncio import BlockingConnectionPool
+
+    return fakeredis.FakeAsyncRedis(
+        server=server, decode_responses=True, connection_pool_class=BlockingConnectionPool, max_connections=64
+    )
+
+
 def build_env(kind: str, tmp_path: Path) -> Env:
     """An Env for ``kind``; real services resolved from the environment (skip/fail if absent)."""
     if kind == "memory":
@@ -141,7 +157,7 @@ def build_env(kind: str, tmp_path: Path) -> Env:
         import fakeredis
 
         server = fakeredis.FakeServer()
-        return Env(kind, lambda: RedisBackend(client=fakeredis.FakeAsyncRedis(server=server, decode_responses=True), owns_client=True), None)
+        return Env(kind, lambda: RedisBackend(client=fake_client(server), owns_client=True), None)
     if kind == "sqlite":
         clock = FakeClock()
         url = f"sqlite+aiosqlite:///{tmp_path / 'state.db'}"
@@ -158,6 +174,15 @@ def build_env(kind: str, tmp_path: Path) -> Env:
             _pg_migrated = True
         return Env(kind, lambda: SqlBackend(url), None)
     raise AssertionError(kind)
+
+
+async def truncate_postgres(backend: StateBackend) -> None:
+    """The PostgreSQL database is shared by every test: start each from an empty table."""
+    import sqlalchemy as sa
+
+    assert isinstance(backend, SqlBackend)
+    async with backend._engine.begin() as conn:  # pyright: ignore[reportPrivateUsage]
+        await conn.execute(sa.text("DELETE FROM mcp_state"))
 
 
 async def close_env(env: Env) -> None:
@@ -186,6 +211,8 @@ def kind(request: pytest.FixtureRequest) -> str:
 @pytest.fixture
 async def env(kind: str, tmp_path: Path) -> AsyncIterator[Env]:
     e = build_env(kind, tmp_path)
+    if kind == "postgres":
+        await truncate_postgres(e.backend)
     try:
         yield e
     finally:

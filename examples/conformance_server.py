@@ -1,0 +1,167 @@
+"""The conformance fixtures (checklist §7.1) that this server's surface serves.
+
+Run:  python examples/conformance_server.py [PORT]      (default 8931, on 127.0.0.1)
+then: ../shared/tools/conformance http://127.0.0.1:8931/mcp 2025-11-25 2026-07-28
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated, Any
+
+import anyio
+import mcp_types as types
+from fastapi import Depends, FastAPI
+from pydantic import Field
+
+from fastapi_mcp_ctx import (
+    Context,
+    McpRouter,
+    McpSettings,
+    ToolError,
+    audio_content,
+    embedded_text_resource,
+    image_content,
+    mcp_context,
+    text_content,
+)
+
+PNG_1X1 = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg=="
+WAV = "UklGRiYAAABXQVZFZm10IBAAAAABAAEAQB8AAAB9AAACABAAZGF0YQIAAAA="
+
+router = McpRouter(settings=McpSettings(server_name="fastapi-mcp-ctx-conformance", server_version="0.1.0"))
+
+
+@router.tool()
+async def test_simple_text() -> types.TextContent:
+    """Returns a simple text response."""
+    return text_content("This is a simple text response for testing.")
+
+
+@router.tool()
+async def test_image_content() -> types.ImageContent:
+    """Returns a 1x1 PNG image."""
+    return image_content(PNG_1X1, "image/png")
+
+
+@router.tool()
+async def test_audio_content() -> types.AudioContent:
+    """Returns a short WAV clip."""
+    return audio_content(WAV, "audio/wav")
+
+
+@router.tool()
+async def test_embedded_resource() -> types.EmbeddedResource:
+    """Returns an embedded text resource."""
+    return embedded_text_resource("test://embedded-resource", "This is an embedded resource content.")
+
+
+@router.tool()
+async def test_multiple_content_types() -> list[types.TextContent | types.ImageContent | types.EmbeddedResource]:
+    """Returns text, image and resource content."""
+    return [
+        text_content("Multiple content types test:"),
+        image_content(PNG_1X1, "image/png"),
+        embedded_text_resource("test://mixed-content-resource", '{"test":"data","value":123}', "application/json"),
+    ]
+
+
+@router.tool()
+async def test_tool_with_logging(ctx: Context = Depends(mcp_context)) -> types.TextContent:
+    """Emits three info log messages while it runs."""
+    for message in ("Tool execution started", "Tool processing data", "Tool execution completed"):
+        await ctx.log.info(message)
+        await anyio.sleep(0.05)
+    return text_content("Logging test completed")
+
+
+@router.tool()
+async def test_logging_tool(ctx: Context = Depends(mcp_context)) -> types.TextContent:
+    """Logs one message; delivered only when the request opted into logging."""
+    await ctx.log.info("logging tool ran")
+    return text_content("Logging tool completed")
+
+
+@router.tool()
+async def test_tool_with_progress(ctx: Context = Depends(mcp_context)) -> types.TextContent:
+    """Reports progress 0, 50, 100 of 100."""
+    for value in (0, 50, 100):
+        await ctx.report_progress(value, 100, f"Progress {value}%")
+        await anyio.sleep(0.05)
+    return text_content(f"Progress test completed (token {ctx.progress_token!r})")
+
+
+@router.tool()
+async def test_error_handling() -> str:
+    """Always fails with a tool error."""
+    raise ToolError("This tool intentionally returns an error for testing")
+
+
+@router.tool()
+async def test_missing_capability(ctx: Context = Depends(mcp_context)) -> types.TextContent:
+    """Needs the client's sampling capability."""
+    ctx.client.require("sampling")
+    return text_content("Success")
+
+
+@router.tool()
+async def test_trigger_tool_change() -> types.TextContent:
+    """Announces a tool-list change on open 2025 standalone streams."""
+    router.notify_tools_list_changed()
+    return text_content("Tool list change triggered")
+
+
+@router.tool()
+async def test_header_param(
+    region: Annotated[str, Field(description="Routing region", json_schema_extra={"x-mcp-header": "Region"})],
+) -> types.TextContent:
+    """Echoes a region that is mirrored in the Mcp-Param-Region header."""
+    return text_content(f"region={region}")
+
+
+JSON_SCHEMA_2020_12: dict[str, Any] = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "type": "object",
+    "$defs": {
+        "address": {
+            "$anchor": "addressDef",
+            "type": "object",
+            "properties": {"street": {"type": "string"}, "city": {"type": "string"}},
+        }
+    },
+    "properties": {
+        "name": {"type": "string"},
+        "address": {"$ref": "#/$defs/address"},
+        "contactMethod": {"type": "string", "enum": ["phone", "email"]},
+        "phone": {"type": "string"},
+        "email": {"type": "string"},
+    },
+    "allOf": [{"anyOf": [{"required": ["phone"]}, {"required": ["email"]}]}],
+    "if": {"properties": {"contactMethod": {"const": "phone"}}, "required": ["contactMethod"]},
+    "then": {"required": ["phone"]},
+    "else": {"required": ["email"]},
+    "additionalProperties": False,
+}
+
+
+@router.tool(input_schema=JSON_SCHEMA_2020_12)
+async def json_schema_2020_12_tool(
+    name: str | None = None,
+    address: dict[str, Any] | None = None,
+    contactMethod: str | None = None,  # noqa: N803 - wire name
+    phone: str | None = None,
+    email: str | None = None,
+) -> types.TextContent:
+    """Accepts arguments described by a JSON Schema 2020-12 document."""
+    return text_content(f"name={name} contact={contactMethod} phone={phone} email={email} address={address}")
+
+
+app = FastAPI(title="fastapi-mcp-ctx conformance server")
+app.include_router(router)
+
+
+if __name__ == "__main__":
+    import uvicorn
+
+    port = int(sys.argv[1]) if len(sys.argv) > 1 else 8931
+    uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning")

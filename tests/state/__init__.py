@@ -1,0 +1,1 @@
+"""ctx.state tests: one contract suite over every backend."""
