@@ -12,3 +12,5 @@ echo "== pyright (strict) over fastapi_mcp_ctx"
 .venv/bin/pyright
 echo "== pytest"
 .venv/bin/pytest "$@"
+echo "== lowest admitted FastAPI"
+scripts/test_fastapi_lowest.sh

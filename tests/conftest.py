@@ -28,6 +28,7 @@ from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from typing import Any
 
+import anyio
 import httpx
 import pytest
 from fastapi import FastAPI
@@ -344,6 +345,119 @@ class Wire:
         last = messages[-1]
         if "result" in last and isinstance(last["result"], dict):
             check_result(method, version, last["result"])
+
+
+# -- raw ASGI (streams that stay open, disconnects, lying Content-Length) -----------------
+
+
+class AsgiExchange:
+    """What a raw ASGI call produced so far (see :func:`asgi_exchange`)."""
+
+    def __init__(self) -> None:
+        self.status: int | None = None
+        self.headers: dict[str, str] = {}
+        self.chunks: list[bytes] = []
+        self.started = anyio.Event()
+        self.done = anyio.Event()
+        self._changed = anyio.Event()
+        self.disconnect = anyio.Event()
+
+    @property
+    def body(self) -> bytes:
+        return b"".join(self.chunks)
+
+    def _notify(self) -> None:
+        self._changed.set()
+        self._changed = anyio.Event()
+
+    async def wait_for(self, predicate: Callable[[AsgiExchange], bool], timeout: float = 3.0) -> None:
+        """Wait until ``predicate(self)`` holds (fails after ``timeout`` seconds)."""
+        with anyio.fail_after(timeout):
+            while not predicate(self):
+                if self.done.is_set() and not predicate(self):
+                    raise AssertionError(f"response ended without the expected content: {self.body!r}")
+                await self._changed.wait()
+
+
+@asynccontextmanager
+async def asgi_exchange(
+    app: Any,
+    method: str,
+    path: str = "/mcp",
+    headers: Mapping[str, str] | None = None,
+    body_chunks: list[bytes] | None = None,
+    *,
+    host: str = "127.0.0.1",
+    server: tuple[str, int] = ("127.0.0.1", 80),
+    disconnect_after_body: bool = False,
+    start_timeout: float = 3.0,
+) -> AsyncIterator[AsgiExchange]:
+    """Call ``app`` as an ASGI server would, without buffering the response.
+
+    ``receive`` hands out ``body_chunks`` then blocks until the block exits (or the test
+    sets ``exchange.disconnect``), then reports ``http.disconnect``. The block is entered
+    once the response has started; on exit the client disconnects and the app gets a
+    bounded time to finish before it is cancelled.
+    """
+    exchange = AsgiExchange()
+    chunks = list(body_chunks or [b""])
+    if disconnect_after_body:
+        exchange.disconnect.set()
+
+    async def receive() -> dict[str, Any]:
+        if chunks:
+            chunk = chunks.pop(0)
+            return {"type": "http.request", "body": chunk, "more_body": bool(chunks)}
+        await exchange.disconnect.wait()
+        return {"type": "http.disconnect"}
+
+    async def send(message: dict[str, Any]) -> None:
+        if message["type"] == "http.response.start":
+            exchange.status = message["status"]
+            exchange.headers = {k.decode().lower(): v.decode() for k, v in message.get("headers", [])}
+            exchange.started.set()
+        elif message["type"] == "http.response.body":
+            exchange.chunks.append(message.get("body", b""))
+            if not message.get("more_body", False):
+                exchange.done.set()
+        exchange._notify()
+
+    raw_headers = [(b"host", host.encode())]
+    raw_headers += [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in (headers or {}).items()]
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0", "spec_version": "2.3"},
+        "http_version": "1.1",
+        "method": method,
+        "scheme": "http",
+        "path": path,
+        "raw_path": path.encode(),
+        "query_string": b"",
+        "root_path": "",
+        "headers": raw_headers,
+        "client": ("127.0.0.1", 54321),
+        "server": server,
+        "state": {},
+    }
+
+    async def run_app() -> None:
+        try:
+            await app(scope, receive, send)
+        finally:
+            exchange.done.set()
+            exchange._notify()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(run_app)
+        with anyio.fail_after(start_timeout):
+            await exchange.started.wait()
+        try:
+            yield exchange
+        finally:
+            exchange.disconnect.set()
+            with anyio.move_on_after(2.0):
+                await exchange.done.wait()
+            tg.cancel_scope.cancel()
 
 
 # -- fixtures -------------------------------------------------------------------------------

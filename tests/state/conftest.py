@@ -39,7 +39,7 @@ ALL_KINDS = [
     pytest.param("redis", id="redis", marks=pytest.mark.redis),
     pytest.param("postgres", id="postgres", marks=pytest.mark.postgres),
 ]
-FAKE_CLOCK_KINDS = {"memory", "sqlite"}
+FAKE_CLOCK_KINDS = {"memory", "sqlite", "postgres"}  # TTLs follow an injected clock
 
 
 def service_url(service: str) -> str:
@@ -172,7 +172,8 @@ def build_env(kind: str, tmp_path: Path) -> Env:
         if not _pg_migrated:
             alembic(url, "upgrade")
             _pg_migrated = True
-        return Env(kind, lambda: SqlBackend(url), None)
+        clock = FakeClock()
+        return Env(kind, lambda: SqlBackend(url, clock=clock), clock)
     raise AssertionError(kind)
 
 
