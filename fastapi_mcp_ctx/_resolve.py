@@ -22,7 +22,7 @@ from ._fastapi_compat import solve
 from ._registry import ToolDef
 from ._results import error_result, shape_result, text_result
 from .context import SCOPE_KEY, Context, bind_context, unbind_context
-from .errors import AuthenticationError, InvalidParamsError, McpError, PermissionDeniedError, ToolError
+from .errors import AuthenticationError, McpError, PermissionDeniedError, ToolError
 
 __all__ = ["run_tool"]
 
@@ -70,7 +70,6 @@ async def run_tool(
 
     Raises:
         AuthenticationError / PermissionDeniedError: a dependency raised HTTPException 401/403.
-        InvalidParamsError: a FastAPI-resolved parameter (``Header`` ...) failed validation.
         McpError: a handler or dependency raised a protocol error (e.g. -32021).
     """
     try:
@@ -85,10 +84,8 @@ async def run_tool(
             return shape_result(tool, await _invoke(tool, kwargs))
         async with solve(tool.dependant, request, request.scope.get("app"), background_tasks) as solved:
             if solved.errors:
-                raise InvalidParamsError(
-                    f"Invalid request for tool {tool.name!r}",
-                    data={"errors": [{"loc": list(e.get("loc", ())), "msg": e.get("msg", "")} for e in solved.errors]},
-                )
+                problems = "; ".join(f"{'.'.join(map(str, e.get('loc', ())))}: {e.get('msg', '')}" for e in solved.errors)
+                return text_result(f"Invalid request for tool {tool.name!r}: {problems}", is_error=True)
             result = shape_result(tool, await _invoke(tool, {**kwargs, **solved.values}))
         return result
     except ToolError as exc:

@@ -15,16 +15,19 @@ error result (2025-11-25 §Output Schema applies to successful results only).
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import mcp_types as types
-from pydantic import BaseModel
-from pydantic_core import to_json, to_jsonable_python
+from pydantic import BaseModel, ValidationError
+from pydantic_core import PydanticSerializationError, PydanticSerializationUnexpectedValue, to_json, to_jsonable_python
 
 from ._registry import ToolDef
 from .errors import ToolError
 
 __all__ = ["error_result", "shape_result", "text_result"]
+
+logger = logging.getLogger("fastapi_mcp_ctx")
 
 _BLOCK_TYPES = (types.TextContent, types.ImageContent, types.AudioContent, types.EmbeddedResource, types.ResourceLink)
 
@@ -56,14 +59,18 @@ def _is_block_list(value: Any) -> bool:
 def shape_result(tool: ToolDef, value: Any) -> dict[str, Any]:
     """Shape the handler's return ``value`` into a ``CallToolResult`` dict (wire spelling)."""
     if isinstance(value, types.CallToolResult):
-        return _dump(value)
+        return value.model_dump(by_alias=True, exclude_none=True, mode="json", exclude={"result_type"})
     if isinstance(value, _BLOCK_TYPES):
         return {"content": [_dump(value)], "isError": False}
     if _is_block_list(value):
         return {"content": [_dump(v) for v in value], "isError": False}
     adapter = tool.output_adapter
     if adapter is not None:
-        structured: Any = adapter.dump_python(value, mode="json", by_alias=True)
+        try:
+            structured: Any = adapter.dump_python(adapter.validate_python(value, strict=True), mode="json", by_alias=True, warnings="error")
+        except (ValidationError, PydanticSerializationError, PydanticSerializationUnexpectedValue):
+            logger.exception("tool %r returned output that does not match its outputSchema", tool.name)
+            return text_result(f"Tool {tool.name!r} returned output that does not match its outputSchema", is_error=True)
         if tool.wrap_output:
             structured = {"result": structured}
         text = value if isinstance(value, str) else to_json(structured if not tool.wrap_output else structured["result"]).decode()

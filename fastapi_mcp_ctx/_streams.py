@@ -123,12 +123,20 @@ class CallResponse(Response):
                     return
 
         sse_started = False
+        final_sent = False
         async with anyio.create_task_group() as tg:
+            watcher = anyio.CancelScope()
+
+            async def watch() -> None:
+                with watcher:
+                    await watch_disconnect()
+
             tg.start_soon(run)
-            tg.start_soon(watch_disconnect)
+            tg.start_soon(watch)
             async with receive_stream:
                 async for item in receive_stream:
                     if item is _FINAL:
+                        watcher.cancel()  # from here on, a disconnect is the normal end of the response
                         break
                     if disconnected:
                         continue
@@ -144,8 +152,9 @@ class CallResponse(Response):
                     await send({"type": "http.response.body", "body": sse_frame(item), "more_body": True})
             if not disconnected:
                 await self._send_final(send, final[0], sse_started)
+                final_sent = True
             tg.cancel_scope.cancel()
-        if self.background is not None and not disconnected:
+        if self.background is not None and final_sent:
             await self.background()
 
     async def _send_final(self, send: Send, reply: Reply | None, sse_started: bool) -> None:

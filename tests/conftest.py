@@ -336,6 +336,36 @@ class Wire:
             self._check(method, MODERN, response)
         return response
 
+    # -- either era ---------------------------------------------------------------------------
+    async def call_tool(
+        self,
+        era: str,
+        name: str,
+        arguments: dict[str, Any] | None = None,
+        *,
+        headers: Mapping[str, str] | None = None,
+        meta: dict[str, Any] | None = None,
+        request_id: Any = ...,
+        check: bool = True,
+    ) -> httpx.Response:
+        """``tools/call`` in ``era`` (``"legacy"``: initializes a session first if needed)."""
+        params: dict[str, Any] = {"name": name, "arguments": arguments or {}}
+        if era == "legacy":
+            if self.session is None:
+                await self.initialize(headers=headers)
+            if meta:
+                params["_meta"] = meta
+            return await self.legacy("tools/call", params, request_id=request_id, headers=headers, check=check)
+        return await self.modern("tools/call", params, request_id=request_id, meta=meta, headers=headers, check=check)
+
+    async def request(self, era: str, method: str, params: dict[str, Any] | None = None, **kwargs: Any) -> httpx.Response:
+        """Any request in ``era`` (``"legacy"``: initializes a session first if needed)."""
+        if era == "legacy":
+            if self.session is None:
+                await self.initialize()
+            return await self.legacy(method, params, **kwargs)
+        return await self.modern(method, params, **kwargs)
+
     @staticmethod
     def _check(method: str, version: str, response: httpx.Response) -> None:
         """Validate any successful result against the official wire model."""
@@ -359,6 +389,7 @@ class AsgiExchange:
         self.chunks: list[bytes] = []
         self.started = anyio.Event()
         self.done = anyio.Event()
+        self.finished = anyio.Event()
         self._changed = anyio.Event()
         self.disconnect = anyio.Event()
 
@@ -374,7 +405,7 @@ class AsgiExchange:
         """Wait until ``predicate(self)`` holds (fails after ``timeout`` seconds)."""
         with anyio.fail_after(timeout):
             while not predicate(self):
-                if self.done.is_set() and not predicate(self):
+                if self.finished.is_set() and not predicate(self):
                     raise AssertionError(f"response ended without the expected content: {self.body!r}")
                 await self._changed.wait()
 
@@ -390,12 +421,15 @@ async def asgi_exchange(
     host: str = "127.0.0.1",
     server: tuple[str, int] = ("127.0.0.1", 80),
     disconnect_after_body: bool = False,
+    disconnect_after_response: bool = True,
+    wait_started: bool = True,
     start_timeout: float = 3.0,
 ) -> AsyncIterator[AsgiExchange]:
     """Call ``app`` as an ASGI server would, without buffering the response.
 
-    ``receive`` hands out ``body_chunks`` then blocks until the block exits (or the test
-    sets ``exchange.disconnect``), then reports ``http.disconnect``. The block is entered
+    ``receive`` hands out ``body_chunks`` then blocks until the block exits, the test sets
+    ``exchange.disconnect``, or (like uvicorn, ``disconnect_after_response``) the response
+    is complete; then it reports ``http.disconnect``. The block is entered
     once the response has started; on exit the client disconnects and the app gets a
     bounded time to finish before it is cancelled.
     """
@@ -420,6 +454,8 @@ async def asgi_exchange(
             exchange.chunks.append(message.get("body", b""))
             if not message.get("more_body", False):
                 exchange.done.set()
+                if disconnect_after_response:
+                    exchange.disconnect.set()
         exchange._notify()
 
     raw_headers = [(b"host", host.encode())]
@@ -445,18 +481,20 @@ async def asgi_exchange(
             await app(scope, receive, send)
         finally:
             exchange.done.set()
+            exchange.finished.set()
             exchange._notify()
 
     async with anyio.create_task_group() as tg:
         tg.start_soon(run_app)
-        with anyio.fail_after(start_timeout):
-            await exchange.started.wait()
+        if wait_started:
+            with anyio.fail_after(start_timeout):
+                await exchange.started.wait()
         try:
             yield exchange
         finally:
             exchange.disconnect.set()
             with anyio.move_on_after(2.0):
-                await exchange.done.wait()
+                await exchange.finished.wait()
             tg.cancel_scope.cancel()
 
 
@@ -480,3 +518,9 @@ def wire(client: httpx.AsyncClient) -> Wire:
 def wire_factory() -> Callable[[httpx.AsyncClient], Wire]:
     """Build a :class:`Wire` on any client."""
     return Wire
+
+
+@pytest.fixture(params=["legacy", "modern"])
+def era(request: pytest.FixtureRequest) -> str:
+    """Run a test in both protocol eras."""
+    return request.param

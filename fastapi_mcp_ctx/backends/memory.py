@@ -37,7 +37,7 @@ class MemoryBackend:
     def _purge(self) -> float:
         now = self._clock()
         heap = self._expiry
-        while heap and heap[0][0] < now:
+        while heap and heap[0][0] <= now:
             expires_at, key = heapq.heappop(heap)
             entry = self._data.get(key)
             if entry is not None and entry[1] == expires_at:
@@ -118,7 +118,7 @@ class MemoryBackend:
             if len(out) >= limit:
                 break
             value, expires_at = self._data[key]
-            if expires_at is None or expires_at >= now:
+            if expires_at is None or expires_at > now:
                 out.append((key, value))
         return out
 

@@ -52,10 +52,13 @@ def ops(fake_clock: bool) -> st.SearchStrategy[list[tuple[Any, ...]]]:
         st.tuples(st.just("get_many"), st.lists(keys, max_size=5)),
         st.tuples(st.just("delete_many"), st.lists(keys, max_size=5)),
         st.tuples(st.just("list"), st.sampled_from(PREFIXES), st.integers(min_value=1, max_value=4)),
+        st.tuples(st.just("list"), st.just(""), st.integers(min_value=1, max_value=3)),
     ]
     if fake_clock:
         choices.append(st.tuples(st.just("advance"), st.sampled_from([0.5, 1.0, 2.5, 4.0])))
-    return st.lists(st.one_of(*choices), min_size=1, max_size=25)
+    # Start from a populated store so that list() walks several pages.
+    seed = st.tuples(st.just("set_many"), st.dictionaries(keys, json_values, min_size=4, max_size=12), ttls)
+    return st.builds(lambda first, rest: [first, *rest], seed, st.lists(st.one_of(*choices), min_size=1, max_size=25))
 
 
 class Model:
@@ -116,13 +119,15 @@ async def run_sequence(env: Env, steps: list[tuple[Any, ...]]) -> None:
             _, prefix, limit = step
             walked: list[tuple[str, Any]] = []
             cursor: str | None = None
-            while True:
+            for _ in range(len(KEYS) + 2):
                 page = await state.list(prefix, cursor=cursor, limit=limit)
                 walked.extend((i.key, i.value) for i in page.items)
                 if page.next_cursor is None:
                     break
                 assert len(page.items) == limit
                 cursor = page.next_cursor
+            else:
+                raise AssertionError(f"list({prefix!r}) did not end")
             expected_items = [(k, model.get(k)) for k in sorted(model.data) if k.startswith(prefix) and model.live(k)]
             assert walked == expected_items, step
         elif op == "advance":
