@@ -11,7 +11,7 @@ message of the call then goes on that stream, the result last, then the stream e
 
 from __future__ import annotations
 
-import math
+import asyncio
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -31,7 +31,6 @@ SSE_HEADERS: Final[dict[str, str]] = {
     "cache-control": "no-cache, no-transform",
     "x-accel-buffering": "no",
 }
-_FINAL: Final = object()
 
 Outbound = Callable[[dict[str, Any]], Awaitable[None]]
 
@@ -59,6 +58,46 @@ def _raw_headers(headers: Mapping[str, str], content_type: bytes) -> list[tuple[
     raw = [(b"content-type", content_type)]
     raw.extend((k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in headers.items())
     return raw
+
+
+class _DisconnectWatcher:
+    """Cancels a call when its client disconnects, without a task per fast call.
+
+    On asyncio a watcher task starts only once the call has lasted ``delay`` seconds (a
+    disconnect in the meantime is queued by the server and seen at once); most calls finish
+    first and cost no task at all. Other event loops get no disconnect detection.
+    """
+
+    __slots__ = ("_handle", "_receive", "_signal", "_task")
+
+    def __init__(self, receive: Receive, signal: CancelSignal, delay: float = 0.05) -> None:
+        self._receive = receive
+        self._signal = signal
+        self._task: asyncio.Task[None] | None = None
+        self._handle: asyncio.TimerHandle | None = None
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # not asyncio (trio): no watcher
+            return
+        self._handle = loop.call_later(delay, self._start)
+
+    def _start(self) -> None:
+        self._handle = None
+        self._task = asyncio.get_running_loop().create_task(self._watch())
+
+    async def _watch(self) -> None:
+        while True:
+            message: Message = await self._receive()
+            if message["type"] == "http.disconnect":
+                self._signal.cancel("disconnected")
+                return
+
+    def stop(self) -> None:
+        """Stop watching (the call ended): after this, a disconnect is the response's normal end."""
+        if self._handle is not None:
+            self._handle.cancel()
+        if self._task is not None:
+            self._task.cancel()
 
 
 class CallResponse(Response):
@@ -96,65 +135,33 @@ class CallResponse(Response):
         self.status_code = 200
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        send_stream, receive_stream = anyio.create_memory_object_stream[Any](max_buffer_size=math.inf)
-        final: list[Reply | None] = [None]
-        disconnected = False
+        sse_started = False
 
         async def outbound(message: dict[str, Any]) -> None:
-            if self._sse_allowed:
-                await send_stream.send(message)
+            nonlocal sse_started
+            if not self._sse_allowed or self._signal.cancelled:
+                return
+            if not sse_started:
+                sse_started = True
+                headers = _raw_headers({**SSE_HEADERS, **self._extra_headers}, b"text/event-stream")
+                await send({"type": "http.response.start", "status": 200, "headers": headers})
+            await send({"type": "http.response.body", "body": sse_frame(message), "more_body": True})
 
-        async def run() -> None:
-            with anyio.CancelScope() as handler_scope:
-                self._signal.bind(handler_scope)
-                final[0] = await self._runner(outbound)
-            self._signal.bind(None)
-            if handler_scope.cancelled_caught and self._cancelled_message is not None:
-                final[0] = self._cancelled_message()
-            await send_stream.send(_FINAL)
-
-        async def watch_disconnect() -> None:
-            nonlocal disconnected
-            while True:
-                message: Message = await receive()
-                if message["type"] == "http.disconnect":
-                    disconnected = True
-                    self._signal.cancel("disconnected")
-                    return
-
-        sse_started = False
-        final_sent = False
-        async with anyio.create_task_group() as tg:
-            watcher = anyio.CancelScope()
-
-            async def watch() -> None:
-                with watcher:
-                    await watch_disconnect()
-
-            tg.start_soon(run)
-            tg.start_soon(watch)
-            async with receive_stream:
-                async for item in receive_stream:
-                    if item is _FINAL:
-                        watcher.cancel()  # from here on, a disconnect is the normal end of the response
-                        break
-                    if disconnected:
-                        continue
-                    if not sse_started:
-                        sse_started = True
-                        await send(
-                            {
-                                "type": "http.response.start",
-                                "status": 200,
-                                "headers": _raw_headers({**SSE_HEADERS, **self._extra_headers}, b"text/event-stream"),
-                            }
-                        )
-                    await send({"type": "http.response.body", "body": sse_frame(item), "more_body": True})
-            if not disconnected:
-                await self._send_final(send, final[0], sse_started)
-                final_sent = True
-            tg.cancel_scope.cancel()
-        if self.background is not None and final_sent:
+        reply: Reply | None = None
+        with anyio.CancelScope() as handler_scope:
+            self._signal.bind(handler_scope)
+            watcher = _DisconnectWatcher(receive, self._signal)
+            try:
+                reply = await self._runner(outbound)
+            finally:
+                watcher.stop()
+                self._signal.bind(None)
+        if self._signal.reason == "disconnected":
+            return  # the client is gone: nothing more is sent for this call
+        if handler_scope.cancelled_caught:
+            reply = self._cancelled_message() if self._cancelled_message is not None else None
+        await self._send_final(send, reply, sse_started)
+        if self.background is not None:
             await self.background()
 
     async def _send_final(self, send: Send, reply: Reply | None, sse_started: bool) -> None:

@@ -21,15 +21,17 @@ arrived, the value is gone and the caller gets :class:`StateUnavailableError`.
 
 from __future__ import annotations
 
+import asyncio
+import hashlib
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from types import TracebackType
 from typing import Any, cast
 
-from redis.asyncio import BlockingConnectionPool, Redis
+from redis.asyncio import ConnectionPool, Redis
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
-from redis.commands.core import AsyncScript
-from redis.exceptions import RedisError
+from redis.exceptions import NoScriptError, RedisError
 
 from ..errors import StateUnavailableError
 from .base import prefix_upper_bound
@@ -109,6 +111,46 @@ return out
 """
 
 
+class _Script:
+    """A Lua script called by EVALSHA, falling back to EVAL (which caches it) after a restart."""
+
+    __slots__ = ("sha", "source")
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+        self.sha = hashlib.sha1(source.encode()).hexdigest()
+
+
+class _Slots:
+    """Caps in-flight commands at the pool size; a caller waits at most ``timeout`` s for a slot.
+
+    Cheaper than redis-py's ``BlockingConnectionPool`` on the uncontended path (one
+    semaphore acquire), and never lets the pool raise ``MaxConnectionsError`` under a burst.
+    """
+
+    __slots__ = ("_sem", "_timeout")
+
+    def __init__(self, size: int, timeout: float) -> None:
+        self._sem = asyncio.Semaphore(size)
+        self._timeout = timeout
+
+    async def __aenter__(self) -> None:
+        sem = self._sem
+        if not sem.locked():
+            await sem.acquire()
+            return
+        try:
+            async with asyncio.timeout(self._timeout):
+                await sem.acquire()
+        except TimeoutError as exc:
+            raise StateUnavailableError("State backend (redis) busy: no free connection, retry later") from exc
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self._sem.release()
+
+
 class RedisBackend:
     """A :class:`~fastapi_mcp_ctx.backends.base.StateBackend` on Redis ≥ 6.2 (GETDEL).
 
@@ -121,7 +163,8 @@ class RedisBackend:
         timeout: socket connect / read timeout in seconds; bounds how long a call to a dead
             server takes before :class:`StateUnavailableError`.
         max_connections: pool size; more concurrent calls wait for a free connection.
-        pool_timeout: longest wait for a free connection, in seconds.
+        pool_timeout: longest wait for a free connection, in seconds (then
+            :class:`StateUnavailableError`).
 
     No I/O happens here: the pool connects on first use. :meth:`aclose` closes the pool.
     """
@@ -140,13 +183,10 @@ class RedisBackend:
         if client is None:
             if url is None:
                 raise ValueError("RedisBackend needs a url or a client")
-            # A blocking pool: beyond max_connections a call waits (at most pool_timeout s)
-            # for a free connection instead of failing at once.
-            from_url = cast("Callable[..., BlockingConnectionPool]", getattr(BlockingConnectionPool, "from_url"))
+            from_url = cast("Callable[..., ConnectionPool]", getattr(ConnectionPool, "from_url"))
             pool = from_url(
                 url,
                 max_connections=max_connections,
-                timeout=pool_timeout,
                 decode_responses=True,
                 socket_timeout=timeout,
                 socket_connect_timeout=timeout,
@@ -159,16 +199,23 @@ class RedisBackend:
         self._exec = cast("Callable[..., Awaitable[Any]]", getattr(client, "execute_command"))
         self._vp = f"{namespace}v:"
         self._idx = f"{namespace}idx"
-        self._set: AsyncScript = client.register_script(_SET)
-        self._set_many: AsyncScript = client.register_script(_SET_MANY)
-        self._take: AsyncScript = client.register_script(_TAKE)
-        self._delete_many: AsyncScript = client.register_script(_DELETE_MANY)
-        self._scan: AsyncScript = client.register_script(_SCAN)
+        self._slots = _Slots(max_connections, pool_timeout)
+        self._set = _Script(_SET)
+        self._set_many = _Script(_SET_MANY)
+        self._take = _Script(_TAKE)
+        self._delete_many = _Script(_DELETE_MANY)
+        self._scan = _Script(_SCAN)
 
     @staticmethod
     def _unavailable(exc: BaseException) -> StateUnavailableError:
         logger.warning("redis state backend unavailable: %r", exc)
         return StateUnavailableError("State backend (redis) unavailable, retry later")
+
+    async def _eval(self, script: _Script, keys: Sequence[str], args: Sequence[str | int]) -> Any:
+        try:
+            return await self._exec("EVALSHA", script.sha, len(keys), *keys, *args)
+        except NoScriptError:  # script cache empty (restart, SCRIPT FLUSH): EVAL loads it
+            return await self._exec("EVAL", script.source, len(keys), *keys, *args)
 
     @staticmethod
     def _ttl_ms(ttl: float | None) -> str:
@@ -176,28 +223,31 @@ class RedisBackend:
 
     async def get(self, key: str) -> str | None:
         """See :meth:`StateBackend.get` (one GET)."""
-        try:
-            return cast("str | None", await self._exec("GET", self._vp + key))
-        except (RedisError, OSError) as exc:
-            raise self._unavailable(exc) from exc
+        async with self._slots:
+            try:
+                return cast("str | None", await self._exec("GET", self._vp + key))
+            except (RedisError, OSError) as exc:
+                raise self._unavailable(exc) from exc
 
     async def get_many(self, keys: Sequence[str]) -> dict[str, str]:
         """See :meth:`StateBackend.get_many` (one MGET)."""
         if not keys:
             return {}
         vp = self._vp
-        try:
-            values = cast("list[str | None]", await self._exec("MGET", *[vp + k for k in keys]))
-        except (RedisError, OSError) as exc:
-            raise self._unavailable(exc) from exc
+        async with self._slots:
+            try:
+                values = cast("list[str | None]", await self._exec("MGET", *[vp + k for k in keys]))
+            except (RedisError, OSError) as exc:
+                raise self._unavailable(exc) from exc
         return {k: v for k, v in zip(keys, values) if v is not None}
 
     async def set(self, key: str, value: str, ttl: float | None = None) -> None:
         """See :meth:`StateBackend.set` (one script: SET [PX] + ZADD)."""
-        try:
-            await self._set(keys=[self._vp + key, self._idx], args=[value, self._ttl_ms(ttl), key])
-        except (RedisError, OSError) as exc:
-            raise self._unavailable(exc) from exc
+        async with self._slots:
+            try:
+                await self._eval(self._set, [self._vp + key, self._idx], [value, self._ttl_ms(ttl), key])
+            except (RedisError, OSError) as exc:
+                raise self._unavailable(exc) from exc
 
     async def set_many(self, items: Mapping[str, str], ttl: float | None = None) -> None:
         """See :meth:`StateBackend.set_many` (one script: atomic)."""
@@ -209,10 +259,11 @@ class RedisBackend:
         for k, v in items.items():
             args.append(k)
             args.append(v)
-        try:
-            await self._set_many(keys=keys, args=args)
-        except (RedisError, OSError) as exc:
-            raise self._unavailable(exc) from exc
+        async with self._slots:
+            try:
+                await self._eval(self._set_many, keys, args)
+            except (RedisError, OSError) as exc:
+                raise self._unavailable(exc) from exc
 
     async def delete(self, key: str) -> bool:
         """See :meth:`StateBackend.delete`."""
@@ -224,18 +275,20 @@ class RedisBackend:
         if not unique:
             return 0
         vp = self._vp
-        try:
-            n = await self._delete_many(keys=[self._idx, *[vp + k for k in unique]], args=unique)
-        except (RedisError, OSError) as exc:
-            raise self._unavailable(exc) from exc
-        return int(cast(int, n))
+        async with self._slots:
+            try:
+                n = await self._eval(self._delete_many, [self._idx, *[vp + k for k in unique]], unique)
+            except (RedisError, OSError) as exc:
+                raise self._unavailable(exc) from exc
+        return int(n)
 
     async def take(self, key: str) -> str | None:
         """See :meth:`StateBackend.take` (one script: GETDEL + ZREM)."""
-        try:
-            return cast("str | None", await self._take(keys=[self._vp + key, self._idx], args=[key]))
-        except (RedisError, OSError) as exc:
-            raise self._unavailable(exc) from exc
+        async with self._slots:
+            try:
+                return cast("str | None", await self._eval(self._take, [self._vp + key, self._idx], [key]))
+            except (RedisError, OSError) as exc:
+                raise self._unavailable(exc) from exc
 
     async def scan(self, prefix: str, after: str | None, limit: int) -> list[tuple[str, str]]:
         """See :meth:`StateBackend.scan` (one script: ZRANGEBYLEX + GET, purging dead index entries)."""
@@ -243,10 +296,11 @@ class RedisBackend:
             return []
         lo = f"({after}" if after is not None and after >= prefix else f"[{prefix}"
         hi = f"({prefix_upper_bound(prefix)}" if prefix else "+"
-        try:
-            flat = cast("list[str]", await self._scan(keys=[self._idx], args=[self._vp, lo, hi, limit]))
-        except (RedisError, OSError) as exc:
-            raise self._unavailable(exc) from exc
+        async with self._slots:
+            try:
+                flat = cast("list[str]", await self._eval(self._scan, [self._idx], [self._vp, lo, hi, limit]))
+            except (RedisError, OSError) as exc:
+                raise self._unavailable(exc) from exc
         return [(flat[i], flat[i + 1]) for i in range(0, len(flat), 2)]
 
     async def aclose(self) -> None:
