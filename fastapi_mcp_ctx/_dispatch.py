@@ -243,7 +243,9 @@ class Dispatcher:
         if envelope.era == "modern" and tool.header_params:
             self._check_header_params(tool, arguments, request)  # pyright: ignore[reportUnknownArgumentType]
         background = BackgroundTasks()
-        call_request = Request(dict(request.scope), request.receive)
+        # One HTTP request carries one call; a tool with dependencies gets a private scope
+        # copy because the solver stores the call's exit stacks in it.
+        call_request = Request(dict(request.scope), request.receive) if tool.dependant is not None else request
         live = self.live.get(session.id) if session is not None else None
         state = CallState(
             request_id=message.id,

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
-from starlette.datastructures import Headers
+from collections.abc import Iterable
 
 from .errors import HeaderMismatchError, InvalidParamsError, UnsupportedVersionError
 
@@ -30,7 +30,9 @@ __all__ = [
     "LOG_LEVELS",
     "Era",
     "RequestEnvelope",
+    "HeaderMap",
     "choose_era",
+    "header_map",
     "decode_header_value",
     "parse_traceparent",
     "read_legacy_envelope",
@@ -53,6 +55,30 @@ NAME_MEMBER: Final[dict[str, str]] = {"tools/call": "name", "prompts/get": "name
 _SENTINEL: Final = re.compile(r"^=\?base64\?(.*)\?=$", re.DOTALL)
 _TRACEPARENT: Final = re.compile(r"^([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$")
 _HEADER_VALUE: Final = re.compile(r"^[\x20-\x7e]*$")
+
+
+class HeaderMap(dict[str, str]):
+    """Request headers read once: lower-cased name → value (the last one when repeated).
+
+    ``repeated`` holds the names that appeared more than once.
+    """
+
+    __slots__ = ("repeated",)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.repeated: set[str] = set()
+
+
+def header_map(raw: Iterable[tuple[bytes, bytes]]) -> HeaderMap:
+    """Build a :class:`HeaderMap` from ASGI ``scope["headers"]`` (latin-1, as HTTP defines)."""
+    headers = HeaderMap()
+    for key, value in raw:
+        name = key.decode("latin-1").lower()
+        if name in headers:
+            headers.repeated.add(name)
+        headers[name] = value.decode("latin-1")
+    return headers
 
 
 @dataclass(slots=True)
@@ -83,7 +109,7 @@ def _meta_of(params: dict[str, Any]) -> Any:
     return params.get("_meta")
 
 
-def choose_era(headers: Headers, params: dict[str, Any] | None) -> Era:
+def choose_era(headers: HeaderMap, params: dict[str, Any] | None) -> Era:
     """Decide the era of one POST (DESIGN.md decision 2).
 
     Args:
@@ -136,7 +162,7 @@ def parse_traceparent(value: str | None) -> tuple[str, str] | None:
     return match.group(2), match.group(3)
 
 
-def _trace(headers: Headers, meta: dict[str, Any] | None) -> dict[str, str]:
+def _trace(headers: HeaderMap, meta: dict[str, Any] | None) -> dict[str, str]:
     trace: dict[str, str] = {}
     for key in ("traceparent", "tracestate", "baggage"):
         value: Any = meta.get(key) if meta is not None else None
@@ -156,7 +182,7 @@ def _progress_token(meta: dict[str, Any] | None) -> str | int | None:
     return token
 
 
-def read_legacy_envelope(headers: Headers, params: dict[str, Any], protocol_version: str) -> RequestEnvelope:
+def read_legacy_envelope(headers: HeaderMap, params: dict[str, Any], protocol_version: str) -> RequestEnvelope:
     """The envelope of a handshake-era request (progress token and trace from ``_meta``)."""
     raw_meta = _meta_of(params)
     meta: dict[str, Any] | None = raw_meta if isinstance(raw_meta, dict) else None  # pyright: ignore[reportUnknownVariableType]
@@ -168,7 +194,7 @@ def read_legacy_envelope(headers: Headers, params: dict[str, Any], protocol_vers
     )
 
 
-def read_modern_envelope(headers: Headers, method: str, params: dict[str, Any]) -> RequestEnvelope:
+def read_modern_envelope(headers: HeaderMap, method: str, params: dict[str, Any]) -> RequestEnvelope:
     """Validate and read a 2026-07-28 request (checklist §4.5 steps 8-11, in that order).
 
     Raises:
@@ -179,7 +205,7 @@ def read_modern_envelope(headers: Headers, method: str, params: dict[str, Any]) 
         UnsupportedVersionError: the declared version is not served (``-32022``).
     """
     for name in ("mcp-protocol-version", "mcp-method", "mcp-name"):
-        if len(headers.getlist(name)) > 1:
+        if name in headers.repeated:
             raise HeaderMismatchError(f"{name} header appears more than once")
     raw_meta = _meta_of(params)
     if not isinstance(raw_meta, dict):

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
-from starlette.datastructures import Headers
+from collections.abc import Mapping
 
 from .errors import HostNotAllowedError, OriginNotAllowedError
 
@@ -49,7 +49,7 @@ class TransportSecurity:
     allowed_hosts: tuple[str, ...] = ()
     allowed_origins: tuple[str, ...] = ()
 
-    def check(self, headers: Headers) -> None:
+    def check(self, headers: Mapping[str, str]) -> None:
         """Validate one request's headers; returns None when allowed."""
         if not self.enabled:
             return

@@ -13,6 +13,7 @@ imports the router or the dispatcher.
 from __future__ import annotations
 
 import secrets
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
@@ -171,8 +172,8 @@ class CallState:
     signal: CancelSignal = field(default_factory=CancelSignal)
     client_log_level: Callable[[], str | None] = lambda: None
     state_factory: Callable[[str | None], ContextState] | None = None
-    timestamp: datetime = field(default_factory=lambda: datetime.now(timezone.utc))
-    span_id: str = field(default_factory=lambda: secrets.token_hex(8))
+    started_at: float = field(default_factory=time.time)
+    span_id: str | None = None
     last_progress: float | None = None
 
 
@@ -203,7 +204,7 @@ class Context:
     @property
     def timestamp(self) -> str:
         """Request start time, ISO 8601 UTC (``2026-11-29T20:34:11.123456+00:00``)."""
-        return self._call.timestamp.isoformat()
+        return datetime.fromtimestamp(self._call.started_at, timezone.utc).isoformat()
 
     @property
     def tenant_id(self) -> str | None:
@@ -224,6 +225,8 @@ class Context:
     @property
     def span_id(self) -> str:
         """16-hex id of this handler's span."""
+        if self._call.span_id is None:
+            self._call.span_id = secrets.token_hex(8)
         return self._call.span_id
 
     @property

@@ -18,12 +18,11 @@ import mcp_types as types
 from fastapi import APIRouter, params
 from fastapi.routing import APIRoute
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
-from starlette.datastructures import Headers
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 
 from ._dispatch import Dispatcher, error_reply, json_reply
-from ._envelope import RequestEnvelope, choose_era, read_legacy_envelope, read_modern_envelope
+from ._envelope import HeaderMap, RequestEnvelope, choose_era, header_map, read_legacy_envelope, read_modern_envelope
 from ._jsonrpc import JsonRpcNotification, JsonRpcRequest, JsonRpcResponse, parse_message, request_id_of
 from ._registry import ToolRegistry, build_tool
 from ._security import LOOPBACK_HOSTS, TransportSecurity, loopback_security
@@ -50,16 +49,19 @@ F = TypeVar("F", bound=Callable[..., Any])
 _SESSION_HEADER = "mcp-session-id"
 
 
-def _accepts(headers: Headers, media_type: str) -> bool:
+def _accepted(headers: HeaderMap) -> tuple[bool, bool]:
+    """``(application/json accepted, text/event-stream accepted)``; no Accept header admits both."""
     accept = headers.get("accept")
     if accept is None:
-        return True
-    major = media_type.split("/", 1)[0]
+        return True, True
+    json_ok = sse_ok = False
     for part in accept.split(","):
         value = part.split(";", 1)[0].strip().lower()
-        if value in (media_type, "*/*", f"{major}/*"):
-            return True
-    return False
+        if value in ("*/*", "application/json", "application/*"):
+            json_ok = True
+        if value in ("*/*", "text/event-stream", "text/*"):
+            sse_ok = True
+    return json_ok, sse_ok
 
 
 def _error_response(exc: McpError, request_id: Any = None, headers: dict[str, str] | None = None) -> Response:
@@ -205,24 +207,25 @@ class McpRouter(APIRouter):
             return self._loopback
         return None
 
-    def _check_transport(self, request: Request) -> None:
+    def _check_transport(self, request: Request, headers: HeaderMap) -> None:
         security = self._configured_security
         if security is None:
             server = request.scope.get("server")
             if not server or str(server[0]) not in LOOPBACK_HOSTS:
                 return
             security = self._loopback
-        security.check(request.headers)
+        security.check(headers)
 
     # -- HTTP ----------------------------------------------------------------------------
     async def _endpoint(self, request: Request) -> Response:
         try:
-            self._check_transport(request)
+            headers = header_map(request.scope["headers"])
+            self._check_transport(request, headers)
             if request.method == "POST":
-                return await self._post(request)
+                return await self._post(request, headers)
             if request.method == "GET":
-                return await self._get(request)
-            return await self._delete(request)
+                return await self._get(request, headers)
+            return await self._delete(request, headers)
         except McpError as exc:
             return _error_response(exc, request_id_of(exc))
         except ClientDisconnect:
@@ -232,63 +235,76 @@ class McpRouter(APIRouter):
         limit = self.settings.max_body_bytes
         chunks: list[bytes] = []
         size = 0
-        async for chunk in request.stream():
+        receive = request.receive
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                raise ClientDisconnect()
+            chunk: bytes = message.get("body", b"")
             size += len(chunk)
             if size > limit:
                 raise PayloadTooLargeError(f"Payload Too Large: the body exceeds {limit} bytes")
             chunks.append(chunk)
-        return b"".join(chunks)
+            if not message.get("more_body", False):
+                return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
-    async def _post(self, request: Request) -> Response:
-        headers = request.headers
+    async def _post(self, request: Request, headers: HeaderMap) -> Response:
         content_type = headers.get("content-type", "")
         if not content_type.split(";", 1)[0].strip().lower() == "application/json":
             raise UnsupportedMediaTypeError()
-        if not (_accepts(headers, "application/json") or _accepts(headers, "text/event-stream")):
+        json_ok, sse_allowed = _accepted(headers)
+        if not (json_ok or sse_allowed):
             raise NotAcceptableError()
-        sse_allowed = _accepts(headers, "text/event-stream")
         message = parse_message(await self._read_body(request))
         params = message.params if not isinstance(message, JsonRpcResponse) else None
         era = choose_era(headers, params)
         if era == "modern":
-            return await self._post_modern(message, request, sse_allowed)
-        return await self._post_legacy(message, request, sse_allowed)
+            return await self._post_modern(message, request, headers, sse_allowed)
+        return await self._post_legacy(message, request, headers, sse_allowed)
 
     async def _post_modern(
-        self, message: JsonRpcRequest | JsonRpcNotification | JsonRpcResponse, request: Request, sse_allowed: bool
+        self,
+        message: JsonRpcRequest | JsonRpcNotification | JsonRpcResponse,
+        request: Request,
+        headers: HeaderMap,
+        sse_allowed: bool,
     ) -> Response:
         if isinstance(message, JsonRpcResponse):
             raise InvalidRequestError("Clients must not POST responses in the 2026-07-28 era")
         if isinstance(message, JsonRpcNotification):
-            version = request.headers.get("mcp-protocol-version")
+            version = headers.get("mcp-protocol-version")
             if version is not None and version.strip() not in MODERN_PROTOCOL_VERSIONS:
                 raise UnsupportedVersionError(version.strip(), list(MODERN_PROTOCOL_VERSIONS))
             return Response(status_code=202)
         try:
-            envelope = read_modern_envelope(request.headers, message.method, message.params)
+            envelope = read_modern_envelope(headers, message.method, message.params)
         except McpError as exc:
             return json_reply(error_reply(message.id, exc, "modern"))
         return await self.dispatcher.dispatch(message, envelope, request, None, {}, sse_allowed)
 
     async def _post_legacy(
-        self, message: JsonRpcRequest | JsonRpcNotification | JsonRpcResponse, request: Request, sse_allowed: bool
+        self,
+        message: JsonRpcRequest | JsonRpcNotification | JsonRpcResponse,
+        request: Request,
+        request_headers: HeaderMap,
+        sse_allowed: bool,
     ) -> Response:
         if isinstance(message, JsonRpcRequest) and message.method == "initialize":
             return await self._initialize(message)
         stateful = self.settings.session_mode == "stateful"
-        session = await self._session(request) if stateful else None
+        session = await self._session(request_headers) if stateful else None
         headers = {_SESSION_HEADER: session.id} if session is not None else {}
         if isinstance(message, JsonRpcResponse):
             return Response(status_code=202, headers=headers)
         if isinstance(message, JsonRpcNotification):
             self._legacy_notification(message, session)
             return Response(status_code=202, headers=headers)
-        header_version = request.headers.get("mcp-protocol-version")
+        header_version = request_headers.get("mcp-protocol-version")
         if session is not None:
             version = session.protocol_version
         else:
             version = header_version.strip() if header_version else "2025-03-26"
-        envelope: RequestEnvelope = read_legacy_envelope(request.headers, message.params, version)
+        envelope: RequestEnvelope = read_legacy_envelope(request_headers, message.params, version)
         if session is not None:
             envelope.client_capabilities = session.client_capabilities
             envelope.client_info = session.client_info
@@ -322,8 +338,8 @@ class McpRouter(APIRouter):
                     reason = message.params.get("reason")
                     signal.cancel(reason if isinstance(reason, str) else "cancelled by the client")
 
-    async def _session(self, request: Request) -> SessionRecord:
-        session_id = request.headers.get(_SESSION_HEADER)
+    async def _session(self, headers: HeaderMap) -> SessionRecord:
+        session_id = headers.get(_SESSION_HEADER)
         if session_id is None:
             raise MissingSessionError()
         record = await self.sessions.get(session_id)
@@ -331,30 +347,30 @@ class McpRouter(APIRouter):
             raise SessionNotFoundError()
         return record
 
-    def _reject_modern_header(self, request: Request) -> Response | None:
-        version = request.headers.get("mcp-protocol-version")
+    def _reject_modern_header(self, headers: HeaderMap) -> Response | None:
+        version = headers.get("mcp-protocol-version")
         if version is not None and version.strip() not in HANDSHAKE_PROTOCOL_VERSIONS:
             return Response(status_code=405, headers={"Allow": "POST"})
         return None
 
-    async def _get(self, request: Request) -> Response:
-        rejected = self._reject_modern_header(request)
+    async def _get(self, request: Request, headers: HeaderMap) -> Response:
+        rejected = self._reject_modern_header(headers)
         if rejected is not None:
             return rejected
-        if not _accepts(request.headers, "text/event-stream") or request.headers.get("accept") is None:
+        if not _accepted(headers)[1] or headers.get("accept") is None:
             raise NotAcceptableError("Not Acceptable: Client must accept text/event-stream")
-        session = await self._session(request)
+        session = await self._session(headers)
         live = self.live.get(session.id)
         messages = live.open_standalone()
         if messages is None:
             return _error_response(StreamConflictError())
         return StandaloneStream(messages, live.close_standalone, headers={_SESSION_HEADER: session.id})
 
-    async def _delete(self, request: Request) -> Response:
-        rejected = self._reject_modern_header(request)
+    async def _delete(self, request: Request, headers: HeaderMap) -> Response:
+        rejected = self._reject_modern_header(headers)
         if rejected is not None:
             return rejected
-        session = await self._session(request)
+        session = await self._session(headers)
         await self.sessions.delete(session.id)
         self.live.end(session.id)
         return Response(status_code=200)
