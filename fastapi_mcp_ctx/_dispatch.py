@@ -41,6 +41,7 @@ from .errors import (
     UnknownToolError,
 )
 from .settings import McpSettings
+from .state import ContextState
 
 __all__ = ["Dispatcher", "json_reply"]
 
@@ -98,7 +99,7 @@ class Dispatcher:
     settings: McpSettings
     sessions: SessionStore
     live: LiveSessions
-    state_factory: Callable[[str | None], Any] | None = None
+    state_factory: Callable[[str | None], ContextState] | None = None
 
     # -- helpers -------------------------------------------------------------------------
     @property

@@ -28,6 +28,7 @@ from ._registry import ToolRegistry, build_tool
 from ._security import LOOPBACK_HOSTS, TransportSecurity, loopback_security
 from ._sessions import LiveSessions, MemorySessionStore, SessionRecord, SessionStore, new_session_id
 from ._streams import Reply, StandaloneStream
+from .backends import StateBackend, backend_from_url
 from .errors import (
     InvalidRequestError,
     McpError,
@@ -41,6 +42,7 @@ from .errors import (
     UnsupportedVersionError,
 )
 from .settings import McpSettings, get_settings
+from .state import ContextState, derive_cursor_key
 
 __all__ = ["McpRouter"]
 
@@ -78,6 +80,8 @@ class McpRouter(APIRouter):
         path: the MCP endpoint path (POST, GET and DELETE on it).
         settings: server settings; default: ``McpSettings()`` read from ``MCP_*`` env vars.
         session_store: where 2025-era sessions live (default: in memory).
+        state_backend: the ``ctx.state`` backend (default: built from ``settings.storage_url``;
+            it connects lazily on first use; close it with :meth:`aclose` at shutdown).
         dependencies: run before every tool call, in that call's dependency graph (not on
             the HTTP request: use ``app.include_router(router, dependencies=[...])`` to guard
             every MCP request, ``initialize`` included).
@@ -90,6 +94,7 @@ class McpRouter(APIRouter):
         *,
         settings: McpSettings | None = None,
         session_store: SessionStore | None = None,
+        state_backend: StateBackend | None = None,
         dependencies: Sequence[params.Depends] | None = None,
         **kwargs: Any,
     ) -> None:
@@ -102,7 +107,16 @@ class McpRouter(APIRouter):
             idle_seconds=self.settings.session_idle_seconds, max_sessions=self.settings.max_sessions
         )
         self.live = LiveSessions()
-        self.dispatcher = Dispatcher(self.registry, self.settings, self.sessions, self.live)
+        self.state_backend: StateBackend = state_backend or backend_from_url(
+            self.settings.storage_url, create_tables=self.settings.storage_create_tables
+        )
+        cursor_key = derive_cursor_key(self.settings.request_state_key)
+        backend = self.state_backend
+
+        def state_factory(tenant_id: str | None) -> ContextState:
+            return ContextState(backend, tenant_id, cursor_key=cursor_key)
+
+        self.dispatcher = Dispatcher(self.registry, self.settings, self.sessions, self.live, state_factory)
         self._loopback = loopback_security()
         self._configured_security = self._security_from_settings()
         self.routes.append(
@@ -374,6 +388,16 @@ class McpRouter(APIRouter):
         await self.sessions.delete(session.id)
         self.live.end(session.id)
         return Response(status_code=200)
+
+    async def aclose(self) -> None:
+        """Release what the router holds open (the state backend's pools). Call at shutdown::
+
+            @asynccontextmanager
+            async def lifespan(app):
+                yield
+                await mcp_router.aclose()
+        """
+        await self.state_backend.aclose()
 
     # -- server-initiated notifications --------------------------------------------------
     def notify_tools_list_changed(self) -> None:

@@ -111,6 +111,9 @@ start_postgres() {
         id postgres >/dev/null 2>&1 || die "user 'postgres' does not exist"
         chown postgres: "$SERVICES/pg"
     fi
+    if ! as_pg test -w "$SERVICES/pg"; then
+        die "user postgres cannot reach $SERVICES/pg (a parent directory is not world-traversable?)"
+    fi
     if [ ! -s "$PG_DATA/PG_VERSION" ]; then
         as_pg mkdir -p "$PG_DATA" "$PG_SOCK"
         as_pg "$PG_BIN/initdb" -D "$PG_DATA" -U postgres -A trust -E UTF8 --locale=C.UTF-8 \

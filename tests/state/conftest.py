@@ -139,13 +139,10 @@ class Env:
 
 
 def fake_client(server: Any) -> Any:
-    """A fakeredis client configured like the one RedisBackend builds (blocking pool)."""
+    """A fakeredis client shaped like the one RedisBackend builds (str replies, 64 connections)."""
     import fakeredis
-    from redis.asyncio import BlockingConnectionPool
 
-    return fakeredis.FakeAsyncRedis(
-        server=server, decode_responses=True, connection_pool_class=BlockingConnectionPool, max_connections=64
-    )
+    return fakeredis.FakeAsyncRedis(server=server, decode_responses=True, max_connections=64)
 
 
 def build_env(kind: str, tmp_path: Path) -> Env:

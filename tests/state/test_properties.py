@@ -8,6 +8,7 @@ on Redis (native expiry on the server's clock) TTLs are long enough never to fir
 
 from __future__ import annotations
 
+import os
 import uuid
 from typing import Any
 
@@ -140,7 +141,7 @@ async def run_sequence(env: Env, steps: list[tuple[Any, ...]]) -> None:
 
 
 @settings(
-    max_examples=40,
+    max_examples=int(os.environ.get("MCP_STATE_EXAMPLES", "40")),  # raise it for a deeper run
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
