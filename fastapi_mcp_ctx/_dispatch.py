@@ -11,6 +11,8 @@ from __future__ import annotations
 import base64
 import binascii
 import logging
+import re
+from decimal import Decimal, InvalidOperation
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
@@ -19,13 +21,14 @@ from fastapi.background import BackgroundTasks
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERSION, MODERN_PROTOCOL_VERSIONS
 from starlette.requests import Request
 from starlette.responses import Response
+from starlette.types import Message, Receive
 
 from ._envelope import LOG_LEVELS, RequestEnvelope, decode_header_value
 from ._jsonrpc import JsonRpcRequest, RequestId, dumps, error_message, result_message
 from ._registry import ToolDef, ToolRegistry
 from ._resolve import run_tool
 from ._sessions import LiveSessions, SessionRecord, SessionStore
-from ._streams import CallResponse, Outbound, Reply
+from ._streams import SSE_HEADERS, CallResponse, Outbound, Reply, sse_frame
 from .context import CallState, Context
 from .errors import (
     AuthenticationError,
@@ -33,6 +36,7 @@ from .errors import (
     InternalError,
     InvalidCursorError,
     InvalidParamsError,
+    InvalidRequestError,
     McpError,
     MethodNotFoundError,
     MissingCapabilityError,
@@ -48,14 +52,21 @@ __all__ = ["Dispatcher", "json_reply"]
 logger = logging.getLogger("fastapi_mcp_ctx")
 
 SERVER_INFO_KEY: Final = "io.modelcontextprotocol/serverInfo"
+BODY_SCOPE_KEY: Final = "fastapi_mcp_ctx.body"
+JSON_OK_SCOPE_KEY: Final = "fastapi_mcp_ctx.json_ok"
+_ECHO_LIMIT: Final = 256
 LEGACY_METHODS: Final = frozenset({"ping", "tools/list", "tools/call", "logging/setLevel"})
 MODERN_METHODS: Final = frozenset({"server/discover", "tools/list", "tools/call"})
 _CURSOR_PREFIX: Final = "tools:"
+_DECIMAL: Final = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?")
 
 
 def reply_status(exc: McpError, era: str) -> int:
-    """HTTP status of a JSON-RPC error: mapped in 2026; 200 in 2025 except transport-level ones."""
-    if era == "modern" or isinstance(exc, (AuthenticationError, PermissionDeniedError, StateUnavailableError)):
+    """HTTP status of a JSON-RPC error: mapped in 2026; in 2025 200, except for request-shape
+    (-32600), authentication and availability errors (a 2025 client reads 404 as "session gone")."""
+    if era == "modern" or isinstance(
+        exc, (AuthenticationError, PermissionDeniedError, StateUnavailableError, InvalidRequestError)
+    ):
         return 200 if exc.http_status == 500 else exc.http_status
     return 200
 
@@ -65,9 +76,40 @@ def error_reply(request_id: RequestId | None, exc: McpError, era: str) -> Reply:
     return Reply(error_message(request_id, exc), reply_status(exc, era), exc.headers)
 
 
-def json_reply(reply: Reply, headers: Mapping[str, str] | None = None) -> Response:
-    """A plain ``application/json`` response of ``reply``."""
+def json_reply(reply: Reply, headers: Mapping[str, str] | None = None, *, json_ok: bool = True) -> Response:
+    """The response of ``reply``: ``application/json``, or one SSE event when the client's
+    ``Accept`` admits ``text/event-stream`` only."""
+    if not json_ok:
+        return Response(sse_frame(reply.message), reply.status, {**SSE_HEADERS, **(headers or {}), **reply.headers}, media_type="text/event-stream")
     return Response(dumps(reply.message), reply.status, {**(headers or {}), **reply.headers}, media_type="application/json")
+
+
+def _echo(value: str) -> str:
+    """A client-supplied name echoed in an error, bounded to 256 characters."""
+    return value if len(value) <= _ECHO_LIMIT else value[:_ECHO_LIMIT] + "…"
+
+
+def replaying_receive(body: bytes, receive: Receive) -> Receive:
+    """A ``receive`` that yields the already-read ``body`` once, then defers to ``receive``."""
+    delivered = False
+
+    async def replay() -> Message:
+        nonlocal delivered
+        if not delivered:
+            delivered = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return replay
+
+
+def _numbers_equal(header: str, value: int | float) -> bool:
+    if not _DECIMAL.fullmatch(header):
+        return False
+    try:
+        return Decimal(header) == Decimal(value)
+    except InvalidOperation:
+        return False
 
 
 def _encode_cursor(offset: int) -> str:
@@ -150,19 +192,20 @@ class Dispatcher:
         sse_allowed: bool,
     ) -> Response:
         """Serve one request; every exception becomes a JSON-RPC error here."""
+        json_ok: bool = request.scope.get(JSON_OK_SCOPE_KEY, True)
         try:
             table = MODERN_METHODS if envelope.era == "modern" else LEGACY_METHODS
             if message.method not in table:
-                raise MethodNotFoundError(data=message.method)
+                raise MethodNotFoundError(data=_echo(message.method))
             if message.method == "tools/call":
-                return await self._tools_call(message, envelope, request, session, headers, sse_allowed)
+                return await self._tools_call(message, envelope, request, session, headers, sse_allowed, json_ok)
             result = await self._simple(message, envelope, session)
-            return json_reply(Reply(result_message(message.id, result)), headers)
+            return json_reply(Reply(result_message(message.id, result)), headers, json_ok=json_ok)
         except McpError as exc:
-            return json_reply(error_reply(message.id, exc, envelope.era), headers)
+            return json_reply(error_reply(message.id, exc, envelope.era), headers, json_ok=json_ok)
         except Exception:
             logger.exception("internal error serving %s (request id %r)", message.method, message.id)
-            return json_reply(error_reply(message.id, InternalError(), envelope.era), headers)
+            return json_reply(error_reply(message.id, InternalError(), envelope.era), headers, json_ok=json_ok)
 
     async def _simple(self, message: JsonRpcRequest, envelope: RequestEnvelope, session: SessionRecord | None) -> dict[str, Any]:
         method, params = message.method, message.params
@@ -208,13 +251,9 @@ class Dispatcher:
                 raise HeaderMismatchError(f"Missing Mcp-Param-{token} header for argument {prop!r}")
             decoded = decode_header_value(raw)
             if isinstance(value, bool):
-                expected = "true" if value else "false"
-                matches = decoded == expected
+                matches = decoded == ("true" if value else "false")
             elif isinstance(value, (int, float)):
-                try:
-                    matches = float(decoded) == float(value)
-                except ValueError:
-                    matches = False
+                matches = _numbers_equal(decoded, value)  # exact: 42 == 42.0, never 1e1 or 1_0
             else:
                 matches = decoded == value
             if not matches:
@@ -228,6 +267,7 @@ class Dispatcher:
         session: SessionRecord | None,
         headers: Mapping[str, str],
         sse_allowed: bool,
+        json_ok: bool,
     ) -> Response:
         params = message.params
         name = params.get("name")
@@ -240,14 +280,18 @@ class Dispatcher:
             raise InvalidParamsError("tools/call 'arguments' must be an object")
         tool = self.registry.get(name)
         if tool is None:
-            raise UnknownToolError(f"Unknown tool: {name}", data={"name": name})
+            raise UnknownToolError(f"Unknown tool: {_echo(name)}", data={"name": _echo(name)})
         if envelope.era == "modern" and tool.header_params:
             self._check_header_params(tool, arguments, request)  # pyright: ignore[reportUnknownArgumentType]
         background = BackgroundTasks()
         # One HTTP request carries one call; a tool with dependencies gets a private scope
-        # copy because the solver stores the call's exit stacks in it.
-        call_request = Request(dict(request.scope), request.receive) if tool.dependant is not None else request
+        # copy because the solver stores the call's exit stacks in it. The body was read
+        # already: the call's request replays it, so ``await request.body()`` works in a tool.
+        scope = dict(request.scope) if tool.dependant is not None else request.scope
+        call_request = Request(scope, replaying_receive(scope.get(BODY_SCOPE_KEY, b""), request.receive))
         live = self.live.get(session.id) if session is not None else None
+        if live is not None and message.id in live.in_flight:
+            raise InvalidRequestError(f"Request id {_echo(repr(message.id))} is already in flight in this session")
         state = CallState(
             request_id=message.id,
             method=message.method,
@@ -260,13 +304,13 @@ class Dispatcher:
             state_factory=self.state_factory,
         )
         context = Context(state)
+        if live is not None:
+            live.in_flight[message.id] = state.signal
         era = envelope.era
         request_id = message.id
 
         async def runner(outbound: Outbound) -> Reply | None:
             state.outbound = outbound
-            if live is not None:
-                live.in_flight[request_id] = state.signal
             try:
                 result = await run_tool(tool, arguments, context, call_request, background)  # pyright: ignore[reportUnknownArgumentType]
                 return Reply(result_message(request_id, self._finish(result, envelope)))
@@ -282,12 +326,22 @@ class Dispatcher:
                 return error_reply(request_id, InternalError(), era)
             finally:
                 state.outbound = None
-                if live is not None:
-                    live.in_flight.pop(request_id, None)
+                if live is not None and session is not None:
+                    if live.in_flight.get(request_id) is state.signal:
+                        del live.in_flight[request_id]
+                    self.live.release(session.id)
 
         def cancelled() -> Reply | None:
             if era == "modern":
                 return None
             return Reply({"jsonrpc": "2.0", "id": request_id, "error": {"code": -32800, "message": "Request cancelled"}})
 
-        return CallResponse(runner, state.signal, headers=headers, sse_allowed=sse_allowed, background=background, cancelled_message=cancelled)
+        return CallResponse(
+            runner,
+            state.signal,
+            headers=headers,
+            sse_allowed=sse_allowed,
+            json_allowed=json_ok,
+            background=background,
+            cancelled_message=cancelled,
+        )

@@ -84,9 +84,12 @@ def parse_message(body: bytes) -> Message:
     """
     try:
         text = body.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ParseError("Parse error: body is not valid UTF-8") from exc
+    try:
         raw: Any = from_json(text, allow_inf_nan=False)
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise ParseError("Parse error: body is not valid UTF-8 JSON") from exc
+    except ValueError as exc:
+        raise ParseError("Parse error: body is not valid JSON (or nests too deeply)") from exc
     if isinstance(raw, list):
         raise InvalidRequestError(_BATCH_MESSAGE)
     if not isinstance(raw, dict):
@@ -96,7 +99,7 @@ def parse_message(body: bytes) -> Message:
         raise _invalid('The "jsonrpc" member must be exactly "2.0"', obj)
     method = obj.get("method")
     if method is None:
-        if "id" in obj and ("result" in obj or "error" in obj):
+        if "id" in obj and ("result" in obj) != ("error" in obj):
             rid = obj["id"]
             if rid is not None and not _valid_id(rid):
                 raise InvalidRequestError("Invalid response id")

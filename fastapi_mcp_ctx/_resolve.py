@@ -16,6 +16,7 @@ import anyio.to_thread
 from fastapi import HTTPException
 from fastapi.background import BackgroundTasks
 from pydantic import ValidationError as PydanticValidationError
+from pydantic_core import to_json
 from starlette.requests import Request
 
 from ._fastapi_compat import solve
@@ -73,7 +74,10 @@ async def run_tool(
         McpError: a handler or dependency raised a protocol error (e.g. -32021).
     """
     try:
-        parsed = tool.arguments_model.model_validate(arguments)
+        # JSON-mode strict validation: the arguments are JSON, judged by JSON Schema's rules
+        # ("5" is not an integer, true is not a number) while ISO dates, UUIDs and enum values
+        # still parse from their JSON spelling.
+        parsed = tool.arguments_model.model_validate_json(to_json(arguments), strict=True)
     except PydanticValidationError as exc:
         return text_result(f"Invalid arguments for tool {tool.name!r}: {_describe_errors(exc)}", is_error=True)
     kwargs = {name: getattr(parsed, name) for name in tool.argument_names}

@@ -13,12 +13,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
+import re
 from collections.abc import Mapping
 
 from .errors import HostNotAllowedError, OriginNotAllowedError
 
 __all__ = ["LOOPBACK_HOSTS", "TransportSecurity", "loopback_security"]
 
+_PORT: Final = re.compile(r"(?:[1-9][0-9]{0,3}|[1-5][0-9]{4}|6[0-4][0-9]{3}|65[0-4][0-9]{2}|655[0-2][0-9]|6553[0-5])")
 LOOPBACK_HOSTS: Final[frozenset[str]] = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
 
 
@@ -29,7 +31,7 @@ def _matches(value: str, patterns: tuple[str, ...]) -> bool:
             base = pattern[:-2]
             if value == base:
                 return True
-            if value.startswith(base + ":") and value[len(base) + 1 :].isdigit():
+            if value.startswith(base + ":") and _PORT.fullmatch(value[len(base) + 1 :]):
                 return True
         elif value == pattern:
             return True

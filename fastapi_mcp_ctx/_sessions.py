@@ -157,6 +157,12 @@ class LiveSessions:
             live = self._live[session_id] = LiveSession()
         return live
 
+    def release(self, session_id: str) -> None:
+        """Drop the companion of ``session_id`` when nothing is live in it any more."""
+        live = self._live.get(session_id)
+        if live is not None and not live.in_flight and live.standalone_send is None:
+            del self._live[session_id]
+
     def end(self, session_id: str) -> None:
         """Forget a session: close its stream, cancel its in-flight calls."""
         live = self._live.pop(session_id, None)

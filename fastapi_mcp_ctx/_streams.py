@@ -111,6 +111,8 @@ class CallResponse(Response):
         headers: extra response headers (``mcp-session-id``...).
         sse_allowed: False when the client does not accept ``text/event-stream``: messages
             other than the result are then dropped.
+        json_allowed: False when the client accepts ``text/event-stream`` only: the result
+            then always goes on an event stream.
         background: tasks run after the response is sent.
         cancelled_message: message sent when the call is cancelled by ``notifications/cancelled``
             while the connection is still open (2025 era; None sends nothing).
@@ -123,6 +125,7 @@ class CallResponse(Response):
         *,
         headers: Mapping[str, str] | None = None,
         sse_allowed: bool = True,
+        json_allowed: bool = True,
         background: BackgroundTasks | None = None,
         cancelled_message: Callable[[], Reply | None] | None = None,
     ) -> None:
@@ -130,6 +133,7 @@ class CallResponse(Response):
         self._signal = signal
         self._extra_headers = dict(headers or {})
         self._sse_allowed = sse_allowed
+        self._json_allowed = json_allowed
         self.background = background
         self._cancelled_message = cancelled_message
         self.status_code = 200
@@ -165,6 +169,10 @@ class CallResponse(Response):
             await self.background()
 
     async def _send_final(self, send: Send, reply: Reply | None, sse_started: bool) -> None:
+        if not sse_started and not self._json_allowed and reply is not None:
+            headers = _raw_headers({**SSE_HEADERS, **self._extra_headers}, b"text/event-stream")
+            await send({"type": "http.response.start", "status": reply.status, "headers": headers})
+            sse_started = True
         if sse_started:
             body = sse_frame(reply.message) if reply is not None else b""
             await send({"type": "http.response.body", "body": body, "more_body": False})

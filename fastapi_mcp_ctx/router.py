@@ -11,6 +11,7 @@ Spec: 2025-11-25 ``basic/transports`` (Streamable HTTP, sessions) and 2026-07-28
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
@@ -21,7 +22,7 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSI
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 
-from ._dispatch import Dispatcher, error_reply, json_reply
+from ._dispatch import BODY_SCOPE_KEY, JSON_OK_SCOPE_KEY, Dispatcher, error_reply, json_reply
 from ._envelope import HeaderMap, RequestEnvelope, choose_era, header_map, read_legacy_envelope, read_modern_envelope
 from ._jsonrpc import JsonRpcNotification, JsonRpcRequest, JsonRpcResponse, parse_message, request_id_of
 from ._registry import ToolRegistry, build_tool
@@ -30,6 +31,9 @@ from ._sessions import LiveSessions, MemorySessionStore, SessionRecord, SessionS
 from ._streams import Reply, StandaloneStream
 from .backends import StateBackend, backend_from_url
 from .errors import (
+    HeaderMismatchError,
+    HostNotAllowedError,
+    OriginNotAllowedError,
     InvalidRequestError,
     McpError,
     MissingSessionError,
@@ -49,6 +53,7 @@ __all__ = ["McpRouter"]
 logger = logging.getLogger("fastapi_mcp_ctx")
 F = TypeVar("F", bound=Callable[..., Any])
 _SESSION_HEADER = "mcp-session-id"
+_Q_ZERO = re.compile(r"(?:^|;)\s*q\s*=\s*0(?:\.0{0,3})?\s*(?:;|$)", re.IGNORECASE)
 
 
 def _accepted(headers: HeaderMap) -> tuple[bool, bool]:
@@ -58,7 +63,10 @@ def _accepted(headers: HeaderMap) -> tuple[bool, bool]:
         return True, True
     json_ok = sse_ok = False
     for part in accept.split(","):
-        value = part.split(";", 1)[0].strip().lower()
+        value, _, parameters = part.partition(";")
+        value = value.strip().lower()
+        if _Q_ZERO.search(parameters):
+            continue  # q=0 means "not acceptable" (RFC 9110 §12.4.2)
         if value in ("*/*", "application/json", "application/*"):
             json_ok = True
         if value in ("*/*", "text/event-stream", "text/*"):
@@ -68,6 +76,26 @@ def _accepted(headers: HeaderMap) -> tuple[bool, bool]:
 
 def _error_response(exc: McpError, request_id: Any = None, headers: dict[str, str] | None = None) -> Response:
     return json_reply(Reply({"jsonrpc": "2.0", "id": request_id, "error": exc.to_error()}, exc.http_status, exc.headers), headers)
+
+
+_SINGLE_VALUED: dict[str, type[McpError]] = {
+    "host": HostNotAllowedError,
+    "origin": OriginNotAllowedError,
+    "mcp-protocol-version": HeaderMismatchError,
+    "mcp-method": HeaderMismatchError,
+    "mcp-name": HeaderMismatchError,
+    "mcp-session-id": InvalidRequestError,
+    "content-type": InvalidRequestError,
+    "content-length": InvalidRequestError,
+    "last-event-id": InvalidRequestError,
+}
+
+
+def _reject_repeated(repeated: set[str]) -> None:
+    """A header that must appear once appears twice: never let the last copy silently win."""
+    for name, error in _SINGLE_VALUED.items():
+        if name in repeated:
+            raise error(f"The {name} header must appear exactly once")
 
 
 class McpRouter(APIRouter):
@@ -234,7 +262,11 @@ class McpRouter(APIRouter):
     async def _endpoint(self, request: Request) -> Response:
         try:
             headers = header_map(request.scope["headers"])
+            if headers.repeated & {"host", "origin"}:
+                _reject_repeated(headers.repeated & {"host", "origin"})
             self._check_transport(request, headers)
+            if headers.repeated and request.method != "POST":
+                _reject_repeated(headers.repeated)
             if request.method == "POST":
                 return await self._post(request, headers)
             if request.method == "GET":
@@ -245,8 +277,14 @@ class McpRouter(APIRouter):
         except ClientDisconnect:
             return Response(status_code=400)
 
-    async def _read_body(self, request: Request) -> bytes:
+    async def _read_body(self, request: Request, headers: HeaderMap) -> bytes:
         limit = self.settings.max_body_bytes
+        declared = headers.get("content-length")
+        if declared is not None:
+            if not declared.isascii() or not declared.isdigit():
+                raise InvalidRequestError("Invalid Content-Length header")
+            if int(declared) > limit:
+                raise PayloadTooLargeError(f"Payload Too Large: the body exceeds {limit} bytes")
         chunks: list[bytes] = []
         size = 0
         receive = request.receive
@@ -267,9 +305,18 @@ class McpRouter(APIRouter):
         if not content_type.split(";", 1)[0].strip().lower() == "application/json":
             raise UnsupportedMediaTypeError()
         json_ok, sse_allowed = _accepted(headers)
+        request.scope[JSON_OK_SCOPE_KEY] = json_ok
         if not (json_ok or sse_allowed):
             raise NotAcceptableError()
-        message = parse_message(await self._read_body(request))
+        body = await self._read_body(request, headers)
+        request.scope[BODY_SCOPE_KEY] = body
+        message = parse_message(body)
+        if headers.repeated:
+            try:
+                _reject_repeated(headers.repeated)
+            except McpError as exc:
+                exc.request_id = message.id if isinstance(message, JsonRpcRequest) else None  # type: ignore[attr-defined]
+                raise
         params = message.params if not isinstance(message, JsonRpcResponse) else None
         era = choose_era(headers, params)
         if era == "modern":
@@ -358,6 +405,7 @@ class McpRouter(APIRouter):
             raise MissingSessionError()
         record = await self.sessions.get(session_id)
         if record is None:
+            self.live.end(session_id)  # expired: its in-process companions go too
             raise SessionNotFoundError()
         return record
 
@@ -378,7 +426,11 @@ class McpRouter(APIRouter):
         messages = live.open_standalone()
         if messages is None:
             return _error_response(StreamConflictError())
-        return StandaloneStream(messages, live.close_standalone, headers={_SESSION_HEADER: session.id})
+        def closed() -> None:
+            live.close_standalone()
+            self.live.release(session.id)
+
+        return StandaloneStream(messages, closed, headers={_SESSION_HEADER: session.id})
 
     async def _delete(self, request: Request, headers: HeaderMap) -> Response:
         rejected = self._reject_modern_header(headers)

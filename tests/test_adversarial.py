@@ -225,13 +225,14 @@ async def test_fault_mcp_param_with_huge_integer_on_integer_param(wire: Wire) ->
 
 @pytest.mark.parametrize(
     ("value", "header"),
-    [(2**53 + 1, str(2**53)), (10, "1_0"), (10, "1e1"), (10, " 10.0")],
-    ids=["float-precision", "underscore", "exponent", "decimal-point"],
+    [(2**53 + 1, str(2**53)), (10, "1_0"), (10, "1e1"), (10, "+10"), (10, "10."), (10, "0x0A")],
+    ids=["float-precision", "underscore", "exponent", "plus-sign", "bare-point", "hex"],
 )
 async def test_fault_mcp_param_integer_must_match_exactly(wire: Wire, value: int, header: str) -> None:
     """An intermediary routes on the header; the tool must never run with a different value.
-    Today ``float(decoded) == float(value)`` lets 9007199254740992 stand for
-    9007199254740993 and accepts ``1_0``/``1e1``/``10.0`` for 10."""
+    A float comparison would let 9007199254740992 stand for
+    9007199254740993 and accepts ``1_0``/``1e1`` for 10. (``10.0`` for 10 is a numeric match
+    the spec asks servers to accept: see test_mcp_param_integer_compares_numerically.)"""
     response = await wire.modern(
         "tools/call",
         {"name": "shard", "arguments": {"shard": value}},
@@ -240,6 +241,14 @@ async def test_fault_mcp_param_integer_must_match_exactly(wire: Wire, value: int
         check=False,
     )
     assert_error(response, 400, -32020, request_id=13)
+
+
+async def test_mcp_param_integer_compares_numerically(wire: Wire) -> None:
+    """2026-07-28 Value Encoding: integers SHOULD compare numerically (``42`` == ``42.0``)."""
+    response = await wire.modern(
+        "tools/call", {"name": "shard", "arguments": {"shard": 10}}, headers={"mcp-param-shard": " 10.0"}
+    )
+    assert result_of(response)["structuredContent"] == {"result": 10}
 
 
 async def test_mcp_param_integer_exact_match_is_accepted(wire: Wire) -> None:
@@ -543,7 +552,7 @@ async def test_non_object_arguments_are_invalid_params(wire: Wire, arguments: An
 
 @pytest.mark.parametrize(
     ("arguments", "fragment"),
-    [({"a": 1.5, "b": 1}, "fractional"), ({"a": None, "b": 1}, "valid integer"), ({}, "Field required"), ({"a": 1e308, "b": 1}, "")],
+    [({"a": 1.5, "b": 1}, "integer"), ({"a": None, "b": 1}, "integer"), ({}, "Field required"), ({"a": 1e308, "b": 1}, "")],
     ids=["fraction", "null", "missing", "1e308"],
 )
 async def test_invalid_typed_arguments_are_is_error_results(wire: Wire, era: str, arguments: Any, fragment: str) -> None:

@@ -251,3 +251,21 @@ async def test_error_responses_are_json_objects_with_jsonrpc(wire: Wire) -> None
     assert body["id"] is None
     assert body["error"]["code"] == -32700
     assert response.request.headers["accept"] == ACCEPT_BOTH
+
+
+def test_response_with_both_result_and_error_is_invalid() -> None:
+    from fastapi_mcp_ctx._jsonrpc import parse_message
+    from fastapi_mcp_ctx.errors import InvalidRequestError
+
+    with pytest.raises(InvalidRequestError):
+        parse_message(b'{"jsonrpc":"2.0","id":1,"result":{},"error":{"code":1,"message":"x"}}')
+
+
+def test_parse_error_messages_name_the_fault() -> None:
+    from fastapi_mcp_ctx._jsonrpc import parse_message
+    from fastapi_mcp_ctx.errors import ParseError
+
+    with pytest.raises(ParseError, match="UTF-8"):
+        parse_message(b'{"jsonrpc":"2.0","id":1,"method":"\xff"}')
+    with pytest.raises(ParseError, match="not valid JSON"):
+        parse_message(b"[" * 100_000)
