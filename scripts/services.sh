@@ -17,11 +17,21 @@ SERVICES="$ROOT/.services"
 REDIS_PORT="${MCP_REDIS_PORT:-56379}"
 PG_PORT="${MCP_PG_PORT:-55432}"
 PG_DB="mcp_test"
-REDIS_DIR="$SERVICES/redis"
-PG_DATA="$SERVICES/pg/data"
-PG_SOCK="$SERVICES/pg/sock"
-PG_LOG="$SERVICES/pg/postgres.log"
 WAIT_SECONDS=30
+
+# Where a service keeps its data: <repo>/.services/<name>, unless the service's own user
+# cannot reach that folder (a checkout under /root is not traversable by 'postgres' or
+# 'redis'); then a folder under /var/tmp named after this checkout. Deterministic, so
+# start and stop agree.
+svc_base() {
+    local name="$1" user="$2" inrepo="$SERVICES/$1"
+    if is_root && id "$user" >/dev/null 2>&1 && ! runuser -u "$user" -- test -x "$SERVICES" 2>/dev/null \
+        && ! runuser -u "$user" -- test -x "$ROOT" 2>/dev/null; then
+        printf '/var/tmp/fastapi-mcp-ctx-%s-%s\n' "$(printf '%s' "$ROOT" | sha1sum | cut -c1-10)" "$name"
+    else
+        printf '%s\n' "$inrepo"
+    fi
+}
 
 log() { printf '%s\n' "services: $*" >&2; }
 die() { log "error: $*"; exit 1; }
@@ -53,6 +63,7 @@ redis_ready() { [ "$(redis_cli ping 2>/dev/null || true)" = "PONG" ]; }
 start_redis() {
     command -v redis-server >/dev/null && command -v redis-cli >/dev/null || apt_install redis-server
     if redis_ready; then return 0; fi
+    REDIS_DIR="$(svc_base redis redis)"
     mkdir -p "$REDIS_DIR"
     local user_args=()
     if is_root && id redis >/dev/null 2>&1; then
@@ -106,18 +117,19 @@ pg_ready() {
 
 start_postgres() {
     find_pg_bin || { apt_install postgresql; find_pg_bin || die "initdb/pg_ctl not found after installing postgresql"; }
-    mkdir -p "$SERVICES/pg"
+    PG_BASE="$(svc_base pg postgres)"; PG_DATA="$PG_BASE/data"; PG_SOCK="$PG_BASE/sock"; PG_LOG="$PG_BASE/postgres.log"
+    mkdir -p "$PG_BASE"
     if is_root; then
         id postgres >/dev/null 2>&1 || die "user 'postgres' does not exist"
-        chown postgres: "$SERVICES/pg"
+        chown postgres: "$PG_BASE"
     fi
-    if ! as_pg test -w "$SERVICES/pg"; then
-        die "user postgres cannot reach $SERVICES/pg (a parent directory is not world-traversable?)"
+    if ! as_pg test -w "$PG_BASE"; then
+        die "user postgres cannot reach $PG_BASE (a parent directory is not world-traversable?)"
     fi
     if [ ! -s "$PG_DATA/PG_VERSION" ]; then
         as_pg mkdir -p "$PG_DATA" "$PG_SOCK"
         as_pg "$PG_BIN/initdb" -D "$PG_DATA" -U postgres -A trust -E UTF8 --locale=C.UTF-8 \
-            </dev/null >"$SERVICES/pg/initdb.log" 2>&1 || die "initdb failed (see $SERVICES/pg/initdb.log)"
+            </dev/null >"$PG_BASE/initdb.log" 2>&1 || die "initdb failed (see $PG_BASE/initdb.log)"
         as_pg tee -a "$PG_DATA/postgresql.conf" >/dev/null <<CONF
 # --- scripts/services.sh
 listen_addresses = '127.0.0.1'
@@ -161,6 +173,12 @@ print_env() {
     printf 'export MCP_TEST_REDIS_URL=redis://127.0.0.1:%s/0\n' "$REDIS_PORT"
     printf 'export MCP_TEST_POSTGRES_URL=postgresql+asyncpg://postgres@127.0.0.1:%s/%s\n' "$PG_PORT" "$PG_DB"
 }
+
+REDIS_DIR="$(svc_base redis redis)"
+PG_BASE="$(svc_base pg postgres)"
+PG_DATA="$PG_BASE/data"
+PG_SOCK="$PG_BASE/sock"
+PG_LOG="$PG_BASE/postgres.log"
 
 cmd="${1:-}"
 what="${2:-all}"
