@@ -18,6 +18,7 @@ and a request :class:`Context` for every handler.
     app.include_router(mcp_router)
 """
 
+from .auth import Principal
 from .content import audio_content, embedded_text_resource, image_content, text_content
 from .context import CancelSignal, ClientView, Context, get_request_context, mcp_context
 from .errors import McpError, ToolError
@@ -31,6 +32,7 @@ __all__ = [
     "McpError",
     "McpRouter",
     "McpSettings",
+    "Principal",
     "ToolError",
     "audio_content",
     "embedded_text_resource",

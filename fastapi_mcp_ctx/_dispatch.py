@@ -23,6 +23,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import Message, Receive
 
+from .auth import Principal
 from ._envelope import LOG_LEVELS, RequestEnvelope, decode_header_value
 from ._jsonrpc import JsonRpcRequest, RequestId, dumps, error_message, result_message
 from ._registry import ToolDef, ToolRegistry
@@ -54,6 +55,7 @@ logger = logging.getLogger("fastapi_mcp_ctx")
 SERVER_INFO_KEY: Final = "io.modelcontextprotocol/serverInfo"
 BODY_SCOPE_KEY: Final = "fastapi_mcp_ctx.body"
 JSON_OK_SCOPE_KEY: Final = "fastapi_mcp_ctx.json_ok"
+PRINCIPAL_SCOPE_KEY: Final = "fastapi_mcp_ctx.principal"
 _ECHO_LIMIT: Final = 256
 LEGACY_METHODS: Final = frozenset({"ping", "tools/list", "tools/call", "logging/setLevel"})
 MODERN_METHODS: Final = frozenset({"server/discover", "tools/list", "tools/call"})
@@ -292,12 +294,15 @@ class Dispatcher:
         live = self.live.get(session.id) if session is not None else None
         if live is not None and message.id in live.in_flight:
             raise InvalidRequestError(f"Request id {_echo(repr(message.id))} is already in flight in this session")
+        principal: Principal | None = request.scope.get(PRINCIPAL_SCOPE_KEY)
         state = CallState(
             request_id=message.id,
             method=message.method,
             envelope=envelope,
             settings=self.settings,
             request=call_request,
+            auth=principal,
+            tenant_id=principal.tenant_id if principal is not None else "default",
             session_id=session.id if session is not None else None,
             operation=f"tools/call:{name}",
             client_log_level=(lambda: session.log_level) if session is not None else (lambda: None),

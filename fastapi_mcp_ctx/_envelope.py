@@ -227,13 +227,17 @@ def read_modern_envelope(headers: HeaderMap, method: str, params: dict[str, Any]
     if header_version.strip(" \t") != version:
         raise HeaderMismatchError("mcp-protocol-version header does not match the request envelope's protocol version")
     header_method = headers.get("mcp-method")
-    if header_method is None or header_method.strip(" \t") != method:
+    if header_method is None:
+        raise HeaderMismatchError("Missing Mcp-Method header")
+    if header_method.strip(" \t") != method:
         raise HeaderMismatchError("mcp-method header does not match the request body's method")
     member = NAME_MEMBER.get(method)
     if member is not None:
         header_name = headers.get("mcp-name")
         body_name = params.get(member)
-        if header_name is None or decode_header_value(header_name) != body_name:
+        if header_name is None:
+            raise HeaderMismatchError(f"Missing Mcp-Name header (it mirrors params.{member})")
+        if decode_header_value(header_name) != body_name:
             raise HeaderMismatchError(f"mcp-name header does not match the request body's '{member}' parameter")
     if not isinstance(version, str):
         raise InvalidParamsError(f"params._meta['{META_VERSION}'] must be a string")

@@ -23,9 +23,17 @@ from ._fastapi_compat import solve
 from ._registry import ToolDef
 from ._results import error_result, shape_result, text_result
 from .context import SCOPE_KEY, Context, bind_context, unbind_context
-from .errors import AuthenticationError, McpError, PermissionDeniedError, ToolError
+from .errors import (
+    AuthenticationError,
+    InvalidCursorError,
+    McpError,
+    PermissionDeniedError,
+    SerializationError,
+    ToolError,
+    ValidationError,
+)
 
-__all__ = ["run_tool"]
+__all__ = ["from_http_exception", "run_tool"]
 
 logger = logging.getLogger("fastapi_mcp_ctx")
 
@@ -44,7 +52,8 @@ async def _invoke(tool: ToolDef, kwargs: dict[str, Any]) -> Any:
     return await anyio.to_thread.run_sync(functools.partial(tool.handler, **kwargs))
 
 
-def _from_http_exception(exc: HTTPException) -> McpError | dict[str, Any]:
+def from_http_exception(exc: HTTPException) -> McpError | dict[str, Any]:
+    """401 → AuthenticationError, 403 → PermissionDeniedError (headers kept), else an isError result."""
     headers = dict(exc.headers or {})
     detail = str(exc.detail)
     if exc.status_code == 401:
@@ -95,10 +104,14 @@ async def run_tool(
     except ToolError as exc:
         return error_result(exc)
     except HTTPException as exc:
-        translated = _from_http_exception(exc)
+        translated = from_http_exception(exc)
         if isinstance(translated, McpError):
             raise translated from exc
         return translated
+    except (ValidationError, SerializationError, InvalidCursorError) as exc:
+        # the handler misused ctx.state (bad key, unserializable value, stale cursor): a tool
+        # execution error the model can read, not a fault of the client's request
+        return text_result(exc.message, is_error=True)
     except McpError:
         raise
     except anyio.get_cancelled_exc_class():

@@ -134,7 +134,7 @@ class MissingSessionError(InvalidRequestError):
     Spec 2025-11-25 ``basic/transports`` §Session Management item 2.
     """
 
-    default_message = "Bad Request: Missing session ID"
+    default_message = "Bad Request: Missing session ID (send initialize first, then echo its Mcp-Session-Id)"
 
 
 class SessionNotFoundError(InvalidRequestError):

@@ -10,19 +10,25 @@ Spec: 2025-11-25 ``basic/transports`` (Streamable HTTP, sessions) and 2026-07-28
 
 from __future__ import annotations
 
+import inspect
 import logging
 import re
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 import mcp_types as types
-from fastapi import APIRouter, params
+from fastapi import APIRouter, Depends, HTTPException, params
+from fastapi.background import BackgroundTasks
 from fastapi.routing import APIRoute
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
+from starlette.types import Scope
 
-from ._dispatch import BODY_SCOPE_KEY, JSON_OK_SCOPE_KEY, Dispatcher, error_reply, json_reply
+from ._dispatch import BODY_SCOPE_KEY, JSON_OK_SCOPE_KEY, PRINCIPAL_SCOPE_KEY, Dispatcher, error_reply, json_reply
+from ._fastapi_compat import build_dependant, solve
+from ._resolve import from_http_exception as _from_http_exception
+from .auth import Principal
 from ._envelope import HeaderMap, RequestEnvelope, choose_era, header_map, read_legacy_envelope, read_modern_envelope
 from ._jsonrpc import JsonRpcNotification, JsonRpcRequest, JsonRpcResponse, parse_message, request_id_of
 from ._registry import ToolRegistry, build_tool
@@ -31,6 +37,7 @@ from ._sessions import LiveSessions, MemorySessionStore, SessionRecord, SessionS
 from ._streams import Reply, StandaloneStream
 from .backends import StateBackend, backend_from_url
 from .errors import (
+    AuthenticationError,
     HeaderMismatchError,
     HostNotAllowedError,
     OriginNotAllowedError,
@@ -108,6 +115,10 @@ class McpRouter(APIRouter):
         path: the MCP endpoint path (POST, GET and DELETE on it).
         settings: server settings; default: ``McpSettings()`` read from ``MCP_*`` env vars.
         session_store: where 2025-era sessions live (default: in memory).
+        authenticate: a FastAPI dependency resolved once per MCP HTTP request, before
+            dispatch, returning a :class:`~fastapi_mcp_ctx.auth.Principal` (None or
+            ``HTTPException(401)`` → 401). It gives ``ctx.auth`` and ``ctx.tenant_id`` and binds
+            2025 sessions to the principal's subject. Without it the tenant is ``"default"``.
         state_backend: the ``ctx.state`` backend (default: built from ``settings.storage_url``;
             it connects lazily on first use; close it with :meth:`aclose` at shutdown).
         dependencies: run before every tool call, in that call's dependency graph (not on
@@ -123,14 +134,30 @@ class McpRouter(APIRouter):
         settings: McpSettings | None = None,
         session_store: SessionStore | None = None,
         state_backend: StateBackend | None = None,
+        authenticate: Callable[..., Any] | None = None,
         dependencies: Sequence[params.Depends] | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         self.settings = settings or get_settings()
+        if self.settings.auth_mode != "none":
+            raise NotImplementedError(
+                f"MCP_AUTH_MODE={self.settings.auth_mode!r} is not available yet: set MCP_AUTH_MODE=none and guard "
+                "the endpoint with app.include_router(mcp_router, dependencies=[Security(...)])"
+            )
         self.mcp_path = path or self.settings.path
         self.tool_dependencies: list[params.Depends] = list(dependencies or [])
         self.registry = ToolRegistry()
+        self._authenticate = (
+            build_dependant(
+                "authenticate",
+                [inspect.Parameter("principal", inspect.Parameter.KEYWORD_ONLY, default=Depends(authenticate))],
+                [],
+                self.mcp_path,
+            )
+            if authenticate is not None
+            else None
+        )
         self.sessions: SessionStore = session_store or MemorySessionStore(
             idle_seconds=self.settings.session_idle_seconds, max_sessions=self.settings.max_sessions
         )
@@ -267,6 +294,8 @@ class McpRouter(APIRouter):
             self._check_transport(request, headers)
             if headers.repeated and request.method != "POST":
                 _reject_repeated(headers.repeated)
+            if self._authenticate is not None:
+                request.scope[PRINCIPAL_SCOPE_KEY] = await self._resolve_principal(request)
             if request.method == "POST":
                 return await self._post(request, headers)
             if request.method == "GET":
@@ -276,6 +305,25 @@ class McpRouter(APIRouter):
             return _error_response(exc, request_id_of(exc))
         except ClientDisconnect:
             return Response(status_code=400)
+
+    async def _resolve_principal(self, request: Request) -> Principal:
+        assert self._authenticate is not None
+        auth_request = Request(dict(request.scope), request.receive)
+        try:
+            async with solve(self._authenticate, auth_request, request.scope.get("app"), BackgroundTasks()) as solved:
+                if solved.errors:
+                    raise AuthenticationError("Invalid credentials", headers={"WWW-Authenticate": "Bearer"})
+                principal = solved.values["principal"]
+        except HTTPException as exc:
+            translated = _from_http_exception(exc)
+            if isinstance(translated, McpError):
+                raise translated from exc
+            raise AuthenticationError("Unauthorized", headers={"WWW-Authenticate": "Bearer"}) from exc
+        if principal is None:
+            raise AuthenticationError("Unauthorized", headers={"WWW-Authenticate": "Bearer"})
+        if not isinstance(principal, Principal):
+            raise TypeError(f"authenticate must return a Principal or None, got {type(principal).__name__}")
+        return principal
 
     async def _read_body(self, request: Request, headers: HeaderMap) -> bytes:
         limit = self.settings.max_body_bytes
@@ -351,9 +399,13 @@ class McpRouter(APIRouter):
         sse_allowed: bool,
     ) -> Response:
         if isinstance(message, JsonRpcRequest) and message.method == "initialize":
-            return await self._initialize(message)
+            return await self._initialize(message, request.scope)
         stateful = self.settings.session_mode == "stateful"
-        session = await self._session(request_headers) if stateful else None
+        try:
+            session = await self._session(request_headers, request.scope) if stateful else None
+        except McpError as exc:
+            exc.request_id = message.id if isinstance(message, JsonRpcRequest) else None  # type: ignore[attr-defined]
+            raise
         headers = {_SESSION_HEADER: session.id} if session is not None else {}
         if isinstance(message, JsonRpcResponse):
             return Response(status_code=202, headers=headers)
@@ -371,14 +423,16 @@ class McpRouter(APIRouter):
             envelope.client_info = session.client_info
         return await self.dispatcher.dispatch(message, envelope, request, session, headers, sse_allowed)
 
-    async def _initialize(self, message: JsonRpcRequest) -> Response:
+    async def _initialize(self, message: JsonRpcRequest, request_scope: Scope) -> Response:
         result, version = self.dispatcher.initialize_result(message.params)
         headers: dict[str, str] = {}
         if self.settings.session_mode == "stateful":
             capabilities = message.params.get("capabilities")
             client_info = message.params.get("clientInfo")
+            principal: Principal | None = request_scope.get(PRINCIPAL_SCOPE_KEY)
             record = SessionRecord(
                 id=new_session_id(),
+                owner=principal.subject if principal is not None else None,
                 protocol_version=version,
                 client_capabilities=capabilities if isinstance(capabilities, dict) else {},  # pyright: ignore[reportUnknownArgumentType]
                 client_info=client_info if isinstance(client_info, dict) else None,  # pyright: ignore[reportUnknownArgumentType]
@@ -399,7 +453,7 @@ class McpRouter(APIRouter):
                     reason = message.params.get("reason")
                     signal.cancel(reason if isinstance(reason, str) else "cancelled by the client")
 
-    async def _session(self, headers: HeaderMap) -> SessionRecord:
+    async def _session(self, headers: HeaderMap, scope: Scope) -> SessionRecord:
         session_id = headers.get(_SESSION_HEADER)
         if session_id is None:
             raise MissingSessionError()
@@ -407,6 +461,9 @@ class McpRouter(APIRouter):
         if record is None:
             self.live.end(session_id)  # expired: its in-process companions go too
             raise SessionNotFoundError()
+        principal: Principal | None = scope.get(PRINCIPAL_SCOPE_KEY)
+        if record.owner != (principal.subject if principal is not None else None):
+            raise SessionNotFoundError()  # another caller's session: indistinguishable from unknown
         return record
 
     def _reject_modern_header(self, headers: HeaderMap) -> Response | None:
@@ -421,7 +478,7 @@ class McpRouter(APIRouter):
             return rejected
         if not _accepted(headers)[1] or headers.get("accept") is None:
             raise NotAcceptableError("Not Acceptable: Client must accept text/event-stream")
-        session = await self._session(headers)
+        session = await self._session(headers, request.scope)
         live = self.live.get(session.id)
         messages = live.open_standalone()
         if messages is None:
@@ -436,7 +493,7 @@ class McpRouter(APIRouter):
         rejected = self._reject_modern_header(headers)
         if rejected is not None:
             return rejected
-        session = await self._session(headers)
+        session = await self._session(headers, request.scope)
         await self.sessions.delete(session.id)
         self.live.end(session.id)
         return Response(status_code=200)

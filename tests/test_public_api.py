@@ -14,6 +14,7 @@ PUBLIC_NAMES = {
     "McpError",
     "McpRouter",
     "McpSettings",
+    "Principal",
     "ToolError",
     "audio_content",
     "embedded_text_resource",

@@ -1,0 +1,124 @@
+"""``McpRouter(authenticate=...)``: ctx.auth, tenant-scoped ctx.state, session binding, 401/403.
+
+Spec 2025-11-25 ``basic/authorization`` (401 with ``WWW-Authenticate``) and
+``basic/security_best_practices`` §Session Hijacking (sessions bound to the principal).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+import pytest
+from fastapi import Depends, FastAPI, Header, HTTPException
+
+from fastapi_mcp_ctx import Context, McpRouter, Principal, mcp_context
+from fastapi_mcp_ctx.errors import TenantRequiredError
+
+from conftest import Wire, assert_error, mcp_settings, open_client, result_of, tool_text
+
+USERS = {
+    "token-alice": Principal(subject="alice", tenant_id="acme", scopes=frozenset({"notes"})),
+    "token-bob": Principal(subject="bob", tenant_id="globex"),
+    "token-carol": Principal(subject="carol", tenant_id="acme"),
+    "token-notenant": Principal(subject="dave"),
+}
+
+
+def authenticate(authorization: str | None = Header(default=None)) -> Principal | None:
+    if authorization is None or not authorization.startswith("Bearer "):
+        return None
+    principal = USERS.get(authorization.removeprefix("Bearer "))
+    if principal is None:
+        raise HTTPException(401, "invalid token", headers={"WWW-Authenticate": 'Bearer error="invalid_token"'})
+    return principal
+
+
+def build_app() -> FastAPI:
+    router = McpRouter(settings=mcp_settings(), authenticate=authenticate)
+
+    @router.tool()
+    async def whoami(ctx: Context = Depends(mcp_context)) -> dict[str, Any]:
+        """The caller as the server sees it."""
+        auth: Principal = ctx.auth
+        return {"subject": auth.subject, "tenant": ctx.tenant_id}
+
+    @router.tool()
+    async def remember(key: str, value: str, ctx: Context = Depends(mcp_context)) -> str:
+        """Store a value for the caller's tenant."""
+        await ctx.state.set(key, value)
+        return "ok"
+
+    @router.tool()
+    async def recall(key: str, ctx: Context = Depends(mcp_context)) -> str | None:
+        """Read a value of the caller's tenant."""
+        value: Any = await ctx.state.get(key)
+        return value
+
+    app = FastAPI()
+    app.include_router(router)
+    return app
+
+
+@pytest.fixture
+async def client() -> AsyncIterator[httpx.AsyncClient]:
+    async with open_client(build_app()) as c:
+        yield c
+
+
+def bearer(token: str) -> dict[str, str]:
+    return {"authorization": f"Bearer {token}"}
+
+
+async def test_missing_credentials_are_401_with_www_authenticate(wire: Wire, era: str) -> None:
+    if era == "legacy":
+        response = await wire.post({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}})
+    else:
+        response = await wire.modern("server/discover", check=False, request_id=1)
+    assert response.status_code == 401
+    assert response.headers["www-authenticate"].startswith("Bearer")
+    assert response.json()["error"]["code"] == -32001
+
+
+async def test_invalid_token_keeps_the_dependency_headers(wire: Wire) -> None:
+    response = await wire.modern("tools/list", check=False, headers=bearer("nope"))
+    assert response.status_code == 401
+    assert response.headers["www-authenticate"] == 'Bearer error="invalid_token"'
+
+
+async def test_ctx_auth_and_tenant_come_from_the_principal(wire: Wire, era: str) -> None:
+    result = result_of(await wire.call_tool(era, "whoami", headers=bearer("token-alice")))
+    assert result["structuredContent"] == {"subject": "alice", "tenant": "acme"}
+
+
+async def test_state_is_isolated_between_tenants_and_shared_within_one(client: httpx.AsyncClient, era: str) -> None:
+    wire = Wire(client)
+    assert result_of(await wire.call_tool(era, "remember", {"key": "k", "value": "acme-secret"}, headers=bearer("token-alice")))["isError"] is False
+    other = Wire(client)
+    bob = result_of(await other.call_tool(era, "recall", {"key": "k"}, headers=bearer("token-bob")))
+    assert bob["structuredContent"] == {"result": None}
+    same_tenant = Wire(client)
+    carol = result_of(await same_tenant.call_tool(era, "recall", {"key": "k"}, headers=bearer("token-carol")))
+    assert carol["structuredContent"] == {"result": "acme-secret"}
+
+
+async def test_principal_without_tenant_makes_state_fail_closed(wire: Wire, era: str) -> None:
+    response = await wire.call_tool(era, "remember", {"key": "k", "value": "v"}, headers=bearer("token-notenant"), check=False)
+    assert_error(response, 403, TenantRequiredError.code)
+
+
+async def test_session_is_bound_to_its_subject(client: httpx.AsyncClient) -> None:
+    alice = Wire(client)
+    await alice.initialize(headers=bearer("token-alice"))
+    ok = await alice.legacy("tools/call", {"name": "whoami", "arguments": {}}, headers=bearer("token-alice"))
+    assert "alice" in tool_text(result_of(ok))
+    hijack = await alice.legacy("tools/call", {"name": "whoami", "arguments": {}}, headers=bearer("token-bob"), check=False)
+    assert_error(hijack, 404, -32600)
+    delete = await client.delete("/mcp", headers={"mcp-session-id": alice.session or "", **bearer("token-bob")})
+    assert delete.status_code == 404
+
+
+def test_auth_mode_other_than_none_is_refused_until_implemented() -> None:
+    with pytest.raises(NotImplementedError, match="MCP_AUTH_MODE"):
+        McpRouter(settings=mcp_settings(auth_mode="jwt"))
