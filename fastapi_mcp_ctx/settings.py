@@ -29,16 +29,16 @@ class McpSettings(BaseSettings):
         session_mode: ``stateful`` (2025 sessions with ``Mcp-Session-Id``) or ``stateless``.
         session_idle_seconds: a 2025 session unused this long (seconds) is ended (404 afterwards).
         max_sessions: open 2025 sessions at most; a new ``initialize`` beyond gets 503.
-        http_resumability: keep SSE events of 2025 sessions for ``Last-Event-ID`` replay.
-        sse_retry_ms: ``retry:`` hint (milliseconds) written in SSE priming events.
         allowed_hosts / allowed_origins: DNS-rebinding allow-lists; ``host:*`` admits any port.
             ``None`` means: on for loopback binds (127.0.0.1, localhost, [::1]), off otherwise.
         dns_rebinding_protection: force the Host/Origin check on or off; ``None`` = automatic.
         storage_url: ``ctx.state`` backend: ``memory://``, ``redis://…``, ``sqlite+aiosqlite:///…``,
             ``postgresql+asyncpg://…``.
         storage_create_tables: create SQL tables on first use (only meant for embedded SQLite).
-        auth_mode: ``none``, ``jwt`` or ``oauth``.
-        request_state_key: secret sealing ``requestState`` (MRTR); random per process when unset.
+        auth_mode: ``none`` (the only mode today; the router refuses ``jwt``/``oauth`` until
+            they exist: authenticate with ``McpRouter(authenticate=...)``).
+        request_state_key: server secret; signs ``ctx.state`` list cursors (so they work on every
+            replica); random per process when unset.
         log_level: floor for both log sinks (server log and ``notifications/message``).
         cache_ttl_ms / cache_scope: 2026 cache hints (``ttlMs``, ``cacheScope``) on list results.
     """
@@ -54,8 +54,6 @@ class McpSettings(BaseSettings):
     session_mode: Literal["stateful", "stateless"] = "stateful"
     session_idle_seconds: float = Field(default=1800.0, gt=0)
     max_sessions: int = Field(default=10_000, ge=1)
-    http_resumability: bool = True
-    sse_retry_ms: int = Field(default=500, ge=0)
     allowed_hosts: list[str] | None = None
     allowed_origins: list[str] | None = None
     dns_rebinding_protection: bool | None = None

@@ -66,8 +66,6 @@ def mcp_settings(**overrides: Any) -> McpSettings:
         "session_mode": "stateful",
         "session_idle_seconds": 1800.0,
         "max_sessions": 10_000,
-        "http_resumability": True,
-        "sse_retry_ms": 500,
         "allowed_hosts": None,
         "allowed_origins": None,
         "dns_rebinding_protection": None,
