@@ -12,24 +12,28 @@ import base64
 import binascii
 import logging
 import re
-from decimal import Decimal, InvalidOperation
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
 from typing import Any, Final
 
 from fastapi.background import BackgroundTasks
-from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERSION, MODERN_PROTOCOL_VERSIONS
+from mcp_types.version import (
+    HANDSHAKE_PROTOCOL_VERSIONS,
+    LATEST_HANDSHAKE_VERSION,
+    MODERN_PROTOCOL_VERSIONS,
+)
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import Message, Receive
 
-from .auth import Principal
 from ._envelope import LOG_LEVELS, RequestEnvelope, decode_header_value
 from ._jsonrpc import JsonRpcRequest, RequestId, dumps, error_message, result_message
 from ._registry import ToolDef, ToolRegistry
 from ._resolve import run_tool
 from ._sessions import LiveSessions, SessionRecord, SessionStore
 from ._streams import SSE_HEADERS, CallResponse, Outbound, Reply, sse_frame
+from .auth import Principal
 from .context import CallState, Context
 from .errors import (
     AuthenticationError,

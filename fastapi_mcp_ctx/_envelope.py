@@ -18,11 +18,11 @@ from __future__ import annotations
 import base64
 import binascii
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
-from collections.abc import Iterable
 
 from .errors import HeaderMismatchError, InvalidParamsError, UnsupportedVersionError
 

@@ -11,21 +11,27 @@ and torn down when :func:`solve` exits, that is after the tool's result is produ
 from __future__ import annotations
 
 import inspect
-from collections.abc import AsyncGenerator, Callable, Sequence
+from collections.abc import AsyncGenerator, Callable, Coroutine, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from typing import Annotated, Any, get_args, get_origin
 
 from fastapi import params
+from fastapi import routing as fastapi_routing
 from fastapi.background import BackgroundTasks
 from fastapi.dependencies.models import Dependant
-from fastapi.dependencies.utils import get_dependant, get_parameterless_sub_dependant, solve_dependencies
+from fastapi.dependencies.utils import (
+    get_dependant,
+    get_parameterless_sub_dependant,
+    solve_dependencies,
+)
+from fastapi.routing import APIRoute
 from fastapi.security import SecurityScopes
 from starlette.requests import HTTPConnection, Request
 from starlette.responses import Response
 from starlette.websockets import WebSocket
 
-__all__ = ["SolvedCall", "build_dependant", "is_dependency_parameter", "solve"]
+__all__ = ["LeanRoute", "SolvedCall", "build_dependant", "is_dependency_parameter", "solve"]
 
 _SPECIAL_TYPES: tuple[type, ...] = (Request, HTTPConnection, WebSocket, BackgroundTasks, SecurityScopes, Response)
 
@@ -130,6 +136,35 @@ async def solve(
                 embed_body_fields=False,
             )
             yield SolvedCall(solved.values, list(solved.errors))
+
+
+class LeanRoute(APIRoute):
+    """The MCP endpoint's route: FastAPI's request handling only when the route has
+    dependencies (``app.include_router(router, dependencies=[...])``, ``FastAPI(dependencies=...)``);
+    otherwise the endpoint, ``async (request) -> Response``, is called directly, saving the
+    dependency solve of a path operation that has nothing to solve. Preserved by
+    ``include_router``, which re-creates routes with ``type(route)``.
+    """
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        if self._has_http_dependencies():
+            return super().get_route_handler()
+        endpoint: Callable[[Request], Coroutine[Any, Any, Response]] = self.endpoint
+        return endpoint
+
+    def _has_http_dependencies(self) -> bool:
+        if self.dependencies:
+            return True
+        # FastAPI >= 0.160 includes routers lazily: the including router's dependencies live
+        # in an "effective route context" set while it builds this route's handler.
+        context_var: Any = getattr(fastapi_routing, "_effective_route_context_var", None)
+        if context_var is None:
+            return False
+        context: Any = context_var.get(None)
+        if context is None:
+            return False
+        dependencies: Any = getattr(context, "dependencies", None)
+        return dependencies is None or bool(dependencies)  # an unknown shape takes the safe path
 
 
 def call_name(call: Callable[..., Any]) -> str:

@@ -20,7 +20,12 @@ from typing import Any
 
 import mcp_types as types
 from pydantic import BaseModel, ValidationError
-from pydantic_core import PydanticSerializationError, PydanticSerializationUnexpectedValue, to_json, to_jsonable_python
+from pydantic_core import (
+    PydanticSerializationError,
+    PydanticSerializationUnexpectedValue,
+    to_json,
+    to_jsonable_python,
+)
 
 from ._registry import ToolDef
 from .errors import ToolError

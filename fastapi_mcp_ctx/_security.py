@@ -10,11 +10,10 @@ Patterns: ``"127.0.0.1:8000"`` (exact), ``"localhost:*"`` (any port, or none),
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Final
-
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Final
 
 from .errors import HostNotAllowedError, OriginNotAllowedError
 

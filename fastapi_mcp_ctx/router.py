@@ -12,40 +12,61 @@ from __future__ import annotations
 
 import inspect
 import logging
-import re
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 import mcp_types as types
 from fastapi import APIRouter, Depends, HTTPException, params
 from fastapi.background import BackgroundTasks
-from fastapi.routing import APIRoute
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.types import Scope
 
-from ._dispatch import BODY_SCOPE_KEY, JSON_OK_SCOPE_KEY, PRINCIPAL_SCOPE_KEY, Dispatcher, error_reply, json_reply
-from ._fastapi_compat import build_dependant, solve
-from ._resolve import from_http_exception as _from_http_exception
-from .auth import Principal
-from ._envelope import HeaderMap, RequestEnvelope, choose_era, header_map, read_legacy_envelope, read_modern_envelope
-from ._jsonrpc import JsonRpcNotification, JsonRpcRequest, JsonRpcResponse, parse_message, request_id_of
+from ._dispatch import (
+    BODY_SCOPE_KEY,
+    JSON_OK_SCOPE_KEY,
+    PRINCIPAL_SCOPE_KEY,
+    Dispatcher,
+    error_reply,
+    json_reply,
+)
+from ._envelope import (
+    HeaderMap,
+    RequestEnvelope,
+    choose_era,
+    header_map,
+    read_legacy_envelope,
+    read_modern_envelope,
+)
+from ._fastapi_compat import LeanRoute, build_dependant, solve
+from ._http import accepted, read_body, reject_repeated
+from ._jsonrpc import (
+    JsonRpcNotification,
+    JsonRpcRequest,
+    JsonRpcResponse,
+    parse_message,
+    request_id_of,
+)
 from ._registry import ToolRegistry, build_tool
+from ._resolve import from_http_exception as _from_http_exception
 from ._security import LOOPBACK_HOSTS, TransportSecurity, loopback_security
-from ._sessions import LiveSessions, MemorySessionStore, SessionRecord, SessionStore, new_session_id
+from ._sessions import (
+    LiveSessions,
+    MemorySessionStore,
+    SessionRecord,
+    SessionStore,
+    new_session_id,
+)
 from ._streams import Reply, StandaloneStream
+from .auth import Principal
 from .backends import StateBackend, backend_from_url
 from .errors import (
     AuthenticationError,
-    HeaderMismatchError,
-    HostNotAllowedError,
-    OriginNotAllowedError,
     InvalidRequestError,
     McpError,
     MissingSessionError,
     NotAcceptableError,
-    PayloadTooLargeError,
     SessionNotFoundError,
     StateUnavailableError,
     StreamConflictError,
@@ -60,49 +81,8 @@ __all__ = ["McpRouter"]
 logger = logging.getLogger("fastapi_mcp_ctx")
 F = TypeVar("F", bound=Callable[..., Any])
 _SESSION_HEADER = "mcp-session-id"
-_Q_ZERO = re.compile(r"(?:^|;)\s*q\s*=\s*0(?:\.0{0,3})?\s*(?:;|$)", re.IGNORECASE)
-
-
-def _accepted(headers: HeaderMap) -> tuple[bool, bool]:
-    """``(application/json accepted, text/event-stream accepted)``; no Accept header admits both."""
-    accept = headers.get("accept")
-    if accept is None:
-        return True, True
-    json_ok = sse_ok = False
-    for part in accept.split(","):
-        value, _, parameters = part.partition(";")
-        value = value.strip().lower()
-        if _Q_ZERO.search(parameters):
-            continue  # q=0 means "not acceptable" (RFC 9110 §12.4.2)
-        if value in ("*/*", "application/json", "application/*"):
-            json_ok = True
-        if value in ("*/*", "text/event-stream", "text/*"):
-            sse_ok = True
-    return json_ok, sse_ok
-
-
 def _error_response(exc: McpError, request_id: Any = None, headers: dict[str, str] | None = None) -> Response:
     return json_reply(Reply({"jsonrpc": "2.0", "id": request_id, "error": exc.to_error()}, exc.http_status, exc.headers), headers)
-
-
-_SINGLE_VALUED: dict[str, type[McpError]] = {
-    "host": HostNotAllowedError,
-    "origin": OriginNotAllowedError,
-    "mcp-protocol-version": HeaderMismatchError,
-    "mcp-method": HeaderMismatchError,
-    "mcp-name": HeaderMismatchError,
-    "mcp-session-id": InvalidRequestError,
-    "content-type": InvalidRequestError,
-    "content-length": InvalidRequestError,
-    "last-event-id": InvalidRequestError,
-}
-
-
-def _reject_repeated(repeated: set[str]) -> None:
-    """A header that must appear once appears twice: never let the last copy silently win."""
-    for name, error in _SINGLE_VALUED.items():
-        if name in repeated:
-            raise error(f"The {name} header must appear exactly once")
 
 
 class McpRouter(APIRouter):
@@ -175,7 +155,7 @@ class McpRouter(APIRouter):
         self._loopback = loopback_security()
         self._configured_security = self._security_from_settings()
         self.routes.append(
-            APIRoute(
+            LeanRoute(
                 self.prefix + self.mcp_path,
                 self._endpoint,
                 methods=["POST", "GET", "DELETE"],
@@ -290,10 +270,10 @@ class McpRouter(APIRouter):
         try:
             headers = header_map(request.scope["headers"])
             if headers.repeated & {"host", "origin"}:
-                _reject_repeated(headers.repeated & {"host", "origin"})
+                reject_repeated(headers.repeated & {"host", "origin"})
             self._check_transport(request, headers)
             if headers.repeated and request.method != "POST":
-                _reject_repeated(headers.repeated)
+                reject_repeated(headers.repeated)
             if self._authenticate is not None:
                 request.scope[PRINCIPAL_SCOPE_KEY] = await self._resolve_principal(request)
             if request.method == "POST":
@@ -325,43 +305,20 @@ class McpRouter(APIRouter):
             raise TypeError(f"authenticate must return a Principal or None, got {type(principal).__name__}")
         return principal
 
-    async def _read_body(self, request: Request, headers: HeaderMap) -> bytes:
-        limit = self.settings.max_body_bytes
-        declared = headers.get("content-length")
-        if declared is not None:
-            if not declared.isascii() or not declared.isdigit():
-                raise InvalidRequestError("Invalid Content-Length header")
-            if int(declared) > limit:
-                raise PayloadTooLargeError(f"Payload Too Large: the body exceeds {limit} bytes")
-        chunks: list[bytes] = []
-        size = 0
-        receive = request.receive
-        while True:
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                raise ClientDisconnect()
-            chunk: bytes = message.get("body", b"")
-            size += len(chunk)
-            if size > limit:
-                raise PayloadTooLargeError(f"Payload Too Large: the body exceeds {limit} bytes")
-            chunks.append(chunk)
-            if not message.get("more_body", False):
-                return chunks[0] if len(chunks) == 1 else b"".join(chunks)
-
     async def _post(self, request: Request, headers: HeaderMap) -> Response:
         content_type = headers.get("content-type", "")
         if not content_type.split(";", 1)[0].strip().lower() == "application/json":
             raise UnsupportedMediaTypeError()
-        json_ok, sse_allowed = _accepted(headers)
+        json_ok, sse_allowed = accepted(headers)
         request.scope[JSON_OK_SCOPE_KEY] = json_ok
         if not (json_ok or sse_allowed):
             raise NotAcceptableError()
-        body = await self._read_body(request, headers)
+        body = await read_body(request, headers, self.settings.max_body_bytes)
         request.scope[BODY_SCOPE_KEY] = body
         message = parse_message(body)
         if headers.repeated:
             try:
-                _reject_repeated(headers.repeated)
+                reject_repeated(headers.repeated)
             except McpError as exc:
                 exc.request_id = message.id if isinstance(message, JsonRpcRequest) else None  # type: ignore[attr-defined]
                 raise
@@ -476,7 +433,7 @@ class McpRouter(APIRouter):
         rejected = self._reject_modern_header(headers)
         if rejected is not None:
             return rejected
-        if not _accepted(headers)[1] or headers.get("accept") is None:
+        if not accepted(headers)[1] or headers.get("accept") is None:
             raise NotAcceptableError("Not Acceptable: Client must accept text/event-stream")
         session = await self._session(headers, request.scope)
         live = self.live.get(session.id)

@@ -31,7 +31,12 @@ from pydantic import BaseModel, TypeAdapter
 from pydantic_core import PydanticSerializationError, to_jsonable_python
 
 from .backends.base import StateBackend
-from .errors import InvalidCursorError, SerializationError, TenantRequiredError, ValidationError
+from .errors import (
+    InvalidCursorError,
+    SerializationError,
+    TenantRequiredError,
+    ValidationError,
+)
 
 __all__ = ["ContextState", "StateItem", "StatePage", "derive_cursor_key"]
 

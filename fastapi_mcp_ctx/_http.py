@@ -1,0 +1,93 @@
+"""The HTTP front door: content negotiation, single-valued headers, the bounded body read.
+
+Spec 2025-11-25 ``basic/transports`` §Sending Messages to the Server (``Accept`` lists
+``application/json`` and ``text/event-stream``); RFC 9110 §12.5.1 (``Accept``, ``q=0``) and
+§5.3 (a field that must appear once).
+"""
+
+from __future__ import annotations
+
+import re
+
+from starlette.requests import ClientDisconnect, Request
+
+from ._envelope import HeaderMap
+from .errors import (
+    HeaderMismatchError,
+    HostNotAllowedError,
+    InvalidRequestError,
+    McpError,
+    OriginNotAllowedError,
+    PayloadTooLargeError,
+)
+
+__all__ = ["accepted", "read_body", "reject_repeated"]
+
+_Q_ZERO = re.compile(r"(?:^|;)\s*q\s*=\s*0(?:\.0{0,3})?\s*(?:;|$)", re.IGNORECASE)
+
+
+def accepted(headers: HeaderMap) -> tuple[bool, bool]:
+    """``(application/json accepted, text/event-stream accepted)``; no Accept header admits both."""
+    accept = headers.get("accept")
+    if accept is None:
+        return True, True
+    json_ok = sse_ok = False
+    for part in accept.split(","):
+        value, _, parameters = part.partition(";")
+        value = value.strip().lower()
+        if _Q_ZERO.search(parameters):
+            continue  # q=0 means "not acceptable" (RFC 9110 §12.4.2)
+        if value in ("*/*", "application/json", "application/*"):
+            json_ok = True
+        if value in ("*/*", "text/event-stream", "text/*"):
+            sse_ok = True
+    return json_ok, sse_ok
+
+
+_SINGLE_VALUED: dict[str, type[McpError]] = {
+    "host": HostNotAllowedError,
+    "origin": OriginNotAllowedError,
+    "mcp-protocol-version": HeaderMismatchError,
+    "mcp-method": HeaderMismatchError,
+    "mcp-name": HeaderMismatchError,
+    "mcp-session-id": InvalidRequestError,
+    "content-type": InvalidRequestError,
+    "content-length": InvalidRequestError,
+    "last-event-id": InvalidRequestError,
+}
+
+
+def reject_repeated(repeated: set[str]) -> None:
+    """A header that must appear once appears twice: never let the last copy silently win."""
+    for name, error in _SINGLE_VALUED.items():
+        if name in repeated:
+            raise error(f"The {name} header must appear exactly once")
+
+
+async def read_body(request: Request, headers: HeaderMap, limit: int) -> bytes:
+    """The whole body, refused with 413 past ``limit`` bytes: a larger ``Content-Length`` before
+    reading, else counted on the bytes read (a body may be chunked or lie about its length).
+
+    Raises:
+        PayloadTooLargeError, InvalidRequestError (malformed Content-Length), ClientDisconnect.
+    """
+    declared = headers.get("content-length")
+    if declared is not None:
+        if not declared.isascii() or not declared.isdigit():
+            raise InvalidRequestError("Invalid Content-Length header")
+        if int(declared) > limit:
+            raise PayloadTooLargeError(f"Payload Too Large: the body exceeds {limit} bytes")
+    chunks: list[bytes] = []
+    size = 0
+    receive = request.receive
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            raise ClientDisconnect()
+        chunk: bytes = message.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            raise PayloadTooLargeError(f"Payload Too Large: the body exceeds {limit} bytes")
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            return chunks[0] if len(chunks) == 1 else b"".join(chunks)
