@@ -121,3 +121,4 @@ async def run_tool(
         return text_result(f"Tool {tool.name!r} failed with an internal error (request id {context.request_id!r})", is_error=True)
     finally:
         unbind_context(token)
+        request.scope.pop(SCOPE_KEY, None)  # scope → context → call → request → scope: no cycle left for the GC
