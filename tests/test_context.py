@@ -70,6 +70,18 @@ def build_app() -> Any:
         }
 
     @router.tool()
+    async def extras(ctx: Context = Depends(mcp_context)) -> dict[str, Any]:
+        """with_extra merges into a copy; the original context is unchanged."""
+        first = ctx.with_extra(item="a", attempt=1)
+        second = first.with_extra(attempt=2)
+        return {
+            "original": dict(ctx.extra),
+            "first": dict(first.extra),
+            "second": dict(second.extra),
+            "same_request": second.request_id == ctx.request_id and second.span_id == second.span_id,
+        }
+
+    @router.tool()
     async def current(delay_ms: int, ctx: Context = Depends(mcp_context)) -> dict[str, Any]:
         """Sleep a bit, then report the current context's id from the contextvar."""
         await anyio.sleep(delay_ms / 1000)
@@ -364,3 +376,13 @@ async def test_signal_set_on_client_disconnect_modern(app: Any) -> None:
             await exchange.finished.wait()
     assert EVENTS == ["started", ("finally", True, "disconnected")]
     assert exchange.body == b"", "nothing may be sent for a cancelled 2026 request"
+
+
+async def test_with_extra_merges_into_a_copy(wire: Wire, era: str) -> None:
+    result = result_of(await wire.call_tool(era, "extras"))["structuredContent"]
+    assert result == {
+        "original": {},
+        "first": {"item": "a", "attempt": 1},
+        "second": {"item": "a", "attempt": 2},
+        "same_request": True,
+    }
