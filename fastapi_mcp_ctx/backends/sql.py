@@ -274,6 +274,10 @@ class SqlBackend:
             await self._engine.dispose()
 
 
+_SQLITE_POOL = 4
+_SQLITE_LOCK_WAIT = 30.0  # seconds a SQLite call may wait for the file's write lock or a pooled connection
+
+
 def _make_engine(url: str, *, timeout: float, pool_size: int, max_overflow: int) -> AsyncEngine:
     parsed = sa.make_url(url)
     backend = parsed.get_backend_name()
@@ -291,7 +295,16 @@ def _make_engine(url: str, *, timeout: float, pool_size: int, max_overflow: int)
     if backend == "sqlite":
         if driver != "aiosqlite":
             raise ValueError(f"unsupported SQLite driver {driver!r}: use sqlite+aiosqlite://")
-        engine = create_async_engine(parsed, connect_args={"timeout": timeout * 2})
+        # One writer at a time is SQLite's model: a few pooled connections queue fairly in the
+        # pool (FIFO), where many would spin in SQLite's busy handler and starve some writers.
+        # An embedded file is never "down", so a lock wait may last longer than a network timeout.
+        engine = create_async_engine(
+            parsed,
+            pool_size=_SQLITE_POOL,
+            max_overflow=0,
+            pool_timeout=_SQLITE_LOCK_WAIT,
+            connect_args={"timeout": _SQLITE_LOCK_WAIT},
+        )
         event.listen(engine.sync_engine, "connect", _sqlite_on_connect)
         return engine
     raise ValueError(f"unsupported SQL database {backend!r} (sqlite+aiosqlite, postgresql+asyncpg)")
