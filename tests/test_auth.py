@@ -23,6 +23,7 @@ USERS = {
     "token-bob": Principal(subject="bob", tenant_id="globex"),
     "token-carol": Principal(subject="carol", tenant_id="acme"),
     "token-notenant": Principal(subject="dave"),
+    "token-alice-refreshed": Principal(subject="alice", tenant_id="acme"),
 }
 
 
@@ -122,3 +123,11 @@ async def test_session_is_bound_to_its_subject(client: httpx.AsyncClient) -> Non
 def test_auth_mode_other_than_none_is_refused_until_implemented() -> None:
     with pytest.raises(NotImplementedError, match="MCP_AUTH_MODE"):
         McpRouter(settings=mcp_settings(auth_mode="jwt"))
+
+
+async def test_b04_a_refreshed_token_of_the_same_subject_keeps_the_session(client: httpx.AsyncClient) -> None:
+    """B04: the session is bound to the principal's subject, not to the token's bytes."""
+    alice = Wire(client)
+    await alice.initialize(headers=bearer("token-alice"))
+    refreshed = await alice.legacy("tools/call", {"name": "whoami", "arguments": {}}, headers=bearer("token-alice-refreshed"))
+    assert result_of(refreshed)["structuredContent"] == {"subject": "alice", "tenant": "acme"}
