@@ -155,8 +155,9 @@ async def bench_postgres(url: str, args: argparse.Namespace, rows: list[Row]) ->
 
 
 def migrate(url: str) -> None:
-    from alembic import command
     from alembic.config import Config
+
+    from alembic import command
 
     cfg = Config(str(ROOT / "alembic.ini"))
     cfg.set_main_option("script_location", str(ROOT / "alembic"))

@@ -19,9 +19,6 @@ from typing import Annotated, Any
 import anyio
 import httpx
 import pytest
-from fastapi import Depends, Request
-from pydantic import Field
-
 from conftest import (
     ACCEPT_BOTH,
     LEGACY,
@@ -39,6 +36,9 @@ from conftest import (
     rpc,
     tool_text,
 )
+from fastapi import Depends, Request
+from pydantic import Field
+
 from fastapi_mcp_ctx import Context, mcp_context
 
 MAX_BODY = 64 * 1024

@@ -11,12 +11,11 @@ from typing import Any
 
 import httpx
 import pytest
+from conftest import Wire, assert_error, mcp_settings, open_client, result_of, tool_text
 from fastapi import Depends, FastAPI, Header, HTTPException
 
 from fastapi_mcp_ctx import Context, McpRouter, Principal, mcp_context
 from fastapi_mcp_ctx.errors import TenantRequiredError
-
-from conftest import Wire, assert_error, mcp_settings, open_client, result_of, tool_text
 
 USERS = {
     "token-alice": Principal(subject="alice", tenant_id="acme", scopes=frozenset({"notes"})),

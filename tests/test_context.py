@@ -14,8 +14,6 @@ from typing import Any
 
 import anyio
 import pytest
-from fastapi import Depends
-
 from conftest import (
     ACCEPT_BOTH,
     LEGACY,
@@ -32,6 +30,8 @@ from conftest import (
     rpc,
     tool_text,
 )
+from fastapi import Depends
+
 from fastapi_mcp_ctx import Context, get_request_context, mcp_context
 
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"

@@ -15,9 +15,6 @@ from typing import Any
 
 import anyio
 import pytest
-from fastapi import BackgroundTasks, Depends, FastAPI, Header, HTTPException, Request, Security
-from fastapi.security import SecurityScopes
-
 from conftest import (
     ACCEPT_BOTH,
     LEGACY,
@@ -34,6 +31,9 @@ from conftest import (
     rpc,
     tool_text,
 )
+from fastapi import BackgroundTasks, Depends, FastAPI, Header, HTTPException, Request, Security
+from fastapi.security import SecurityScopes
+
 from fastapi_mcp_ctx import Context, McpRouter, mcp_context
 
 EVENTS: list[str] = []

@@ -13,9 +13,9 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from conftest import make_app, make_router, modern_meta
 from fastapi import Depends, Request
 
-from conftest import make_app, make_router, modern_meta
 from fastapi_mcp_ctx import Context, mcp_context
 
 

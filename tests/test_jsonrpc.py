@@ -10,8 +10,20 @@ import json
 from typing import Any
 
 import pytest
-
-from conftest import ACCEPT_BOTH, LEGACY, MODERN, Wire, assert_error, final_message, make_app, make_router, modern_meta, result_of, rpc, tool_text
+from conftest import (
+    ACCEPT_BOTH,
+    LEGACY,
+    MODERN,
+    Wire,
+    assert_error,
+    final_message,
+    make_app,
+    make_router,
+    modern_meta,
+    result_of,
+    rpc,
+    tool_text,
+)
 
 
 def build_app() -> Any:

@@ -13,8 +13,6 @@ from typing import Any
 
 import anyio
 import pytest
-from fastapi import Depends, FastAPI, Request
-
 from conftest import (
     LEGACY,
     Wire,
@@ -27,6 +25,8 @@ from conftest import (
     rpc,
     tool_text,
 )
+from fastapi import Depends, FastAPI, Request
+
 from fastapi_mcp_ctx import Context, mcp_context
 
 EVENTS: list[Any] = []

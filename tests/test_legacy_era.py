@@ -12,7 +12,6 @@ from typing import Any
 
 import anyio
 import pytest
-
 from conftest import (
     ACCEPT_BOTH,
     LEGACY,

@@ -10,8 +10,6 @@ import base64
 from typing import Annotated, Any
 
 import pytest
-from pydantic import Field
-
 from conftest import (
     META_CAPABILITIES,
     META_LOG_LEVEL,
@@ -29,6 +27,7 @@ from conftest import (
     rpc,
     tool_text,
 )
+from pydantic import Field
 
 
 def b64(text: str) -> str:

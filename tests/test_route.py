@@ -7,9 +7,8 @@ own request handling runs them first, for every MCP request (``initialize`` incl
 from __future__ import annotations
 
 import pytest
-from fastapi import Depends, FastAPI, Header, HTTPException
-
 from conftest import Wire, make_router, open_client, result_of
+from fastapi import Depends, FastAPI, Header, HTTPException
 
 SEEN: list[str] = []
 

@@ -11,7 +11,6 @@ import json
 from typing import Any
 
 import pytest
-
 from conftest import ACCEPT_BOTH, LEGACY, MODERN, Wire, asgi_exchange, make_app, make_router, modern_meta, open_client, rpc
 
 EVIL_HOST = "evil.example.test:8000"

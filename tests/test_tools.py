@@ -12,10 +12,10 @@ from typing import Annotated, Any
 
 import mcp_types as types
 import pytest
+from conftest import Wire, assert_error, final_message, make_app, make_router, open_client, result_of, tool_text
 from fastapi import Depends
 from pydantic import BaseModel, Field
 
-from conftest import Wire, assert_error, final_message, make_app, make_router, open_client, result_of, tool_text
 from fastapi_mcp_ctx import Context, ToolError, mcp_context
 
 
