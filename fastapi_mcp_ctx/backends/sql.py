@@ -16,15 +16,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import time
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy import event
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.exc import OperationalError, SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from ..errors import StateUnavailableError
@@ -44,6 +45,41 @@ _GET = sa.select(_C.value).where(_C.key == sa.bindparam("k"), _live)
 _TAKE = sa.delete(_T).where(_C.key == sa.bindparam("k"), _live).returning(_C.value)
 _DELETE = sa.delete(_T).where(_C.key == sa.bindparam("k")).returning(_C.expires_at)
 _SWEEP = sa.delete(_T).where(_C.expires_at <= sa.bindparam("now"))
+
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def _retry_when_locked(
+    method: Callable[Concatenate[SqlBackend, _P], Awaitable[_R]],
+) -> Callable[Concatenate[SqlBackend, _P], Awaitable[_R]]:
+    """Retry one SQLite operation that found the file locked (``SQLITE_BUSY``), for up to
+    ``_SQLITE_LOCK_WAIT`` seconds with a capped exponential backoff.
+
+    SQLite answers some lock conflicts at once instead of waiting in its busy handler (a WAL
+    reader whose snapshot went stale, a deferred transaction upgrading to write); its
+    documentation's remedy is to retry. Each operation is one transaction that rolled back
+    on failure, so a retry is safe. Other databases and other errors pass through.
+    """
+
+    @functools.wraps(method)
+    async def wrapper(self: SqlBackend, *args: _P.args, **kwargs: _P.kwargs) -> _R:
+        if not self.is_sqlite:
+            return await method(self, *args, **kwargs)
+        deadline = time.monotonic() + _SQLITE_LOCK_WAIT
+        delay = 0.002
+        while True:
+            try:
+                return await method(self, *args, **kwargs)
+            except StateUnavailableError as exc:
+                locked = isinstance(exc.__cause__, OperationalError) and "locked" in str(exc.__cause__)
+                if not locked or time.monotonic() + delay > deadline:
+                    raise
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 0.05)
+
+    return wrapper
 
 
 class SqlBackend:
@@ -90,6 +126,7 @@ class SqlBackend:
         self._sweeper: asyncio.Task[None] | None = None
         self._closed = False
         dialect = engine.dialect.name
+        self.is_sqlite = dialect == "sqlite"
         if dialect == "postgresql":
             ins: Any = postgresql.insert(_T)
         elif dialect == "sqlite":
@@ -140,6 +177,7 @@ class SqlBackend:
             with contextlib.suppress(Exception):
                 await self.sweep()
 
+    @_retry_when_locked
     async def sweep(self) -> int:
         """Delete the rows whose expiry has passed; the number deleted."""
         try:
@@ -150,6 +188,7 @@ class SqlBackend:
         return result.rowcount
 
     # ------------------------------------------------------------------ protocol
+    @_retry_when_locked
     async def get(self, key: str) -> str | None:
         """See :meth:`StateBackend.get` (one SELECT)."""
         if not self._ready or self._sweeper is None:
@@ -161,6 +200,7 @@ class SqlBackend:
         except (SQLAlchemyError, OSError) as exc:
             raise self._unavailable(exc) from exc
 
+    @_retry_when_locked
     async def get_many(self, keys: Sequence[str]) -> dict[str, str]:
         """See :meth:`StateBackend.get_many` (SELECT … IN, chunked, one connection)."""
         if not keys:
@@ -179,6 +219,7 @@ class SqlBackend:
             raise self._unavailable(exc) from exc
         return found
 
+    @_retry_when_locked
     async def set(self, key: str, value: str, ttl: float | None = None) -> None:
         """See :meth:`StateBackend.set` (one upsert)."""
         if not self._ready or self._sweeper is None:
@@ -189,6 +230,7 @@ class SqlBackend:
         except (SQLAlchemyError, OSError) as exc:
             raise self._unavailable(exc) from exc
 
+    @_retry_when_locked
     async def set_many(self, items: Mapping[str, str], ttl: float | None = None) -> None:
         """See :meth:`StateBackend.set_many` (one transaction; all or nothing)."""
         if not items:
@@ -203,6 +245,7 @@ class SqlBackend:
         except (SQLAlchemyError, OSError) as exc:
             raise self._unavailable(exc) from exc
 
+    @_retry_when_locked
     async def delete(self, key: str) -> bool:
         """See :meth:`StateBackend.delete` (one DELETE … RETURNING)."""
         await self._prepare()
@@ -214,6 +257,7 @@ class SqlBackend:
             raise self._unavailable(exc) from exc
         return any(r[0] is None or r[0] > now for r in rows)
 
+    @_retry_when_locked
     async def delete_many(self, keys: Sequence[str]) -> int:
         """See :meth:`StateBackend.delete_many` (one transaction)."""
         unique = list(dict.fromkeys(keys))
@@ -233,6 +277,7 @@ class SqlBackend:
             raise self._unavailable(exc) from exc
         return n
 
+    @_retry_when_locked
     async def take(self, key: str) -> str | None:
         """See :meth:`StateBackend.take` (one DELETE … RETURNING; atomic)."""
         await self._prepare()
@@ -242,6 +287,7 @@ class SqlBackend:
         except (SQLAlchemyError, OSError) as exc:
             raise self._unavailable(exc) from exc
 
+    @_retry_when_locked
     async def scan(self, prefix: str, after: str | None, limit: int) -> list[tuple[str, str]]:
         """See :meth:`StateBackend.scan` (one keyset SELECT on the primary key)."""
         if limit <= 0:
