@@ -25,9 +25,9 @@ from mcp_types.version import (
 )
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.types import Message, Receive
 
 from ._envelope import LOG_LEVELS, RequestEnvelope, decode_header_value
+from ._http import BODY_SCOPE_KEY, replaying_receive
 from ._jsonrpc import JsonRpcRequest, RequestId, dumps, error_message, result_message
 from ._registry import ToolDef, ToolRegistry
 from ._resolve import run_tool
@@ -57,7 +57,6 @@ __all__ = ["Dispatcher", "json_reply"]
 logger = logging.getLogger("fastapi_mcp_ctx")
 
 SERVER_INFO_KEY: Final = "io.modelcontextprotocol/serverInfo"
-BODY_SCOPE_KEY: Final = "fastapi_mcp_ctx.body"
 JSON_OK_SCOPE_KEY: Final = "fastapi_mcp_ctx.json_ok"
 PRINCIPAL_SCOPE_KEY: Final = "fastapi_mcp_ctx.principal"
 _ECHO_LIMIT: Final = 256
@@ -93,20 +92,6 @@ def json_reply(reply: Reply, headers: Mapping[str, str] | None = None, *, json_o
 def _echo(value: str) -> str:
     """A client-supplied name echoed in an error, bounded to 256 characters."""
     return value if len(value) <= _ECHO_LIMIT else value[:_ECHO_LIMIT] + "…"
-
-
-def replaying_receive(body: bytes, receive: Receive) -> Receive:
-    """A ``receive`` that yields the already-read ``body`` once, then defers to ``receive``."""
-    delivered = False
-
-    async def replay() -> Message:
-        nonlocal delivered
-        if not delivered:
-            delivered = True
-            return {"type": "http.request", "body": body, "more_body": False}
-        return await receive()
-
-    return replay
 
 
 def _numbers_equal(header: str, value: int | float) -> bool:

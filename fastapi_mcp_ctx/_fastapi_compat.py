@@ -33,6 +33,7 @@ from starlette.websockets import WebSocket
 
 __all__ = ["LeanRoute", "SolvedCall", "build_dependant", "is_dependency_parameter", "solve"]
 
+LEAN_SCOPE_KEY = "fastapi_mcp_ctx.lean"
 _SPECIAL_TYPES: tuple[type, ...] = (Request, HTTPConnection, WebSocket, BackgroundTasks, SecurityScopes, Response)
 
 
@@ -113,10 +114,12 @@ async def solve(
     request: Request,
     overrides_provider: Any,
     background_tasks: BackgroundTasks,
+    response: Response | None = None,
 ) -> AsyncGenerator[SolvedCall]:
     """Solve ``dependant`` for one call; yield dependencies are torn down on exit.
 
     ``request`` must own a private scope dict: this function stores the exit stacks in it.
+    ``response`` collects headers a dependency sets through a ``Response`` parameter.
     """
     scope = request.scope
     async with AsyncExitStack() as request_stack:
@@ -129,7 +132,7 @@ async def solve(
                 dependant=dependant,
                 body=None,
                 background_tasks=background_tasks,
-                response=Response(),
+                response=response if response is not None else Response(),
                 dependency_overrides_provider=overrides_provider,
                 dependency_cache=None,
                 async_exit_stack=request_stack,
@@ -150,7 +153,12 @@ class LeanRoute(APIRoute):
         if self._has_http_dependencies():
             return super().get_route_handler()
         endpoint: Callable[[Request], Coroutine[Any, Any, Response]] = self.endpoint
-        return endpoint
+
+        async def lean(request: Request) -> Response:
+            request.scope[LEAN_SCOPE_KEY] = True  # nothing read the body before the endpoint
+            return await endpoint(request)
+
+        return lean
 
     def _has_http_dependencies(self) -> bool:
         if self.dependencies:

@@ -10,8 +10,10 @@ from __future__ import annotations
 import re
 
 from starlette.requests import ClientDisconnect, Request
+from starlette.types import Message, Receive
 
 from ._envelope import HeaderMap
+from ._fastapi_compat import LEAN_SCOPE_KEY
 from .errors import (
     HeaderMismatchError,
     HostNotAllowedError,
@@ -21,7 +23,10 @@ from .errors import (
     PayloadTooLargeError,
 )
 
-__all__ = ["accepted", "read_body", "reject_repeated"]
+__all__ = ["BODY_SCOPE_KEY", "accepted", "read_body", "reject_repeated", "replaying_receive"]
+
+BODY_SCOPE_KEY = "fastapi_mcp_ctx.body"
+"""Request-scope key of the POST body, read once by the endpoint and replayed to dependencies."""
 
 _Q_ZERO = re.compile(r"(?:^|;)\s*q\s*=\s*0(?:\.0{0,3})?\s*(?:;|$)", re.IGNORECASE)
 
@@ -77,6 +82,17 @@ async def read_body(request: Request, headers: HeaderMap, limit: int) -> bytes:
             raise InvalidRequestError("Invalid Content-Length header")
         if int(declared) > limit:
             raise PayloadTooLargeError(f"Payload Too Large: the body exceeds {limit} bytes")
+    if not request.scope.get(LEAN_SCOPE_KEY):
+        # FastAPI ran HTTP-level dependencies first: one may have read (and cached) the body,
+        # which Request.stream() replays; otherwise it streams from receive, still bounded.
+        size = 0
+        parts: list[bytes] = []
+        async for part in request.stream():
+            size += len(part)
+            if size > limit:
+                raise PayloadTooLargeError(f"Payload Too Large: the body exceeds {limit} bytes")
+            parts.append(part)
+        return b"".join(parts)
     chunks: list[bytes] = []
     size = 0
     receive = request.receive
@@ -91,3 +107,17 @@ async def read_body(request: Request, headers: HeaderMap, limit: int) -> bytes:
         chunks.append(chunk)
         if not message.get("more_body", False):
             return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+
+def replaying_receive(body: bytes, receive: Receive) -> Receive:
+    """A ``receive`` that yields the already-read ``body`` once, then defers to ``receive``."""
+    delivered = False
+
+    async def replay() -> Message:
+        nonlocal delivered
+        if not delivered:
+            delivered = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return replay

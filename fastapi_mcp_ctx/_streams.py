@@ -12,13 +12,13 @@ message of the call then goes on that stream, the result last, then the stream e
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream
-from starlette.background import BackgroundTasks
+from starlette.background import BackgroundTask, BackgroundTasks
 from starlette.responses import Response
 from starlette.types import Message, Receive, Scope, Send
 
@@ -138,6 +138,10 @@ class CallResponse(Response):
         self._cancelled_message = cancelled_message
         self.status_code = 200
 
+    def add_headers(self, headers: Sequence[tuple[str, str]]) -> None:
+        """Send these headers too (set by a request-level dependency)."""
+        self._extra_headers.update(headers)
+
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         sse_started = False
 
@@ -211,7 +215,11 @@ class StandaloneStream(Response):
         self._extra_headers = dict(headers or {})
         self._keepalive = keepalive_seconds
         self.status_code = 200
-        self.background = None
+        self.background: BackgroundTask | BackgroundTasks | None = None
+
+    def add_headers(self, headers: Sequence[tuple[str, str]]) -> None:
+        """Send these headers too (set by a request-level dependency)."""
+        self._extra_headers.update(headers)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         await send(
@@ -246,3 +254,5 @@ class StandaloneStream(Response):
                 tg.cancel_scope.cancel()
         finally:
             self._on_close()
+        if self.background is not None:
+            await self.background()

@@ -19,7 +19,8 @@ Tree::
     │   ├── PayloadTooLargeError     -32600  413  body larger than MCP_MAX_BODY_BYTES
     │   ├── HostNotAllowedError      -32600  421  Host header outside the allow-list (DNS rebinding)
     │   ├── OriginNotAllowedError    -32600  403  Origin header outside the allow-list
-    │   └── TenantRequiredError      -32600  403  authenticated caller without a tenant claim (fail closed)
+    │   ├── TenantRequiredError      -32600  403  authenticated caller without a tenant claim (fail closed)
+    │   └── RequestRejectedError     -32600  4xx  a request-level dependency answered another 4xx (429…)
     ├── MethodNotFoundError          -32601  404  unknown, or removed at this protocol version
     ├── InvalidParamsError           -32602  400  params do not fit the method
     │   ├── UnknownToolError         -32602  400  tools/call of a tool that is not registered
@@ -61,6 +62,7 @@ __all__ = [
     "ParseError",
     "PayloadTooLargeError",
     "PermissionDeniedError",
+    "RequestRejectedError",
     "SerializationError",
     "SessionNotFoundError",
     "StateUnavailableError",
@@ -86,7 +88,7 @@ class McpError(Exception):
     """
 
     code: ClassVar[int] = -32603
-    http_status: ClassVar[int] = 500
+    http_status: int = 500
     default_message: ClassVar[str] = "Internal error"
 
     def __init__(
@@ -200,6 +202,21 @@ class TenantRequiredError(InvalidRequestError):
 
     http_status = 403
     default_message = "No tenant for this caller: tenant-scoped state is unavailable"
+
+
+class RequestRejectedError(InvalidRequestError):
+    """A request-level dependency (``authenticate``) raised ``HTTPException`` with a 4xx other
+    than 401/403 (e.g. 429 with ``Retry-After``): the status and headers are kept.
+
+    Args:
+        status: the HTTP status (400-499).
+        message: the exception's detail.
+        headers: the exception's headers.
+    """
+
+    def __init__(self, status: int, message: str, headers: dict[str, str] | None = None) -> None:
+        super().__init__(message, headers=headers)
+        self.http_status = status
 
 
 class MethodNotFoundError(McpError):

@@ -16,15 +16,14 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 import mcp_types as types
-from fastapi import APIRouter, Depends, HTTPException, params
-from fastapi.background import BackgroundTasks
+from fastapi import APIRouter, Depends, params
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.types import Scope
 
+from ._authn import AuthOutcome, resolve_principal
 from ._dispatch import (
-    BODY_SCOPE_KEY,
     JSON_OK_SCOPE_KEY,
     PRINCIPAL_SCOPE_KEY,
     Dispatcher,
@@ -39,8 +38,8 @@ from ._envelope import (
     read_legacy_envelope,
     read_modern_envelope,
 )
-from ._fastapi_compat import LeanRoute, build_dependant, solve
-from ._http import accepted, read_body, reject_repeated
+from ._fastapi_compat import LeanRoute, build_dependant
+from ._http import BODY_SCOPE_KEY, accepted, read_body, reject_repeated
 from ._jsonrpc import (
     JsonRpcNotification,
     JsonRpcRequest,
@@ -49,7 +48,6 @@ from ._jsonrpc import (
     request_id_of,
 )
 from ._registry import ToolRegistry, build_tool
-from ._resolve import from_http_exception as _from_http_exception
 from ._security import LOOPBACK_HOSTS, TransportSecurity, loopback_security
 from ._sessions import (
     LiveSessions,
@@ -267,6 +265,7 @@ class McpRouter(APIRouter):
 
     # -- HTTP ----------------------------------------------------------------------------
     async def _endpoint(self, request: Request) -> Response:
+        outcome: AuthOutcome | None = None
         try:
             headers = header_map(request.scope["headers"])
             if headers.repeated & {"host", "origin"}:
@@ -274,36 +273,26 @@ class McpRouter(APIRouter):
             self._check_transport(request, headers)
             if headers.repeated and request.method != "POST":
                 reject_repeated(headers.repeated)
+            if request.method == "POST":  # read once, bounded; dependencies and tools get it replayed
+                request.scope[BODY_SCOPE_KEY] = await read_body(request, headers, self.settings.max_body_bytes)
             if self._authenticate is not None:
-                request.scope[PRINCIPAL_SCOPE_KEY] = await self._resolve_principal(request)
+                outcome = await resolve_principal(self._authenticate, request)
+                if outcome.principal is None:
+                    raise AuthenticationError("Unauthorized", headers={"WWW-Authenticate": "Bearer"})
+                request.scope[PRINCIPAL_SCOPE_KEY] = outcome.principal
             if request.method == "POST":
-                return await self._post(request, headers)
-            if request.method == "GET":
-                return await self._get(request, headers)
-            return await self._delete(request, headers)
+                response = await self._post(request, headers)
+            elif request.method == "GET":
+                response = await self._get(request, headers)
+            else:
+                response = await self._delete(request, headers)
         except McpError as exc:
-            return _error_response(exc, request_id_of(exc))
+            response = _error_response(exc, request_id_of(exc))
         except ClientDisconnect:
             return Response(status_code=400)
-
-    async def _resolve_principal(self, request: Request) -> Principal:
-        assert self._authenticate is not None
-        auth_request = Request(dict(request.scope), request.receive)
-        try:
-            async with solve(self._authenticate, auth_request, request.scope.get("app"), BackgroundTasks()) as solved:
-                if solved.errors:
-                    raise AuthenticationError("Invalid credentials", headers={"WWW-Authenticate": "Bearer"})
-                principal = solved.values["principal"]
-        except HTTPException as exc:
-            translated = _from_http_exception(exc)
-            if isinstance(translated, McpError):
-                raise translated from exc
-            raise AuthenticationError("Unauthorized", headers={"WWW-Authenticate": "Bearer"}) from exc
-        if principal is None:
-            raise AuthenticationError("Unauthorized", headers={"WWW-Authenticate": "Bearer"})
-        if not isinstance(principal, Principal):
-            raise TypeError(f"authenticate must return a Principal or None, got {type(principal).__name__}")
-        return principal
+        if outcome is not None:
+            outcome.apply(response)
+        return response
 
     async def _post(self, request: Request, headers: HeaderMap) -> Response:
         content_type = headers.get("content-type", "")
@@ -313,9 +302,7 @@ class McpRouter(APIRouter):
         request.scope[JSON_OK_SCOPE_KEY] = json_ok
         if not (json_ok or sse_allowed):
             raise NotAcceptableError()
-        body = await read_body(request, headers, self.settings.max_body_bytes)
-        request.scope[BODY_SCOPE_KEY] = body
-        message = parse_message(body)
+        message = parse_message(request.scope[BODY_SCOPE_KEY])
         if headers.repeated:
             try:
                 reject_repeated(headers.repeated)
@@ -389,7 +376,7 @@ class McpRouter(APIRouter):
             principal: Principal | None = request_scope.get(PRINCIPAL_SCOPE_KEY)
             record = SessionRecord(
                 id=new_session_id(),
-                owner=principal.subject if principal is not None else None,
+                owner=principal.owner_key if principal is not None else None,
                 protocol_version=version,
                 client_capabilities=capabilities if isinstance(capabilities, dict) else {},  # pyright: ignore[reportUnknownArgumentType]
                 client_info=client_info if isinstance(client_info, dict) else None,  # pyright: ignore[reportUnknownArgumentType]
@@ -419,7 +406,7 @@ class McpRouter(APIRouter):
             self.live.end(session_id)  # expired: its in-process companions go too
             raise SessionNotFoundError()
         principal: Principal | None = scope.get(PRINCIPAL_SCOPE_KEY)
-        if record.owner != (principal.subject if principal is not None else None):
+        if record.owner != (principal.owner_key if principal is not None else None):
             raise SessionNotFoundError()  # another caller's session: indistinguishable from unknown
         return record
 

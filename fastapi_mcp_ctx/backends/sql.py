@@ -19,7 +19,8 @@ import contextlib
 import functools
 import logging
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from types import CoroutineType
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
 import sqlalchemy as sa
@@ -52,8 +53,8 @@ _R = TypeVar("_R")
 
 
 def _retry_when_locked(
-    method: Callable[Concatenate[SqlBackend, _P], Awaitable[_R]],
-) -> Callable[Concatenate[SqlBackend, _P], Awaitable[_R]]:
+    method: Callable[Concatenate[SqlBackend, _P], CoroutineType[Any, Any, _R]],
+) -> Callable[Concatenate[SqlBackend, _P], CoroutineType[Any, Any, _R]]:
     """Retry one SQLite operation that found the file locked (``SQLITE_BUSY``), for up to
     ``_SQLITE_LOCK_WAIT`` seconds with a capped exponential backoff.
 
