@@ -22,9 +22,10 @@ from starlette.responses import Response
 
 from ._fastapi_compat import solve
 from ._http import BODY_SCOPE_KEY, replaying_receive
+from ._resolve import from_http_exception
 from ._streams import CallResponse, StandaloneStream
 from .auth import Principal
-from .errors import AuthenticationError, InternalError, McpError, PermissionDeniedError, RequestRejectedError
+from .errors import AuthenticationError, InternalError, McpError, RequestRejectedError
 
 __all__ = ["AuthOutcome", "resolve_principal"]
 
@@ -59,12 +60,10 @@ class AuthOutcome:
 
 
 def _translate(exc: HTTPException) -> McpError:
+    translated = from_http_exception(exc)  # 401 / 403, as for a tool's dependencies
+    if isinstance(translated, McpError):
+        return translated
     headers = dict(exc.headers or {})
-    if exc.status_code == 401:
-        headers.setdefault("WWW-Authenticate", "Bearer")
-        return AuthenticationError(str(exc.detail), headers=headers)
-    if exc.status_code == 403:
-        return PermissionDeniedError(str(exc.detail), headers=headers)
     if 400 <= exc.status_code < 500:
         return RequestRejectedError(exc.status_code, str(exc.detail), headers)
     error = InternalError(headers=headers)

@@ -173,8 +173,3 @@ class LeanRoute(APIRoute):
             return False
         dependencies: Any = getattr(context, "dependencies", None)
         return dependencies is None or bool(dependencies)  # an unknown shape takes the safe path
-
-
-def call_name(call: Callable[..., Any]) -> str:
-    """A readable name for a dependency callable (for logs)."""
-    return getattr(call, "__qualname__", repr(call))

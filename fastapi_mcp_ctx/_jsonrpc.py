@@ -28,7 +28,6 @@ __all__ = [
     "error_message",
     "notification_message",
     "parse_message",
-    "request_message",
     "result_message",
 ]
 
@@ -155,14 +154,6 @@ def error_message(request_id: RequestId | None, error: McpError) -> dict[str, An
 def notification_message(method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
     """``{"jsonrpc": "2.0", "method": method, "params"?: params}``."""
     message: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
-    if params is not None:
-        message["params"] = params
-    return message
-
-
-def request_message(request_id: RequestId, method: str, params: dict[str, Any] | None) -> dict[str, Any]:
-    """A server→client request: ``{"jsonrpc": "2.0", "id": id, "method": method, "params"?: ...}``."""
-    message: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": method}
     if params is not None:
         message["params"] = params
     return message

@@ -15,6 +15,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Final
 
 from ._envelope import LOG_LEVELS
+from ._jsonrpc import notification_message
 
 __all__ = ["ContextLogger", "level_allows", "redact"]
 
@@ -107,7 +108,7 @@ class ContextLogger:
         if self._logger_name:
             params["logger"] = self._logger_name
         try:
-            await self._send({"jsonrpc": "2.0", "method": "notifications/message", "params": params})
+            await self._send(notification_message("notifications/message", params))
         except Exception:  # noqa: BLE001 - fire-and-forget by contract
             server_logger.debug("notifications/message dropped", exc_info=True)
 

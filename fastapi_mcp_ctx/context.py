@@ -25,6 +25,7 @@ import anyio
 from starlette.requests import Request
 
 from ._envelope import Era, RequestEnvelope, parse_traceparent
+from ._jsonrpc import notification_message
 from ._logging import ContextLogger
 from .errors import InternalError, MissingCapabilityError
 from .settings import McpSettings
@@ -338,17 +339,14 @@ class Context:
             params["total"] = total
         if message is not None:
             params["message"] = message
-        await outbound({"jsonrpc": "2.0", "method": "notifications/progress", "params": params})
+        await outbound(notification_message("notifications/progress", params))
         return True
 
     async def notify(self, method: str, params: dict[str, Any] | None = None) -> None:
         """Send any notification on this call's stream (dropped when there is none)."""
         if self._call.outbound is None or self._call.signal.cancelled:
             return
-        message: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
-        if params is not None:
-            message["params"] = params
-        await self._call.outbound(message)
+        await self._call.outbound(notification_message(method, params))
 
     @property
     def log(self) -> ContextLogger:

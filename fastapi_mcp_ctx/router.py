@@ -44,6 +44,7 @@ from ._jsonrpc import (
     JsonRpcNotification,
     JsonRpcRequest,
     JsonRpcResponse,
+    notification_message,
     parse_message,
     request_id_of,
 )
@@ -455,5 +456,5 @@ class McpRouter(APIRouter):
     # -- server-initiated notifications --------------------------------------------------
     def notify_tools_list_changed(self) -> None:
         """Send ``notifications/tools/list_changed`` on every open 2025 standalone stream."""
-        self.live.broadcast({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
+        self.live.broadcast(notification_message("notifications/tools/list_changed"))
 
