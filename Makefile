@@ -2,23 +2,23 @@
 .PHONY: run test typecheck services-stop bench conformance-server
 
 run:
-	scripts/bootstrap.sh
+	scripts/bootstrap.sh run
 	.venv/bin/python examples/quickstart.py
 
 test:
 	scripts/test.sh
 
 typecheck:
-	scripts/bootstrap.sh
+	scripts/bootstrap.sh test
 	.venv/bin/pyright
 
 conformance-server:
-	scripts/bootstrap.sh
+	scripts/bootstrap.sh test
 	.venv/bin/python examples/conformance_server.py 8931
 
 services-stop:
 	scripts/services.sh stop
 
 bench:
-	scripts/bootstrap.sh
+	scripts/bootstrap.sh test
 	BENCH_PROJECT_PY=$(CURDIR)/.venv/bin/python ../shared/bench/run.sh project peer-sdk -- --reps 3

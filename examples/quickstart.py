@@ -1,6 +1,7 @@
 """Quickstart: a notes server over MCP, both protocol eras, on 127.0.0.1:8000/mcp.
 
 Run:  python examples/quickstart.py      (or: uvicorn examples.quickstart:app)
+      PORT=8001 python examples/quickstart.py   (another port)
 """
 
 from __future__ import annotations
@@ -107,6 +108,8 @@ app.include_router(mcp_router)
 
 
 if __name__ == "__main__":
+    import os
+
     import uvicorn
 
-    uvicorn.run(app, host="127.0.0.1", port=8000)
+    uvicorn.run(app, host="127.0.0.1", port=int(os.environ.get("PORT", "8000")))

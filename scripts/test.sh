@@ -4,7 +4,7 @@
 # both eras, and the official conformance suite. Extra arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/bootstrap.sh --with-node
+scripts/bootstrap.sh test --with-node
 scripts/services.sh start
 eval "$(scripts/services.sh env)"
 export MCP_REQUIRE_SERVICES=1
