@@ -119,11 +119,6 @@ class McpRouter(APIRouter):
     ) -> None:
         super().__init__(**kwargs)
         self.settings = settings or get_settings()
-        if self.settings.auth_mode != "none":
-            raise NotImplementedError(
-                f"MCP_AUTH_MODE={self.settings.auth_mode!r} is not available yet: set MCP_AUTH_MODE=none and guard "
-                "the endpoint with app.include_router(mcp_router, dependencies=[Security(...)])"
-            )
         self.mcp_path = path or self.settings.path
         self.tool_dependencies: list[params.Depends] = list(dependencies or [])
         self.registry = ToolRegistry()

@@ -9,7 +9,7 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 __all__ = ["McpSettings", "get_settings"]
@@ -35,8 +35,9 @@ class McpSettings(BaseSettings):
         storage_url: ``ctx.state`` backend: ``memory://``, ``redis://…``, ``sqlite+aiosqlite:///…``,
             ``postgresql+asyncpg://…``.
         storage_create_tables: create SQL tables on first use (only meant for embedded SQLite).
-        auth_mode: ``none`` (the only mode today; the router refuses ``jwt``/``oauth`` until
-            they exist: authenticate with ``McpRouter(authenticate=...)``).
+        auth_mode: ``none``, the only value this release accepts (any other value is refused
+            when the settings are read, with a message saying what to use instead:
+            ``McpRouter(authenticate=...)``).
         request_state_key: server secret; signs ``ctx.state`` list cursors (so they work on every
             replica); random per process when unset.
         log_level: floor for both log sinks (server log and ``notifications/message``).
@@ -59,11 +60,21 @@ class McpSettings(BaseSettings):
     dns_rebinding_protection: bool | None = None
     storage_url: str = "memory://"
     storage_create_tables: bool = False
-    auth_mode: Literal["none", "jwt", "oauth"] = "none"
+    auth_mode: Literal["none"] = "none"
     request_state_key: str | None = None
     log_level: LogLevel = "debug"
     cache_ttl_ms: int = Field(default=0, ge=0)
     cache_scope: Literal["public", "private"] = "private"
+
+    @field_validator("auth_mode", mode="before")
+    @classmethod
+    def _auth_mode_available(cls, value: object) -> object:
+        if isinstance(value, str) and value.strip().lower() != "none":
+            raise ValueError(
+                f"MCP_AUTH_MODE={value!r} is not available in this release; set MCP_AUTH_MODE=none and pass "
+                "McpRouter(authenticate=<a FastAPI dependency returning a Principal>) (docs/guide.md#authentication)"
+            )
+        return value.strip().lower() if isinstance(value, str) else value
 
 
 @lru_cache(maxsize=1)

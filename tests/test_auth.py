@@ -10,11 +10,12 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
+import pydantic
 import pytest
 from conftest import Wire, assert_error, mcp_settings, open_client, result_of, tool_text
 from fastapi import Depends, FastAPI, Header, HTTPException
 
-from fastapi_mcp_ctx import Context, McpRouter, Principal, mcp_context
+from fastapi_mcp_ctx import Context, McpRouter, McpSettings, Principal, mcp_context
 from fastapi_mcp_ctx.errors import TenantRequiredError
 
 USERS = {
@@ -119,9 +120,16 @@ async def test_session_is_bound_to_its_subject(client: httpx.AsyncClient) -> Non
     assert delete.status_code == 404
 
 
-def test_auth_mode_other_than_none_is_refused_until_implemented() -> None:
-    with pytest.raises(NotImplementedError, match="MCP_AUTH_MODE"):
-        McpRouter(settings=mcp_settings(auth_mode="jwt"))
+@pytest.mark.parametrize("mode", ["jwt", "oauth", "JWT", "bogus"])
+def test_auth_mode_other_than_none_is_refused_when_settings_are_read(mode: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MCP_AUTH_MODE", mode)
+    with pytest.raises(pydantic.ValidationError, match=r"MCP_AUTH_MODE=.*not available.*McpRouter\(authenticate="):
+        McpSettings()
+
+
+def test_auth_mode_none_is_accepted_in_any_case(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MCP_AUTH_MODE", " None ")
+    assert McpSettings().auth_mode == "none"
 
 
 async def test_b04_a_refreshed_token_of_the_same_subject_keeps_the_session(client: httpx.AsyncClient) -> None:
