@@ -42,9 +42,10 @@ except ImportError as exc:  # pragma: no cover - depends on the installed extras
         'fastapi_mcp_ctx.testing needs httpx and asgi-lifespan: pip install "fastapi-mcp-ctx[testing]"'
     ) from exc
 
-__all__ = ["McpResponse", "McpResponseError", "McpTestClient", "ToolResult", "reset_state"]
+__all__ = ["Era", "McpResponse", "McpResponseError", "McpTestClient", "ToolResult", "reset_state"]
 
 Era = Literal["legacy", "modern"]
+"""A protocol era: ``"legacy"`` (2025 handshake) or ``"modern"`` (2026-07-28)."""
 BASE_URL: Final = "http://127.0.0.1"
 _ACCEPT: Final = "application/json, text/event-stream"
 _META: Final = "io.modelcontextprotocol/"
@@ -225,7 +226,7 @@ class McpTestClient(_Notified):
                         self.router = owner
 
             transport = httpx.ASGITransport(app=observed)
-            self._http = await stack.enter_async_context(httpx.AsyncClient(transport=transport, base_url=self.base_url))
+            self._http = await stack.enter_async_context(httpx.AsyncClient(transport=transport, base_url=self.base_url, headers=self.headers))
             if self.era == "legacy":
                 await self._handshake()
             self._stack = stack.pop_all()
@@ -237,7 +238,7 @@ class McpTestClient(_Notified):
         try:
             if self.session_id is not None and self._http is not None:
                 with anyio.move_on_after(self.timeout):
-                    await self._http.delete(self.path, headers={**self.headers, **self._legacy_headers()})
+                    await self._http.delete(self.path, headers=self._legacy_headers())
                 self.session_id = None
         finally:
             self._http = None
@@ -245,7 +246,7 @@ class McpTestClient(_Notified):
 
     @property
     def http(self) -> httpx.AsyncClient:
-        """The underlying ``httpx.AsyncClient``, bound to the app (for raw GET, DELETE, bad bodies)."""
+        """The underlying ``httpx.AsyncClient``, bound to the app and sending ``headers`` (for raw requests)."""
         if self._http is None:
             raise RuntimeError("McpTestClient is not open: use it as `async with McpTestClient(app) as client:`")
         return self._http
@@ -384,7 +385,7 @@ class McpTestClient(_Notified):
         request_id: int | None,
     ) -> tuple[httpx.Response, list[dict[str, Any]]]:
         body = dict(params) if params is not None else None
-        sent = {"Content-Type": "application/json", "Accept": _ACCEPT, **self.headers}
+        sent = {"Content-Type": "application/json", "Accept": _ACCEPT}
         if self.era == "modern":
             body = body or {}
             envelope: dict[str, Any] = {

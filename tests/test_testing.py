@@ -11,7 +11,7 @@ import re
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, get_args
 
 import anyio
 import fakeredis
@@ -58,11 +58,11 @@ def build_router(**settings: Any) -> McpRouter:
         return f"counted to {n}"
 
     @router.tool()
-    async def visit(page: str, ctx: Context = Depends(mcp_context)) -> int:
-        """Count visits of a page in ctx.state."""
-        visits = (await ctx.state.get(f"visits/{page}", int) or 0) + 1
-        await ctx.state.set(f"visits/{page}", visits)
-        return visits
+    async def remember(key: str, value: int, ctx: Context = Depends(mcp_context)) -> int | None:
+        """Keep value under key in ctx.state; returns the value it replaces."""
+        previous = await ctx.state.get(key, int)
+        await ctx.state.set(key, value)
+        return previous
 
     @router.tool()
     async def regional(region: Annotated[str, Field(json_schema_extra={"x-mcp-header": "Region"})], n: int = 0) -> str:
@@ -117,15 +117,19 @@ def era(request: pytest.FixtureRequest) -> Any:
 
 def test_exported_members() -> None:
     """Like httpx's test_exported_members: ``testing.__all__`` is exactly the documented names."""
-    assert set(testing.__all__) == {"McpResponse", "McpResponseError", "McpTestClient", "ToolResult", "reset_state"}
+    assert testing.__all__ == ["Era", "McpResponse", "McpResponseError", "McpTestClient", "ToolResult", "reset_state"]
     for name in testing.__all__:
+        assert getattr(testing, name) is not None, name
+    for name in ("McpResponse", "McpTestClient", "ToolResult", "reset_state"):
         member = getattr(testing, name)
-        assert member.__doc__, f"{name} has no docstring"
-        if name != "McpResponseError":
-            assert member.__module__ == "fastapi_mcp_ctx.testing", name
-    assert testing.McpResponseError is McpResponseError
+        assert member.__doc__ and member.__module__ == "fastapi_mcp_ctx.testing", name
+    assert get_args(testing.Era) == ("legacy", "modern")
+    assert testing.McpResponseError is McpResponseError and McpResponseError.__doc__
     assert "testing" not in fastapi_mcp_ctx.__all__
     assert not set(testing.__all__) & set(fastapi_mcp_ctx.__all__)
+    namespace: dict[str, Any] = {}
+    exec("from fastapi_mcp_ctx.testing import *", namespace)  # noqa: S102
+    assert set(testing.__all__) <= set(namespace)
 
 
 # -- both eras: tools, results, notifications ---------------------------------------------------
@@ -136,7 +140,7 @@ async def test_list_and_call_in_both_eras(app: FastAPI, era: Any) -> None:
         names = [tool["name"] for tool in await client.list_tools()]
         first = await client.call_tool("add_note", {"text": "a"})
         second = await client.call_tool("add_note", {"text": "b"})
-    assert names == ["add_note", "count", "visit", "regional", "whoami", "crash", "sleepy"]
+    assert names == ["add_note", "count", "remember", "regional", "whoami", "crash", "sleepy"]
     assert isinstance(first, ToolResult) and first.is_error is False
     assert (first.structured, second.structured) == ({"result": 1}, {"result": 2})
     assert (first.text, second.text) == ("1", "2")
@@ -412,9 +416,10 @@ async def test_legacy_stateless_mode_has_no_session() -> None:
 
 async def test_reset_state_between_tests(app: FastAPI, router: McpRouter, era: Any) -> None:
     async with McpTestClient(app, era=era) as client:
-        assert [(await client.call_tool("visit", {"page": "home"})).structured["result"] for _ in range(2)] == [1, 2]
+        assert (await client.call_tool("remember", {"key": "k", "value": 1})).structured == {"result": None}
+        assert (await client.call_tool("remember", {"key": "k", "value": 2})).structured == {"result": 1}
         assert await client.reset_state() == 1
-        assert (await client.call_tool("visit", {"page": "home"})).structured == {"result": 1}
+        assert (await client.call_tool("remember", {"key": "k", "value": 3})).structured == {"result": None}
     assert client.router is router
     assert await reset_state(router) == 1
     assert await reset_state(router) == 0
