@@ -335,8 +335,10 @@ class McpTestClient(_Notified):
             pydantic.ValidationError: the result breaks the official wire model (``validate``).
         """
         self._next_id += 1
-        response, messages = await self._send(method, params, meta, headers, self._next_id)
-        final = next((m for m in reversed(messages) if m.get("id") == self._next_id and "method" not in m), None)
+        request_id = self._next_id  # concurrent requests each match their own answer
+        response, messages = await self._send(method, params, meta, headers, request_id)
+        answers = [m for m in messages if "method" not in m]
+        final = next((m for m in answers if m.get("id") == request_id), answers[-1] if answers else None)
         notes = [m for m in messages if "method" in m and "id" not in m]
         self.notifications.extend(notes)
         if final is None or "error" in final or response.status_code >= 400:

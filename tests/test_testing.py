@@ -483,3 +483,19 @@ def test_plain_values_stay_literal() -> None:
     assert encode_header_value("a b") == "a b"
     assert encode_header_value(" a").startswith("=?base64?")
     assert encode_header_value("=?base64?YWRk?=") != "=?base64?YWRk?=", "a literal that looks encoded is encoded"
+
+
+async def test_concurrent_calls_match_their_own_answers(app: FastAPI, era: Any) -> None:
+    async with McpTestClient(app, era=era) as client:
+        results: dict[int, ToolResult] = {}
+
+        async def call(n: int) -> None:
+            results[n] = await client.call_tool("count", {"n": n}, progress_token=f"t{n}")
+
+        async with anyio.create_task_group() as tg:
+            for n in (1, 2, 3, 4):
+                tg.start_soon(call, n)
+    for n, result in results.items():
+        assert result.structured == {"result": f"counted to {n}"}
+        assert [p["progressToken"] for p in result.progress] == [f"t{n}"] * n
+
