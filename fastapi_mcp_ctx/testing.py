@@ -28,7 +28,7 @@ from mcp_types.version import LATEST_HANDSHAKE_VERSION, LATEST_MODERN_VERSION
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from . import __version__
-from ._envelope import encode_header_value
+from ._envelope import META_CAPABILITIES, META_CLIENT_INFO, META_LOG_LEVEL, META_VERSION, NAME_MEMBER, encode_header_value
 from .backends import MemoryBackend
 from .errors import McpResponseError
 from .router import McpRouter
@@ -48,8 +48,6 @@ Era = Literal["legacy", "modern"]
 """A protocol era: ``"legacy"`` (2025 handshake) or ``"modern"`` (2026-07-28)."""
 BASE_URL: Final = "http://127.0.0.1"
 _ACCEPT: Final = "application/json, text/event-stream"
-_META: Final = "io.modelcontextprotocol/"
-_NAME_MEMBER: Final = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
 
 
 class _Notified:
@@ -391,15 +389,15 @@ class McpTestClient(_Notified):
         if self.era == "modern":
             body = body or {}
             envelope: dict[str, Any] = {
-                _META + "protocolVersion": self.protocol_version,
-                _META + "clientCapabilities": self.client_capabilities,
-                _META + "clientInfo": self.client_info,
+                META_VERSION: self.protocol_version,
+                META_CAPABILITIES: self.client_capabilities,
+                META_CLIENT_INFO: self.client_info,
             }
             if self.log_level is not None:
-                envelope[_META + "logLevel"] = self.log_level
+                envelope[META_LOG_LEVEL] = self.log_level
             body["_meta"] = {**envelope, **(body.get("_meta") or {}), **(meta or {})}
             sent.update({"MCP-Protocol-Version": self.protocol_version, "Mcp-Method": method})
-            member = _NAME_MEMBER.get(method)
+            member = NAME_MEMBER.get(method)
             if member is not None and isinstance(body.get(member), str):
                 sent["Mcp-Name"] = encode_header_value(body[member])
         else:
