@@ -34,6 +34,7 @@ __all__ = [
     "choose_era",
     "header_map",
     "decode_header_value",
+    "encode_header_value",
     "parse_traceparent",
     "read_legacy_envelope",
     "read_modern_envelope",
@@ -55,6 +56,7 @@ NAME_MEMBER: Final[dict[str, str]] = {"tools/call": "name", "prompts/get": "name
 _SENTINEL: Final = re.compile(r"^=\?base64\?(.*)\?=$", re.DOTALL)
 _TRACEPARENT: Final = re.compile(r"^([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$")
 _HEADER_VALUE: Final = re.compile(r"^[\x20-\x7e]*$")
+_PLAIN_VALUE: Final = re.compile(r"^(?:[\x21-\x7e](?:[\x20-\x7e]*[\x21-\x7e])?)?$")
 
 
 class HeaderMap(dict[str, str]):
@@ -150,6 +152,17 @@ def decode_header_value(raw: str) -> str:
         return decoded.decode("utf-8")
     except (binascii.Error, ValueError) as exc:
         raise HeaderMismatchError("Malformed base64 header value") from exc
+
+
+def encode_header_value(value: str) -> str:
+    """The ``Mcp-Name`` / ``Mcp-Param-*`` form of ``value`` (the inverse of :func:`decode_header_value`).
+
+    Printable ASCII without leading or trailing whitespace is sent as is; anything else as
+    ``=?base64?<base64 of the UTF-8 bytes>?=`` (2026-07-28 ``streamable-http`` §Header encoding).
+    """
+    if _PLAIN_VALUE.match(value) and not _SENTINEL.match(value):
+        return value
+    return "=?base64?" + base64.b64encode(value.encode("utf-8")).decode("ascii") + "?="
 
 
 def parse_traceparent(value: str | None) -> tuple[str, str] | None:

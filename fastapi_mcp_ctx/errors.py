@@ -36,6 +36,9 @@ Tree::
     ├── PermissionDeniedError        -32003  403  credentials lack a scope (a dependency raised HTTPException 403)
     └── ToolError                    (no code) an anticipated failure shown to the model as an ``isError`` result
 
+    McpResponseError                 client side: ``fastapi_mcp_ctx.testing`` received an error answer
+                                     (the JSON-RPC code, message, data and the HTTP status as sent)
+
 A handler raises :class:`ToolError` (or a subclass) for failures the model should read and
 recover from; any other exception is a crash: the model sees a generic message and the
 server log gets the traceback.
@@ -54,6 +57,7 @@ __all__ = [
     "InvalidParamsError",
     "InvalidRequestError",
     "McpError",
+    "McpResponseError",
     "MethodNotFoundError",
     "MissingCapabilityError",
     "MissingSessionError",
@@ -363,3 +367,42 @@ class ToolError(Exception):
         self.message = message
         self.recovery_hint = recovery_hint
         self.data = data
+
+
+class McpResponseError(Exception):
+    """The server answered a request with an error (raised by :mod:`fastapi_mcp_ctx.testing`).
+
+    The client-side mirror of :class:`McpError`: what arrived on the wire, not something the
+    server raises.
+
+    Attributes:
+        code: the JSON-RPC ``error.code`` (``-32602``…); ``None`` when the HTTP response carried
+            no JSON-RPC error (a 404 for a path nothing serves, a FastAPI ``HTTPException`` from
+            an app-level guard, an empty 4xx).
+        message: ``error.message``, or the start of the HTTP body when there is no JSON-RPC error.
+        data: ``error.data`` (``None`` when absent).
+        http_status: the HTTP status of the response.
+        headers: the HTTP response headers (lower-case names).
+        method: the JSON-RPC method that was sent.
+    """
+
+    def __init__(
+        self,
+        *,
+        code: int | None,
+        message: str,
+        data: Any = None,
+        http_status: int,
+        headers: dict[str, str] | None = None,
+        method: str = "",
+    ) -> None:
+        self.code = code
+        self.message = message
+        self.data = data
+        self.http_status = http_status
+        self.headers: dict[str, str] = dict(headers or {})
+        self.method = method
+        super().__init__(f"{method}: HTTP {http_status}, code {code}: {message}")
+
+    def __repr__(self) -> str:
+        return f"McpResponseError(code={self.code}, http_status={self.http_status}, message={self.message!r})"

@@ -38,7 +38,7 @@ from .errors import (
     ValidationError,
 )
 
-__all__ = ["ContextState", "StateItem", "StatePage", "derive_cursor_key"]
+__all__ = ["ContextState", "StateItem", "StatePage", "clear_state", "derive_cursor_key", "state_prefix"]
 
 T = TypeVar("T")
 
@@ -47,6 +47,31 @@ MAX_LIST_LIMIT = 1000
 _KEY_RE = re.compile(r"[a-zA-Z0-9_.\-/]+")
 _NS_ROOT = "t/"
 _PROCESS_CURSOR_KEY = secrets.token_bytes(32)
+
+
+def state_prefix(tenant_id: str | None = None) -> str:
+    """The backend key prefix under which ``ctx.state`` stores one tenant's keys.
+
+    ``state_prefix("acme")`` is ``"t/acme/"`` (the tenant percent-encoded, so no ``/``
+    survives); ``state_prefix()`` is ``"t/"``, the prefix of every tenant's keys.
+    """
+    return _NS_ROOT if tenant_id is None else f"{_NS_ROOT}{quote(tenant_id, safe='')}/"
+
+
+async def clear_state(backend: StateBackend, tenant_id: str | None = None) -> int:
+    """Delete every ``ctx.state`` key of one tenant, or of every tenant (``None``), from ``backend``.
+
+    Pages through :meth:`StateBackend.scan` (500 keys a page) and deletes each page; not atomic
+    with concurrent writers. Returns the number of live keys deleted.
+
+    Raises:
+        StateUnavailableError: the backend cannot be reached.
+    """
+    prefix, removed, after = state_prefix(tenant_id), 0, None
+    while rows := await backend.scan(prefix, after, 500):
+        removed += await backend.delete_many([key for key, _ in rows])
+        after = rows[-1][0]
+    return removed
 
 
 def derive_cursor_key(secret: str | bytes | None) -> bytes:
@@ -190,7 +215,7 @@ class ContextState:
     def __init__(self, backend: StateBackend, tenant_id: str | None, *, cursor_key: bytes | None = None) -> None:
         self._backend = backend
         self._tenant = tenant_id or None
-        self._ns = f"{_NS_ROOT}{quote(tenant_id, safe='')}/" if tenant_id else None
+        self._ns = state_prefix(tenant_id) if tenant_id else None
         self._cursor_key = cursor_key if cursor_key is not None else _PROCESS_CURSOR_KEY
 
     @property

@@ -8,9 +8,11 @@ and ``2026-07-28`` (stateless per-request envelope). Checklist §8.
 from __future__ import annotations
 
 import re
+import sys
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -182,3 +184,15 @@ async def test_client_auto_mode_picks_modern(server_url: str) -> None:
             assert client.protocol_version == "2026-07-28"
             result = await client.call_tool("add", {"a": 1, "b": 41})
     assert result.structured_content == {"result": 42}
+
+
+async def test_readme_client_script_runs_as_a_file(server_url: str) -> None:
+    """examples/client.py (the README's client block) runs as written, as a separate process."""
+    script = Path(__file__).resolve().parents[1] / "examples" / "client.py"
+    with anyio.fail_after(60):
+        done = await anyio.run_process([sys.executable, str(script), server_url], check=False)
+    assert done.returncode == 0, done.stderr.decode()
+    assert done.stdout.decode().splitlines() == [
+        "2025-11-25 {'id': 1, 'text': 'hello', 'author': 'anonymous'}",
+        "2026-07-28 {'id': 2, 'text': 'hello', 'author': 'anonymous'}",
+    ]

@@ -1,0 +1,446 @@
+"""Test your own MCP tools in process: :class:`McpTestClient` over ``httpx.ASGITransport``.
+
+Like FastAPI's ``TestClient`` it calls the app directly (no server, no socket), so
+``app.dependency_overrides``, ``authenticate=`` and middleware apply; it speaks either era
+as a real client does (``docs/testing.md``)::
+
+    async with McpTestClient(app, era="modern", log_level="info") as client:
+        result = await client.call_tool("add_note", {"text": "hello"})
+    assert result.structured == {"id": 1, "text": "hello"}
+    assert [entry["data"]["message"] for entry in result.logs] == ["stored"]
+
+:func:`reset_state` empties ``ctx.state`` between tests. Needs the ``testing`` extra:
+``pip install "fastapi-mcp-ctx[testing]"`` (httpx, asgi-lifespan).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from contextlib import AsyncExitStack
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any, Final, Literal, Self, cast
+
+import anyio
+from mcp_types.methods import validate_server_result
+from mcp_types.version import LATEST_HANDSHAKE_VERSION, LATEST_MODERN_VERSION
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from . import __version__
+from ._envelope import META_CAPABILITIES, META_CLIENT_INFO, META_LOG_LEVEL, META_VERSION, NAME_MEMBER, encode_header_value
+from .backends import MemoryBackend
+from .errors import McpResponseError
+from .router import McpRouter
+from .state import clear_state
+
+try:
+    import httpx
+    from asgi_lifespan import LifespanManager
+except ImportError as exc:  # pragma: no cover - depends on the installed extras
+    raise ImportError(
+        'fastapi_mcp_ctx.testing needs httpx and asgi-lifespan: pip install "fastapi-mcp-ctx[testing]"'
+    ) from exc
+
+__all__ = ["Era", "McpResponse", "McpResponseError", "McpTestClient", "ToolResult", "reset_state"]
+
+Era = Literal["legacy", "modern"]
+"""A protocol era: ``"legacy"`` (2025 handshake) or ``"modern"`` (2026-07-28)."""
+BASE_URL: Final = "http://127.0.0.1"
+_ACCEPT: Final = "application/json, text/event-stream"
+
+
+class _Notified:
+    """``logs`` and ``progress``, read from ``notifications`` (whole JSON-RPC messages)."""
+
+    __slots__ = ()
+    notifications: list[dict[str, Any]]
+
+    @property
+    def logs(self) -> list[dict[str, Any]]:
+        """``params`` of each ``notifications/message``: ``{"level", "logger"?, "data"}``."""
+        return [dict(m.get("params") or {}) for m in self.notifications if m.get("method") == "notifications/message"]
+
+    @property
+    def progress(self) -> list[dict[str, Any]]:
+        """``params`` of each ``notifications/progress``: ``{"progressToken", "progress", "total"?, "message"?}``."""
+        return [dict(m.get("params") or {}) for m in self.notifications if m.get("method") == "notifications/progress"]
+
+
+@dataclass(frozen=True, slots=True)
+class McpResponse(_Notified):
+    """The answer to one request: ``result`` (as received), the ``notifications`` sent before it
+    on the request's stream (in order; see ``logs``, ``progress``), the HTTP status and headers
+    (lower-case names), and the ``method`` sent."""
+
+    method: str
+    result: dict[str, Any]
+    notifications: list[dict[str, Any]]
+    http_status: int
+    headers: dict[str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class ToolResult(McpResponse):
+    """The answer to ``tools/call``: a :class:`McpResponse` whose ``CallToolResult`` is read."""
+
+    @property
+    def is_error(self) -> bool:
+        """``isError``: the tool failed (invalid arguments, ``ToolError``, a crash)."""
+        return self.result.get("isError") is True
+
+    @property
+    def structured(self) -> Any:
+        """``structuredContent`` (``{"result": value}`` for scalar returns), or None."""
+        return self.result.get("structuredContent")
+
+    @property
+    def content(self) -> list[dict[str, Any]]:
+        """The content blocks (``{"type": "text", "text": ...}``, images...)."""
+        return list(self.result.get("content") or [])
+
+    @property
+    def text(self) -> str:
+        """Every text block's ``text``, joined by newlines (``""`` when there is none)."""
+        return "\n".join(str(b.get("text", "")) for b in self.content if b.get("type") == "text")
+
+
+def _param_header(value: Any) -> str | None:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return json.dumps(value)
+    return encode_header_value(value) if isinstance(value, str) else None
+
+
+def _messages(response: httpx.Response) -> list[dict[str, Any]]:
+    """Every JSON-RPC message of a response: the JSON body, or each SSE ``data`` event."""
+    if response.headers.get("content-type", "").startswith("text/event-stream"):
+        blocks = response.text.replace("\r\n", "\n").split("\n\n")
+        datas = ["\n".join(ln[5:].removeprefix(" ") for ln in b.split("\n") if ln.startswith("data:")) for b in blocks]
+        return [json.loads(data) for data in datas if data.strip()]
+    try:
+        body = response.json() if response.content else None
+    except ValueError:
+        return []
+    return [cast(dict[str, Any], body)] if isinstance(body, dict) else []
+
+
+def _error(method: str, response: httpx.Response, final: dict[str, Any] | None) -> McpResponseError:
+    raw = final.get("error") if final is not None else None
+    error = cast(dict[str, Any], raw) if isinstance(raw, dict) else {}
+    code = error.get("code")
+    text = response.text[:500] or f"HTTP {response.status_code} without a JSON-RPC answer"
+    return McpResponseError(
+        code=code if isinstance(code, int) else None,
+        message=str(error["message"]) if "message" in error else text,
+        data=error.get("data"),
+        http_status=response.status_code,
+        headers=dict(response.headers),
+        method=method,
+    )
+
+
+class McpTestClient(_Notified):
+    """An in-process MCP client for ``app``: ``async with McpTestClient(app) as client``.
+
+    ``era="legacy"``: ``initialize`` + ``notifications/initialized`` on entry, ``Mcp-Session-Id``
+    and ``MCP-Protocol-Version`` on each request, ``DELETE`` of the session on exit.
+    ``era="modern"``: the ``params._meta`` envelope and the ``MCP-Protocol-Version`` /
+    ``Mcp-Method`` / ``Mcp-Name`` headers on each request, and ``Mcp-Param-*`` for the
+    ``x-mcp-header`` arguments of tools seen by :meth:`list_tools` (as the official client does).
+    Answers are read as JSON or SSE; results are checked against the official wire models.
+
+    Args:
+        app: the ASGI app (your ``FastAPI`` app including an ``McpRouter``).
+        era: ``"legacy"`` (2025 handshake, sessions) or ``"modern"`` (2026-07-28, stateless).
+        path: the MCP endpoint path, with any router prefix.
+        headers: HTTP headers of every request (``Authorization``, ``X-API-Key``...).
+        client_capabilities: ``ClientCapabilities`` (legacy: in ``initialize``; modern: in ``_meta``).
+        client_info: the ``Implementation`` sent (default ``fastapi-mcp-ctx-testing``).
+        log_level: lowest ``notifications/message`` level wanted. Legacy: ``logging/setLevel``
+            after the handshake (None: every level is sent); modern: ``_meta`` ``logLevel``
+            (None: no log messages).
+        protocol_version: default ``2025-11-25`` (legacy) / ``2026-07-28`` (modern).
+        lifespan: run the app's lifespan around the block (its state reaches ``request.state``).
+        base_url: scheme and host (loopback: DNS-rebinding protection checks as for a local server).
+        timeout: seconds one request may take before :class:`TimeoutError`.
+        validate: check each result against the official wire model (``pydantic.ValidationError``).
+
+    Attributes:
+        session_id: the 2025 ``Mcp-Session-Id`` (None in the modern era or stateless mode).
+        initialize_result: the ``InitializeResult`` (legacy; None in the modern era).
+        notifications: every notification received so far (``logs``, ``progress`` read them).
+        router: the ``McpRouter`` that served the last request (None before one did).
+    """
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        era: Era = "legacy",
+        path: str = "/mcp",
+        headers: Mapping[str, str] | None = None,
+        client_capabilities: Mapping[str, Any] | None = None,
+        client_info: Mapping[str, Any] | None = None,
+        log_level: str | None = None,
+        protocol_version: str | None = None,
+        lifespan: bool = False,
+        base_url: str = BASE_URL,
+        timeout: float = 10.0,
+        validate: bool = True,
+    ) -> None:
+        if era not in ("legacy", "modern"):
+            raise ValueError(f"era must be 'legacy' or 'modern', not {era!r}")
+        self.app, self.era, self.path, self.lifespan = app, era, path, lifespan
+        self.headers = dict(headers or {})
+        self.client_capabilities = dict(client_capabilities or {})
+        self.client_info = dict(client_info or {"name": "fastapi-mcp-ctx-testing", "version": __version__})
+        self.log_level = log_level
+        self.protocol_version = protocol_version or (LATEST_HANDSHAKE_VERSION if era == "legacy" else LATEST_MODERN_VERSION)
+        self.base_url, self.timeout, self.validate = base_url, timeout, validate
+        self.session_id: str | None = None
+        self.initialize_result: dict[str, Any] | None = None
+        self.notifications: list[dict[str, Any]] = []
+        self.router: McpRouter | None = None
+        self._http: httpx.AsyncClient | None = None
+        self._stack = AsyncExitStack()
+        self._next_id = 0
+        self._header_params: dict[str, dict[str, str]] = {}
+
+    # -- lifecycle ----------------------------------------------------------------------
+    async def __aenter__(self) -> Self:
+        async with AsyncExitStack() as stack:
+            target: ASGIApp = self.app
+            if self.lifespan:
+                target = (await stack.enter_async_context(LifespanManager(cast(Any, self.app)))).app
+
+            async def observed(scope: Scope, receive: Receive, send: Send) -> None:
+                try:
+                    await target(scope, receive, send)
+                finally:  # Starlette's routing leaves the matched endpoint in the scope
+                    owner = getattr(scope.get("endpoint"), "__self__", None)
+                    if isinstance(owner, McpRouter):
+                        self.router = owner
+
+            transport = httpx.ASGITransport(app=observed)
+            self._http = await stack.enter_async_context(httpx.AsyncClient(transport=transport, base_url=self.base_url, headers=self.headers))
+            if self.era == "legacy":
+                await self._handshake()
+            self._stack = stack.pop_all()
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        try:
+            if self.session_id is not None and self._http is not None:
+                with anyio.move_on_after(self.timeout):
+                    await self._http.delete(self.path, headers=self._legacy_headers())
+                self.session_id = None
+        finally:
+            self._http = None
+            await self._stack.__aexit__(exc_type, exc, tb)
+
+    @property
+    def http(self) -> httpx.AsyncClient:
+        """The underlying ``httpx.AsyncClient``, bound to the app and sending ``headers`` (for raw requests)."""
+        if self._http is None:
+            raise RuntimeError("McpTestClient is not open: use it as `async with McpTestClient(app) as client:`")
+        return self._http
+
+    async def _handshake(self) -> None:
+        params = {"protocolVersion": self.protocol_version, "capabilities": self.client_capabilities}
+        answer = await self.request("initialize", {**params, "clientInfo": self.client_info})
+        self.initialize_result = answer.result
+        self.protocol_version = str(answer.result.get("protocolVersion", self.protocol_version))
+        self.session_id = answer.headers.get("mcp-session-id")
+        await self.notify("notifications/initialized")
+        if self.log_level is not None:
+            await self.request("logging/setLevel", {"level": self.log_level})
+
+    # -- requests -----------------------------------------------------------------------
+    async def list_tools(self) -> list[dict[str, Any]]:
+        """Every ``Tool`` of ``tools/list`` (all pages); remembers their ``x-mcp-header`` arguments.
+
+        Raises:
+            McpResponseError: the server answered an error.
+        """
+        tools: list[dict[str, Any]] = []
+        cursor: str | None = None
+        while True:
+            page = (await self.request("tools/list", {"cursor": cursor} if cursor else None)).result
+            tools.extend(page.get("tools", []))
+            cursor = page.get("nextCursor")
+            if not cursor:
+                break
+        for tool in tools:
+            properties = cast(dict[str, Any], cast(dict[str, Any], tool.get("inputSchema") or {}).get("properties") or {})
+            self._header_params[tool["name"]] = {
+                prop: spec["x-mcp-header"]
+                for prop, spec in properties.items()
+                if isinstance(spec, dict) and isinstance(cast(dict[str, Any], spec).get("x-mcp-header"), str)
+            }
+        return tools
+
+    async def call_tool(
+        self,
+        name: str,
+        arguments: Mapping[str, Any] | None = None,
+        *,
+        progress_token: str | int | None = None,
+        meta: Mapping[str, Any] | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> ToolResult:
+        """Call tool ``name``. A tool failure is a result (``is_error``), not an exception.
+
+        Args:
+            arguments: the tool's arguments (a JSON object).
+            progress_token: sent as ``_meta.progressToken``, so ``ctx.report_progress`` reaches
+                :attr:`ToolResult.progress`.
+            meta: extra ``params._meta`` keys (``traceparent``...).
+            headers: extra HTTP headers of this call (over the client's).
+
+        Raises:
+            McpResponseError: a protocol error (unknown tool ``-32602``, 401, 403...).
+        """
+        params: dict[str, Any] = {"name": name, "arguments": dict(arguments or {})}
+        extra = {**(meta or {}), **({"progressToken": progress_token} if progress_token is not None else {})}
+        sent = dict(headers or {})
+        if self.era == "modern":
+            for prop, token in self._header_params.get(name, {}).items():
+                value = _param_header(params["arguments"].get(prop))
+                if value is not None:
+                    sent.setdefault(f"Mcp-Param-{token}", value)
+        answer = await self.request("tools/call", params, meta=extra, headers=sent)
+        return ToolResult(answer.method, answer.result, answer.notifications, answer.http_status, answer.headers)
+
+    async def request(
+        self,
+        method: str,
+        params: Mapping[str, Any] | None = None,
+        *,
+        meta: Mapping[str, Any] | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> McpResponse:
+        """Send a JSON-RPC request (``"tools/list"``, ``"server/discover"``, ``"ping"``...) in the
+        client's era and return its result; ``meta`` adds ``params._meta`` keys, ``headers``
+        HTTP headers.
+
+        Raises:
+            McpResponseError: a JSON-RPC error, or an HTTP error without one.
+            TimeoutError: no answer within ``timeout`` seconds.
+            pydantic.ValidationError: the result breaks the official wire model (``validate``).
+        """
+        self._next_id += 1
+        request_id = self._next_id  # concurrent requests each match their own answer
+        response, messages = await self._send(method, params, meta, headers, request_id)
+        answers = [m for m in messages if "method" not in m]
+        final = next((m for m in answers if m.get("id") == request_id), answers[-1] if answers else None)
+        notes = [m for m in messages if "method" in m and "id" not in m]
+        self.notifications.extend(notes)
+        if final is None or "error" in final or response.status_code >= 400:
+            raise _error(method, response, final)
+        result = cast(dict[str, Any], final.get("result") or {})
+        if self.validate:
+            try:
+                validate_server_result(method, self.protocol_version, result)
+            except KeyError:  # a method the official tables do not know: nothing to check
+                pass
+        return McpResponse(method, result, notes, response.status_code, dict(response.headers))
+
+    async def notify(
+        self, method: str, params: Mapping[str, Any] | None = None, *, headers: Mapping[str, str] | None = None
+    ) -> None:
+        """Send a JSON-RPC notification (``notifications/cancelled``...).
+
+        Raises:
+            McpResponseError: the server answered anything but 202 Accepted.
+        """
+        response, messages = await self._send(method, params, None, headers, None)
+        if response.status_code != 202:
+            raise _error(method, response, next(iter(messages), None))
+
+    async def reset_state(self, tenant_id: str | None = None, *, allow_persistent: bool = False) -> int:
+        """:func:`reset_state` on :attr:`router`, the ``McpRouter`` that served this client.
+
+        Raises:
+            RuntimeError: no request reached an ``McpRouter`` yet.
+        """
+        if self.router is None:
+            raise RuntimeError("No McpRouter has served this client yet: send a request first, or call reset_state(mcp_router)")
+        return await reset_state(self.router, tenant_id=tenant_id, allow_persistent=allow_persistent)
+
+    # -- wire ---------------------------------------------------------------------------
+    def _legacy_headers(self) -> dict[str, str]:
+        session = {"Mcp-Session-Id": self.session_id} if self.session_id is not None else {}
+        return {"MCP-Protocol-Version": self.protocol_version, **session}
+
+    async def _send(
+        self,
+        method: str,
+        params: Mapping[str, Any] | None,
+        meta: Mapping[str, Any] | None,
+        headers: Mapping[str, str] | None,
+        request_id: int | None,
+    ) -> tuple[httpx.Response, list[dict[str, Any]]]:
+        body = dict(params) if params is not None else None
+        sent = {"Content-Type": "application/json", "Accept": _ACCEPT}
+        if self.era == "modern":
+            body = body or {}
+            envelope: dict[str, Any] = {
+                META_VERSION: self.protocol_version,
+                META_CAPABILITIES: self.client_capabilities,
+                META_CLIENT_INFO: self.client_info,
+            }
+            if self.log_level is not None:
+                envelope[META_LOG_LEVEL] = self.log_level
+            body["_meta"] = {**envelope, **(body.get("_meta") or {}), **(meta or {})}
+            sent.update({"MCP-Protocol-Version": self.protocol_version, "Mcp-Method": method})
+            member = NAME_MEMBER.get(method)
+            if member is not None and isinstance(body.get(member), str):
+                sent["Mcp-Name"] = encode_header_value(body[member])
+        else:
+            if meta:
+                body = body or {}
+                body["_meta"] = {**(body.get("_meta") or {}), **meta}
+            if method != "initialize":
+                sent.update(self._legacy_headers())
+        sent.update(headers or {})
+        message: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
+        if request_id is not None:
+            message["id"] = request_id
+        if body is not None:
+            message["params"] = body
+        try:
+            with anyio.fail_after(self.timeout):
+                response = await self.http.post(self.path, content=json.dumps(message).encode(), headers=sent)
+        except TimeoutError as exc:
+            raise TimeoutError(f"{method}: no answer from the app within {self.timeout} s") from exc
+        return response, _messages(response)
+
+
+async def reset_state(router: McpRouter, *, tenant_id: str | None = None, allow_persistent: bool = False) -> int:
+    """Delete ``router``'s ``ctx.state`` keys, of every tenant or of ``tenant_id``; for tests.
+
+    Always works on the in-memory backend (``memory://``, the default). A persistent backend
+    (Redis, SQL, your own) is refused unless ``allow_persistent=True``, so that a
+    ``MCP_STORAGE_URL`` leaking into a test run cannot wipe a real store. With it, every
+    ``ctx.state`` key the backend holds goes: on Redis those of the backend's namespace; on
+    SQL those of the ``mcp_state`` table, which every router on that database shares.
+
+    Returns:
+        The number of live keys deleted.
+
+    Raises:
+        RuntimeError: a persistent backend without ``allow_persistent=True``.
+        StateUnavailableError: the backend cannot be reached.
+    """
+    backend = router.state_backend
+    if not isinstance(backend, MemoryBackend) and not allow_persistent:
+        raise RuntimeError(
+            f"reset_state empties test backends only, and this router's ctx.state is on {type(backend).__name__}: "
+            "use McpSettings(storage_url='memory://') in tests, or pass allow_persistent=True if that store "
+            "holds test data only (it deletes every ctx.state key there)"
+        )
+    return await clear_state(backend, tenant_id)
