@@ -36,6 +36,8 @@ Tree::
     ├── PermissionDeniedError        -32003  403  credentials lack a scope (a dependency raised HTTPException 403)
     └── ToolError                    (no code) an anticipated failure shown to the model as an ``isError`` result
 
+    AppLoadError                     (not a wire error) ``module:attr`` names no servable app or McpRouter (stdio)
+
 A handler raises :class:`ToolError` (or a subclass) for failures the model should read and
 recover from; any other exception is a crash: the model sees a generic message and the
 server log gets the traceback.
@@ -46,6 +48,7 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 __all__ = [
+    "AppLoadError",
     "AuthenticationError",
     "HeaderMismatchError",
     "HostNotAllowedError",
@@ -363,3 +366,10 @@ class ToolError(Exception):
         self.message = message
         self.recovery_hint = recovery_hint
         self.data = data
+
+
+class AppLoadError(Exception):
+    """The ``module:attr`` given to the stdio server names no app it can serve: the module or
+    attribute is missing, the object is neither a Starlette/FastAPI app nor an ``McpRouter``,
+    or the app has no McpRouter (or several and no ``--path`` chooses one). The message says
+    what to fix."""
