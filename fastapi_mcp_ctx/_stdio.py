@@ -77,7 +77,7 @@ def reserve_stdio() -> tuple[int, int]:
         os.close(null)
     os.dup2(2, 1)
     sys.stdout = sys.stderr
-    sys.stdin = open(os.devnull, encoding="utf-8")  # noqa: SIM115 - lives as long as the process
+    sys.stdin = open(os.devnull, encoding="utf-8")  # lives as long as the process
     return read_fd, write_fd
 
 
@@ -233,8 +233,8 @@ def run_stdio(app_spec: str, path: str | None = None) -> None:
         Exception: whatever the app's import or lifespan startup raises.
     """
     read_fd, write_fd = reserve_stdio()
-    _log_to_stderr()
     app, target = resolve_app(load_app(app_spec), app_spec, path)
+    _log_to_stderr()  # after the import: an app that configures logging keeps its setup
     watchdog = _Watchdog(EXIT_DEADLINE_SECONDS)
     try:
         anyio.run(serve_app, app, target, read_fd, write_fd, watchdog.start, backend="asyncio")

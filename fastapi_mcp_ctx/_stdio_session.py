@@ -9,7 +9,7 @@ later ``initialize`` on a 2026 connection is ``-32022`` naming the served versio
 enveloped request on a 2025 connection is ``-32600``. stdio has no headers, so the 2026
 header checks do not apply.
 
-Reading never waits for a handler: a daemon thread reads the input (so a blocked read never
+Reading never waits for a handler (asyncio): a daemon thread reads the input (a blocked read never
 keeps the process alive), every request runs as its own task through the router's
 :class:`~fastapi_mcp_ctx._dispatch.Dispatcher`, and one writer task serializes the output,
 so a call's notifications (progress, ``ctx.log``) precede its result and results go out as
@@ -342,6 +342,8 @@ class StdioSession:
                     await self._send(outcome.message)
                 return
             await self._run_call(message.id, outcome)
+        except Exception:  # the dispatcher answers every failure; this guards the session itself
+            logger.exception("stdio: serving request %r failed", message.id)
         finally:
             del self._in_flight[message.id]
 

@@ -119,12 +119,14 @@ class StdioProcess:
 
 
 @asynccontextmanager
-async def spawn(tmp_path: Path, *args: str, app: str = APP, env: Mapping[str, str] | None = None) -> AsyncIterator[StdioProcess]:
-    """Start the server on ``app`` (cwd: tests/); killed on exit if still running."""
+async def spawn(
+    tmp_path: Path, *args: str, app: str = APP, env: Mapping[str, str] | None = None, cwd: Path = TESTS_DIR
+) -> AsyncIterator[StdioProcess]:
+    """Start the server on ``app`` (in ``cwd``, default tests/); killed on exit if still running."""
     stderr_path = tmp_path / f"stderr-{time.monotonic_ns()}.txt"
     with stderr_path.open("wb") as stderr:
         process = await anyio.open_process(
-            [*STDIO_COMMAND, app, *args], cwd=TESTS_DIR, env=dict(env if env is not None else server_env()), stderr=stderr
+            [*STDIO_COMMAND, app, *args], cwd=cwd, env=dict(env if env is not None else server_env()), stderr=stderr
         )
     async with process:
         try:

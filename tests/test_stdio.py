@@ -11,6 +11,7 @@ EOF or SIGTERM within 2 seconds, teardown included (B60). Spec 2025-11-25
 from __future__ import annotations
 
 import json
+import re
 import signal
 import subprocess
 import sys
@@ -332,3 +333,20 @@ async def test_an_app_spec_that_names_nothing_servable_exits_2(tmp_path: Path) -
             assert await server.wait(timeout=10) == 2
             assert await server.rest_of_stdout() == []
         assert expected in server.stderr()
+
+
+async def test_the_examples_of_docs_stdio_md(tmp_path: Path) -> None:
+    text = (TESTS_DIR.parent / "docs" / "stdio.md").read_text(encoding="utf-8")
+    config = json.loads(re.findall(r"```json\n(.*?)```", text, re.DOTALL)[0])
+    server = config["mcpServers"]["notes"]
+    assert server["command"].endswith("/fastapi-mcp-ctx") and server["args"] == ["stdio", "notes.main:app"]
+    shell = next(block for block in re.findall(r"```bash\n(.*?)```", text, re.DOTALL) if "printf" in block)
+    lines = re.findall(r"'(\{.*?\})'", shell)
+    assert shell.rstrip().endswith("| fastapi-mcp-ctx stdio examples.quickstart:app") and len(lines) == 3
+    async with spawn(tmp_path, app="examples.quickstart:app", cwd=TESTS_DIR.parent) as quickstart:
+        for line in lines:
+            await quickstart.send(line.encode() + b"\n")
+        await quickstart.close_stdin()
+        replies = await quickstart.rest_of_stdout()
+        assert [r["id"] for r in replies] == [1, 2] and replies[1]["result"]["structuredContent"] == {"result": 5}
+        assert await quickstart.wait() == 0
