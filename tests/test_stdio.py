@@ -103,7 +103,7 @@ async def test_official_client_lists_and_calls_tools(mode: str, tmp_path: Path) 
 # -- raw wire: stdout purity, bad lines ---------------------------------------------------
 async def test_stdout_carries_only_json_rpc(tmp_path: Path) -> None:
     async with spawn(tmp_path) as server:
-        await server.initialize()
+        assert (await server.initialize("1999-01-01"))["protocolVersion"] == "2025-11-25"  # counter-offers the latest
         reply = await server.request("tools/call", {"name": "shout", "arguments": {"text": "x"}}, 1)
         assert reply["result"]["content"][0]["text"] == "X"
         reply = await server.request("tools/call", {"name": "read_stdin", "arguments": {}}, 2)
