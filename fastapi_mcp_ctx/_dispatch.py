@@ -2,7 +2,8 @@
 
 ``Dispatcher.dispatch`` takes a validated JSON-RPC request plus its envelope and returns
 the HTTP response: a JSON body for plain methods, a :class:`CallResponse` (JSON or SSE)
-for ``tools/call``. Methods outside an era's table answer ``-32601`` (HTTP 404 in the
+for ``tools/call``. ``Dispatcher.serve`` is the transport-neutral core (stdio uses it): a
+:class:`Reply`, or a :class:`PreparedCall` the transport runs. Methods outside an era's table answer ``-32601`` (HTTP 404 in the
 2026-07-28 era, where removed methods such as ``initialize`` and ``ping`` land too).
 """
 
@@ -32,9 +33,9 @@ from ._jsonrpc import JsonRpcRequest, RequestId, dumps, error_message, result_me
 from ._registry import ToolDef, ToolRegistry
 from ._resolve import run_tool
 from ._sessions import LiveSessions, SessionRecord, SessionStore
-from ._streams import SSE_HEADERS, CallResponse, Outbound, Reply, sse_frame
+from ._streams import SSE_HEADERS, CallResponse, Outbound, Reply, Runner, sse_frame
 from .auth import Principal
-from .context import CallState, Context
+from .context import CallState, CancelSignal, Context
 from .errors import (
     AuthenticationError,
     HeaderMismatchError,
@@ -52,7 +53,7 @@ from .errors import (
 from .settings import McpSettings
 from .state import ContextState
 
-__all__ = ["Dispatcher", "json_reply"]
+__all__ = ["Dispatcher", "PreparedCall", "json_reply"]
 
 logger = logging.getLogger("fastapi_mcp_ctx")
 
@@ -124,6 +125,21 @@ def _decode_cursor(cursor: Any, total: int) -> int:
     return offset
 
 
+@dataclass(frozen=True, slots=True)
+class PreparedCall:
+    """A ``tools/call`` ready to run on any transport.
+
+    ``runner(outbound)`` runs the tool and returns its final :class:`Reply` (``outbound``
+    carries the call's notifications); ``signal`` cancels it; ``background`` runs after the
+    result is sent; ``cancelled_message()`` is what HTTP sends after a client cancel (2025: -32800).
+    """
+
+    runner: Runner
+    signal: CancelSignal
+    background: BackgroundTasks
+    cancelled_message: Callable[[], Reply | None]
+
+
 @dataclass(slots=True)
 class Dispatcher:
     """Serves JSON-RPC requests of both eras for one :class:`McpRouter`."""
@@ -182,21 +198,54 @@ class Dispatcher:
         headers: Mapping[str, str],
         sse_allowed: bool,
     ) -> Response:
-        """Serve one request; every exception becomes a JSON-RPC error here."""
+        """Serve one request over HTTP: JSON, or a :class:`CallResponse` for ``tools/call``."""
         json_ok: bool = request.scope.get(JSON_OK_SCOPE_KEY, True)
+        outcome = await self.serve(message, envelope, request, session)
+        if isinstance(outcome, Reply):
+            return json_reply(outcome, headers, json_ok=json_ok)
+        return CallResponse(
+            outcome.runner,
+            outcome.signal,
+            headers=headers,
+            sse_allowed=sse_allowed,
+            json_allowed=json_ok,
+            background=outcome.background,
+            cancelled_message=outcome.cancelled_message,
+        )
+
+    async def serve(
+        self,
+        message: JsonRpcRequest,
+        envelope: RequestEnvelope,
+        request: Request,
+        session: SessionRecord | None,
+        *,
+        http_headers: bool = True,
+        signal: CancelSignal | None = None,
+    ) -> Reply | PreparedCall:
+        """Serve one request on any transport; every exception becomes a JSON-RPC error here.
+
+        Args:
+            http_headers: False on a transport without headers (stdio): the 2026-07-28
+                ``Mcp-Param-*`` checks do not apply.
+            signal: the call's cancellation signal, when the transport makes it (default: a new one).
+        Returns:
+            The final :class:`Reply`, or a :class:`PreparedCall` for ``tools/call``.
+        """
         try:
             table = MODERN_METHODS if envelope.era == "modern" else LEGACY_METHODS
             if message.method not in table:
                 raise MethodNotFoundError(data=_echo(message.method))
             if message.method == "tools/call":
-                return await self._tools_call(message, envelope, request, session, headers, sse_allowed, json_ok)
-            result = await self._simple(message, envelope, session)
-            return json_reply(Reply(result_message(message.id, result)), headers, json_ok=json_ok)
+                return await self._tools_call(
+                    message, envelope, request, session, http_headers, signal if signal is not None else CancelSignal()
+                )
+            return Reply(result_message(message.id, await self._simple(message, envelope, session)))
         except McpError as exc:
-            return json_reply(error_reply(message.id, exc, envelope.era), headers, json_ok=json_ok)
+            return error_reply(message.id, exc, envelope.era)
         except Exception:
             logger.exception("internal error serving %s (request id %r)", message.method, message.id)
-            return json_reply(error_reply(message.id, InternalError(), envelope.era), headers, json_ok=json_ok)
+            return error_reply(message.id, InternalError(), envelope.era)
 
     async def _simple(self, message: JsonRpcRequest, envelope: RequestEnvelope, session: SessionRecord | None) -> dict[str, Any]:
         method, params = message.method, message.params
@@ -256,10 +305,9 @@ class Dispatcher:
         envelope: RequestEnvelope,
         request: Request,
         session: SessionRecord | None,
-        headers: Mapping[str, str],
-        sse_allowed: bool,
-        json_ok: bool,
-    ) -> Response:
+        http_headers: bool,
+        signal: CancelSignal,
+    ) -> PreparedCall:
         params = message.params
         name = params.get("name")
         if not isinstance(name, str):
@@ -272,7 +320,7 @@ class Dispatcher:
         tool = self.registry.get(name)
         if tool is None:
             raise UnknownToolError(f"Unknown tool: {_echo(name)}", data={"name": _echo(name)})
-        if envelope.era == "modern" and tool.header_params:
+        if envelope.era == "modern" and tool.header_params and http_headers:
             self._check_header_params(tool, arguments, request)  # pyright: ignore[reportUnknownArgumentType]
         background = BackgroundTasks()
         # One HTTP request carries one call; a tool with dependencies gets a private scope
@@ -296,6 +344,7 @@ class Dispatcher:
             operation=f"tools/call:{name}",
             client_log_level=(lambda: session.log_level) if session is not None else (lambda: None),
             state_factory=self.state_factory,
+            signal=signal,
         )
         context = Context(state)
         if live is not None:
@@ -330,12 +379,4 @@ class Dispatcher:
                 return None
             return Reply({"jsonrpc": "2.0", "id": request_id, "error": {"code": -32800, "message": "Request cancelled"}})
 
-        return CallResponse(
-            runner,
-            state.signal,
-            headers=headers,
-            sse_allowed=sse_allowed,
-            json_allowed=json_ok,
-            background=background,
-            cancelled_message=cancelled,
-        )
+        return PreparedCall(runner, signal, background, cancelled)

@@ -207,8 +207,12 @@ def read_legacy_envelope(headers: HeaderMap, params: dict[str, Any], protocol_ve
     )
 
 
-def read_modern_envelope(headers: HeaderMap, method: str, params: dict[str, Any]) -> RequestEnvelope:
+def read_modern_envelope(
+    headers: HeaderMap, method: str, params: dict[str, Any], *, http_headers: bool = True
+) -> RequestEnvelope:
     """Validate and read a 2026-07-28 request (checklist §4.5 steps 8-11, in that order).
+
+    ``http_headers=False`` (stdio, which has no headers) skips the header rung.
 
     Raises:
         HeaderMismatchError: a standard header repeated, missing, or different from the body
@@ -217,9 +221,10 @@ def read_modern_envelope(headers: HeaderMap, method: str, params: dict[str, Any]
             or carrying an invalid ``logLevel`` / non-string version (``-32602``).
         UnsupportedVersionError: the declared version is not served (``-32022``).
     """
-    for name in ("mcp-protocol-version", "mcp-method", "mcp-name"):
-        if name in headers.repeated:
-            raise HeaderMismatchError(f"{name} header appears more than once")
+    if http_headers:
+        for name in ("mcp-protocol-version", "mcp-method", "mcp-name"):
+            if name in headers.repeated:
+                raise HeaderMismatchError(f"{name} header appears more than once")
     raw_meta = _meta_of(params)
     if not isinstance(raw_meta, dict):
         raise InvalidParamsError(
@@ -234,24 +239,25 @@ def read_modern_envelope(headers: HeaderMap, method: str, params: dict[str, Any]
     if not isinstance(capabilities, dict):
         raise InvalidParamsError(f"params._meta['{META_CAPABILITIES}'] must be an object")
     version: Any = meta[META_VERSION]
-    header_version = headers.get("mcp-protocol-version")
-    if header_version is None:
-        raise HeaderMismatchError("Missing MCP-Protocol-Version header")
-    if header_version.strip(" \t") != version:
-        raise HeaderMismatchError("mcp-protocol-version header does not match the request envelope's protocol version")
-    header_method = headers.get("mcp-method")
-    if header_method is None:
-        raise HeaderMismatchError("Missing Mcp-Method header")
-    if header_method.strip(" \t") != method:
-        raise HeaderMismatchError("mcp-method header does not match the request body's method")
-    member = NAME_MEMBER.get(method)
-    if member is not None:
-        header_name = headers.get("mcp-name")
-        body_name = params.get(member)
-        if header_name is None:
-            raise HeaderMismatchError(f"Missing Mcp-Name header (it mirrors params.{member})")
-        if decode_header_value(header_name) != body_name:
-            raise HeaderMismatchError(f"mcp-name header does not match the request body's '{member}' parameter")
+    if http_headers:
+        header_version = headers.get("mcp-protocol-version")
+        if header_version is None:
+            raise HeaderMismatchError("Missing MCP-Protocol-Version header")
+        if header_version.strip(" \t") != version:
+            raise HeaderMismatchError("mcp-protocol-version header does not match the request envelope's protocol version")
+        header_method = headers.get("mcp-method")
+        if header_method is None:
+            raise HeaderMismatchError("Missing Mcp-Method header")
+        if header_method.strip(" \t") != method:
+            raise HeaderMismatchError("mcp-method header does not match the request body's method")
+        member = NAME_MEMBER.get(method)
+        if member is not None:
+            header_name = headers.get("mcp-name")
+            body_name = params.get(member)
+            if header_name is None:
+                raise HeaderMismatchError(f"Missing Mcp-Name header (it mirrors params.{member})")
+            if decode_header_value(header_name) != body_name:
+                raise HeaderMismatchError(f"mcp-name header does not match the request body's '{member}' parameter")
     if not isinstance(version, str):
         raise InvalidParamsError(f"params._meta['{META_VERSION}'] must be a string")
     if version not in MODERN_PROTOCOL_VERSIONS:

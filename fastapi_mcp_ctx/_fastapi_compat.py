@@ -11,7 +11,7 @@ and torn down when :func:`solve` exits, that is after the tool's result is produ
 from __future__ import annotations
 
 import inspect
-from collections.abc import AsyncGenerator, Callable, Coroutine, Sequence
+from collections.abc import AsyncGenerator, Callable, Coroutine, Iterator, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from typing import Annotated, Any, get_args, get_origin
@@ -29,9 +29,10 @@ from fastapi.routing import APIRoute
 from fastapi.security import SecurityScopes
 from starlette.requests import HTTPConnection, Request
 from starlette.responses import Response
+from starlette.routing import BaseRoute
 from starlette.websockets import WebSocket
 
-__all__ = ["LeanRoute", "SolvedCall", "build_dependant", "is_dependency_parameter", "solve"]
+__all__ = ["LeanRoute", "SolvedCall", "build_dependant", "flat_routes", "is_dependency_parameter", "solve"]
 
 LEAN_SCOPE_KEY = "fastapi_mcp_ctx.lean"
 _SPECIAL_TYPES: tuple[type, ...] = (Request, HTTPConnection, WebSocket, BackgroundTasks, SecurityScopes, Response)
@@ -173,3 +174,19 @@ class LeanRoute(APIRoute):
             return False
         dependencies: Any = getattr(context, "dependencies", None)
         return dependencies is None or bool(dependencies)  # an unknown shape takes the safe path
+
+
+def flat_routes(routes: Sequence[BaseRoute]) -> Iterator[tuple[str | None, BaseRoute]]:
+    """``(full path, route)`` of every route, included routers flattened.
+
+    FastAPI >= 0.160 includes routers lazily (``app.routes`` holds one entry per
+    ``include_router``, expanded by ``fastapi.routing.iter_route_contexts``); older versions
+    copy every route into ``app.routes`` with its prefixed path.
+    """
+    iterate: Any = getattr(fastapi_routing, "iter_route_contexts", None)
+    if iterate is None:
+        for route in routes:
+            yield getattr(route, "path", None), route
+        return
+    for context in iterate(routes):
+        yield context.path, context.original_route

@@ -50,6 +50,20 @@ class SessionRecord:
     created_at: float = field(default_factory=time.time)
     last_seen: float = field(default_factory=time.time)
 
+    @classmethod
+    def from_initialize(cls, params: dict[str, Any], protocol_version: str, owner: str | None = None) -> SessionRecord:
+        """A new session (fresh id) for ``initialize`` params: ``capabilities`` and ``clientInfo``
+        kept when they are objects."""
+        capabilities = params.get("capabilities")
+        client_info = params.get("clientInfo")
+        return cls(
+            id=new_session_id(),
+            owner=owner,
+            protocol_version=protocol_version,
+            client_capabilities=capabilities if isinstance(capabilities, dict) else {},  # pyright: ignore[reportUnknownArgumentType]
+            client_info=client_info if isinstance(client_info, dict) else None,  # pyright: ignore[reportUnknownArgumentType]
+        )
+
 
 class SessionStore(Protocol):
     """Where session records live. Implementations must be safe under concurrency."""

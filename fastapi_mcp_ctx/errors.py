@@ -38,6 +38,7 @@ Tree::
 
     McpResponseError                 client side: ``fastapi_mcp_ctx.testing`` received an error answer
                                      (the JSON-RPC code, message, data and the HTTP status as sent)
+    AppLoadError                     (not a wire error) ``module:attr`` names no servable app or McpRouter (stdio)
 
 A handler raises :class:`ToolError` (or a subclass) for failures the model should read and
 recover from; any other exception is a crash: the model sees a generic message and the
@@ -49,6 +50,7 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 __all__ = [
+    "AppLoadError",
     "AuthenticationError",
     "HeaderMismatchError",
     "HostNotAllowedError",
@@ -406,3 +408,10 @@ class McpResponseError(Exception):
 
     def __repr__(self) -> str:
         return f"McpResponseError(code={self.code}, http_status={self.http_status}, message={self.message!r})"
+
+
+class AppLoadError(Exception):
+    """The ``module:attr`` given to the stdio server names no app it can serve: the module or
+    attribute is missing, the object is neither a Starlette/FastAPI app nor an ``McpRouter``,
+    or the app has no McpRouter (or several and no ``--path`` chooses one). The message says
+    what to fix."""

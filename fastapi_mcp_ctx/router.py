@@ -55,7 +55,6 @@ from ._sessions import (
     MemorySessionStore,
     SessionRecord,
     SessionStore,
-    new_session_id,
 )
 from ._streams import Reply, StandaloneStream
 from .auth import Principal
@@ -367,16 +366,9 @@ class McpRouter(APIRouter):
         result, version = self.dispatcher.initialize_result(message.params)
         headers: dict[str, str] = {}
         if self.settings.session_mode == "stateful":
-            capabilities = message.params.get("capabilities")
-            client_info = message.params.get("clientInfo")
             principal: Principal | None = request_scope.get(PRINCIPAL_SCOPE_KEY)
-            record = SessionRecord(
-                id=new_session_id(),
-                owner=principal.owner_key if principal is not None else None,
-                protocol_version=version,
-                client_capabilities=capabilities if isinstance(capabilities, dict) else {},  # pyright: ignore[reportUnknownArgumentType]
-                client_info=client_info if isinstance(client_info, dict) else None,  # pyright: ignore[reportUnknownArgumentType]
-            )
+            owner = principal.owner_key if principal is not None else None
+            record = SessionRecord.from_initialize(message.params, version, owner)
             try:
                 await self.sessions.create(record)
             except OverflowError:
