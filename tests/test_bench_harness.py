@@ -113,7 +113,7 @@ def test_ratios_are_paired_per_repetition() -> None:
     assert lines[0] == "| workload | conc | fastapi-mcp-ctx | sdk | ceiling |"
     assert lines[2] == "| a | 32 | 400 (0.50×) · 0.40 | 100 (0.10×) · 0.10 (!3 bad, 0 socket errors) | 800 (1.00×) · 0.80 |"
     detail = report.detail_table(report.summarize(runs, "fastapi"), titles)
-    assert "| a | 32 | fastapi-mcp-ctx | 400 | 250-500 | 0.50 | 0.04 | 0.40 | 100 |" in detail.splitlines()
+    assert "| a | 32 | fastapi-mcp-ctx | 400 | 250-500 | 0.50 | 0.04 | 0.40 | 100 | 1.00 |" in detail.splitlines()
 
 
 def test_processes_per_variant() -> None:

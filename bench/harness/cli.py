@@ -149,7 +149,9 @@ def measure(args: argparse.Namespace, procs: list[ServerProcess], specs: list[st
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.report:
-        print(tables(json.loads(args.report.read_text())))
+        res = json.loads(args.report.read_text())
+        res["summary"] = report.summarize(res["runs"], res["meta"]["ceiling"])
+        print(tables(res))
         return 0
     wl_ids = list(WORKLOADS) if args.all else list(dict.fromkeys(args.workload or DEFAULT_WORKLOADS))
     specs = list(dict.fromkeys(args.server or list(SERVERS)))

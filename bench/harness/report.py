@@ -24,7 +24,8 @@ def summarize(runs: list[dict[str, Any]], ceiling: str | None) -> list[Row]:
 
     Row keys: ``server workload conc n rps rps_min rps_max p50_us p99_us cpu_us_per_req`` (medians
     over the repetitions), ``bad`` and ``socket_errors`` (totals), ``ratio`` (median of the paired
-    req/s ratios to ``ceiling``; None without a ceiling run to pair with).
+    req/s ratios to ``ceiling``; None without a ceiling run to pair with), ``cpu_ratio`` (the same
+    for the server's CPU time per request: the figure least moved by other load on the machine).
     """
     cells: dict[tuple[str, int, str], list[dict[str, Any]]] = {}
     for r in runs:
@@ -32,7 +33,8 @@ def summarize(runs: list[dict[str, Any]], ceiling: str | None) -> list[Row]:
     by_rep = {(r["workload"], r["conc"], r["server"], r["rep"]): r for r in runs}
     rows: list[Row] = []
     for (wl, conc, server), rs in cells.items():
-        paired = [r["rps"] / c["rps"] for r in rs if (c := by_rep.get((wl, conc, ceiling, r["rep"]))) and c["rps"]]
+        pairs = [(r, c) for r in rs if (c := by_rep.get((wl, conc, ceiling, r["rep"])))]
+        cpu = [r["cpu_us_per_req"] / c["cpu_us_per_req"] for r, c in pairs if r.get("cpu_us_per_req") and c.get("cpu_us_per_req")]
         rows.append(
             {
                 "server": server,
@@ -47,7 +49,8 @@ def summarize(runs: list[dict[str, Any]], ceiling: str | None) -> list[Row]:
                 "cpu_us_per_req": _median([r.get("cpu_us_per_req") for r in rs]),
                 "bad": sum(r["bad"] for r in rs),
                 "socket_errors": sum(r["socket_errors"] + r["timeouts"] for r in rs),
-                "ratio": _median(paired),
+                "ratio": _median([r["rps"] / c["rps"] for r, c in pairs if c["rps"]]),
+                "cpu_ratio": _median(cpu),
             }
         )
     return rows
@@ -65,13 +68,14 @@ def _flag(row: Row) -> str:
 
 def detail_table(rows: list[Row], titles: dict[str, str]) -> str:
     """One line per workload, concurrency and server: req/s (median, min-max), × ceiling, p50, p99, CPU."""
-    head = ["workload", "conc", "server", "req/s", "[min-max]", "× ceiling", "p50 ms", "p99 ms", "CPU µs/req"]
+    head = ["workload", "conc", "server", "req/s", "[min-max]", "× ceiling", "p50 ms", "p99 ms", "CPU µs/req", "CPU × ceiling"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
         ratio = "-" if r["ratio"] is None else f"{r['ratio']:.2f}"
         cpu = "-" if r["cpu_us_per_req"] is None else f"{r['cpu_us_per_req']:.0f}"
+        cpu_ratio = "-" if r.get("cpu_ratio") is None else f"{r['cpu_ratio']:.2f}"
         cells = [r["workload"], str(r["conc"]), titles.get(r["server"], r["server"]) + _flag(r), f"{r['rps']:,.0f}",
-                 f"{r['rps_min']:,.0f}-{r['rps_max']:,.0f}", ratio, _ms(r["p50_us"]), _ms(r["p99_us"]), cpu]  # fmt: skip
+                 f"{r['rps_min']:,.0f}-{r['rps_max']:,.0f}", ratio, _ms(r["p50_us"]), _ms(r["p99_us"]), cpu, cpu_ratio]  # fmt: skip
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
