@@ -19,6 +19,9 @@ conformance-server:
 services-stop:
 	scripts/services.sh stop
 
+# `make bench`: project vs official SDK vs FastMCP vs bare FastAPI, workloads a b c cm d, 3 x 3 s (a few
+# minutes); options through BENCH_ARGS, e.g. make bench BENCH_ARGS="--all --reps 5" (see bench/README.md).
+BENCH_ARGS ?=
 bench:
 	scripts/bootstrap.sh test
-	BENCH_PROJECT_PY=$(CURDIR)/.venv/bin/python ../shared/bench/run.sh project peer-sdk -- --reps 3
+	.venv/bin/python -m bench.harness $(BENCH_ARGS)

@@ -1,16 +1,16 @@
 #!/usr/bin/env bash
-# Thin wrapper: run the shared MCP benchmark harness against this project (examples/bench_app.py).
+# Run the benchmark (bench/harness): the project vs the official SDK, FastMCP and a bare-FastAPI ceiling.
 #
-#   bench/run.sh                      # project vs peer-sdk + ceiling-fastapi, a b c cm, c=1 and 32, 3 x 4 s
-#   bench/run.sh -- -w a -w b --conc 32  # anything after -- replaces the default bench.py options
+#   bench/run.sh                       # workloads a b c cm d, 3 reps x 3 s (= make bench)
+#   bench/run.sh --all --reps 5        # every workload (a b c cm d s p)
+#   bench/run.sh -w d -s project -s sdk --duration 5
+#   bench/run.sh --help
 #
-# The harness lives in ../shared/bench (override with BENCH_HARNESS). The project is imported from this
-# checkout through PYTHONPATH by the harness's own venv (~/.cache/mcp-bench-venv), the same interpreter
-# and package set as the peers and ceilings. Results land in bench/results/ (gitignored).
+# Installs wrk (apt, when root) and the peers' venv (~/.cache/fastapi-mcp-ctx/bench-venv) on first use.
+# Results: bench/results/ (gitignored).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-HARNESS="${BENCH_HARNESS:-$ROOT/../shared/bench}"
 cd "$ROOT"
-opts=(--no-ceilings --reps 3 --duration 4 --max-minutes 12)
-if [ "${1:-}" = "--" ]; then shift; opts=(--no-ceilings "$@"); fi
-exec "$HARNESS/run.sh" project peer-sdk ceiling-fastapi -- "${opts[@]}"
+PY="${PYTHON:-$ROOT/.venv/bin/python}"
+[ -x "$PY" ] || PY="$(command -v python3)"
+exec "$PY" -m bench.harness "$@"
