@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Create .venv and install the project with its test extras (idempotent).
 # Installs what the machine lacks from Debian's packages when run as root:
-# python3-venv, and Node.js + npm (the conformance suite runs on node).
+# python3-venv, and with --with-node Node.js + npm, then (scripts/node_tools.sh) the pinned
+# Node.js 22, conformance suite, MCP Inspector and TypeScript SDKs into a cache outside the repo.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 need_apt=()
@@ -26,4 +27,7 @@ if [ ! -f "$stamp" ]; then
   .venv/bin/python -m pip install -q -e '.[test]' 2>&1 | grep -v "is ignored" || true
   .venv/bin/python -c 'import fastapi_mcp_ctx, mcp, uvicorn, redis, sqlalchemy' 
   rm -f .venv/.installed-* && touch "$stamp"
+fi
+if [ "${1:-}" = "--with-node" ]; then
+  scripts/node_tools.sh >/dev/null
 fi
