@@ -65,7 +65,7 @@ else
     trap 'rm -rf "$results"' EXIT
 fi
 
-version="$("$node" -p "require('$suite/package.json').version")"
+version="$("$node" -p 'require(process.argv[1]).version' "$suite/package.json")"
 for rev in "${revisions[@]}"; do
     out="$results/$rev"
     rm -rf "$out" && mkdir -p "$out" || exit 2
