@@ -6,7 +6,7 @@ an empty temporary folder, so nothing beside the clone exists. Then:
 - no tracked file names a folder beside the repository (its parent's ``shared``) or an
   absolute path under a machine's top-level folders (``work``, ``root``, ``home``, ``tmp``...);
   genuine system paths (``/usr/bin/env``, ``/dev/null``, ``/var/tmp``, ``/usr/lib/postgresql``,
-  ``/etc``) are allowed;
+  ``/etc``) and the placeholder user ``you`` of documented client configs are allowed;
 - the fast subset that touches what a clone must carry passes from the clone, with this
   interpreter and ``PYTHONPATH`` pointing at the clone (checked: the package imported is the
   clone's): the modules that read the repository's files, run its scripts and example apps, or
@@ -52,7 +52,8 @@ NOT_YET_CHECKED_MAKE_RULES = ("bench",)
 # (the names are spelled without their slash so this file does not match itself).
 ROOTS = "work root home Users mnt media srv opt tmp var usr etc private nix Volumes proc dev run bin sbin lib lib64 boot data scratch workspace"
 ABSOLUTE = re.compile(r"(?<![\w.~%$}{)\]<>*/:@-])/(?:" + "|".join(ROOTS.split()) + r")(?![\w.-])(?:/[\w.@+-]*)*")
-ALLOWED = ("/usr/bin/env", "/usr/bin/", "/usr/lib/", "/dev/", "/var/tmp", "/etc/", "/etc")
+# Genuine system paths, and the documented placeholder user "you" (a client config needs absolute paths).
+ALLOWED = ("/usr/bin/env", "/usr/bin/", "/usr/lib/", "/dev/", "/var/tmp", "/etc/", "/etc", "/home/you/", "/Users/you/")
 SIBLING = re.compile(r"(?:\.\.[/\\]|\.parent\s*/\s*[\"'])" + "shared")
 
 
@@ -125,6 +126,7 @@ def test_path_check_catches_what_it_must() -> None:
         "d=/usr/lib/postgresql/15/bin; base=/var/tmp/x; in /usr/lib/postgresql/<major>/bin",
         "curl http://127.0.0.1:8000/mcp; path='/mcp'; docs/guide.md",
         "cache: ~/.cache/fastapi-mcp-ctx and $HOME/.cache",
+        '"command": "/Users/you/notes/.venv/bin/fastapi-mcp-ctx"',
     ]
     for line in bad_lines:
         matches = [m.group(0) for m in ABSOLUTE.finditer(line) if not m.group(0).startswith(ALLOWED)]
