@@ -1,5 +1,5 @@
 # The two commands: `make run` (example MCP server on 127.0.0.1:8000) and `make test` (everything).
-.PHONY: run test typecheck services-stop bench conformance-server
+.PHONY: run test typecheck services-stop bench conformance-server conformance
 
 run:
 	scripts/bootstrap.sh run
@@ -25,3 +25,7 @@ BENCH_ARGS ?=
 bench:
 	scripts/bootstrap.sh test
 	.venv/bin/python -m bench.harness $(BENCH_ARGS)
+
+conformance:
+	scripts/bootstrap.sh test --with-node
+	.venv/bin/pytest -q -p no:cacheprovider -rP tests/conformance

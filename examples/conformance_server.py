@@ -1,7 +1,7 @@
 """The conformance fixtures (checklist §7.1) that this server's surface serves.
 
 Run:  python examples/conformance_server.py [PORT]      (default 8931, on 127.0.0.1)
-then: ../shared/tools/conformance http://127.0.0.1:8931/mcp 2025-11-25 2026-07-28
+then: scripts/conformance.sh http://127.0.0.1:8931/mcp 2025-11-25 2026-07-28   (or: make conformance)
 """
 
 from __future__ import annotations

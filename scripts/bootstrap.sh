@@ -7,7 +7,9 @@
 #   scripts/bootstrap.sh test --with-node   also Node.js + npm (the conformance suite and the node clients)
 #
 # Installs what the machine lacks from Debian's packages when run as root: python3-venv, and
-# Node.js + npm with --with-node. A `test` install satisfies a later `run`.
+# with --with-node Node.js + npm, then (scripts/node_tools.sh) the pinned Node.js 22, conformance
+# suite, MCP Inspector and TypeScript SDKs into a cache outside the repo. A `test` install
+# satisfies a later `run`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 profile="${1:-test}"
@@ -35,19 +37,21 @@ if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv || { [ "$(id -u)" = 0 ] && apt-get update -qq && apt-get install -y -qq python3-venv >/dev/null && "$PY" -m venv .venv; }
 fi
 hash="$(sha1sum pyproject.toml | cut -c1-12)"
-if [ -f ".venv/.installed-test-$hash" ] || [ -f ".venv/.installed-$profile-$hash" ]; then
-  exit 0
+if [ ! -f ".venv/.installed-test-$hash" ] && [ ! -f ".venv/.installed-$profile-$hash" ]; then
+  if [ "$profile" = run ]; then
+    extras='.[server]'; what="the package and uvicorn (extra: server)"
+    check='import fastapi_mcp_ctx, uvicorn'
+  else
+    extras='.[test]'; what="the package with every extra and the test tools (extra: test; about 250 MB)"
+    check='import fastapi_mcp_ctx, mcp, uvicorn, redis, sqlalchemy'
+  fi
+  say "installing $what into .venv"
+  .venv/bin/python -m pip install -q --upgrade pip >/dev/null 2>&1 || true
+  .venv/bin/python -m pip install -q -e "$extras" 2>&1 | grep -v "is ignored" || true
+  .venv/bin/python -c "$check"
+  rm -f .venv/.installed-"$profile"-* && touch ".venv/.installed-$profile-$hash"
+  say "done"
 fi
-if [ "$profile" = run ]; then
-  extras='.[server]'; what="the package and uvicorn (extra: server)"
-  check='import fastapi_mcp_ctx, uvicorn'
-else
-  extras='.[test]'; what="the package with every extra and the test tools (extra: test; about 250 MB)"
-  check='import fastapi_mcp_ctx, mcp, uvicorn, redis, sqlalchemy'
+if [ "$with_node" = 1 ]; then
+  scripts/node_tools.sh >/dev/null
 fi
-say "installing $what into .venv"
-.venv/bin/python -m pip install -q --upgrade pip >/dev/null 2>&1 || true
-.venv/bin/python -m pip install -q -e "$extras" 2>&1 | grep -v "is ignored" || true
-.venv/bin/python -c "$check"
-rm -f .venv/.installed-"$profile"-* && touch ".venv/.installed-$profile-$hash"
-say "done"

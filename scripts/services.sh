@@ -20,7 +20,7 @@ PG_DB="mcp_test"
 WAIT_SECONDS=30
 
 # Where a service keeps its data: <repo>/.services/<name>, unless the service's own user
-# cannot reach that folder (a checkout under /root is not traversable by 'postgres' or
+# cannot reach that folder (a checkout in root's home is not traversable by 'postgres' or
 # 'redis'); then a folder under /var/tmp named after this checkout. Deterministic, so
 # start and stop agree.
 svc_base() {

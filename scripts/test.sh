@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite: strict type check, unit and wire tests, the state contract suite
-# against real Redis and PostgreSQL (started here on loopback), the official MCP client in
-# both eras, and the official conformance suite. Extra arguments go to pytest.
+# against real Redis and PostgreSQL (started here on loopback), the official MCP clients in
+# both eras (Python SDK; MCP Inspector CLI and TypeScript SDKs on Node.js 22), the official
+# conformance suite, and a fresh clone's run (tests/test_standalone.py). Extra arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/bootstrap.sh test --with-node

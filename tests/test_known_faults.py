@@ -1,7 +1,7 @@
 """Known faults that cut across modules: B05 (state within a session), B07 (stale request),
 B08 (per-session log level), B13 (cancellation), B34 (lifespan).
 
-See /work/shared/cases/known-faults.md; each test is named after its case id.
+Each test is named after its case id in the project's catalogue of peers' known faults.
 """
 
 from __future__ import annotations

@@ -1,9 +1,10 @@
 """The official MCP conformance suite against examples/conformance_server.py (both eras).
 
-Runs ``../shared/tools/conformance`` (node; installs itself once) against a real uvicorn
-server on 127.0.0.1. Each scenario this project's surface serves must pass; the test fails
-when one of them fails. ``server-stateless`` is checked check by check: every discover,
-envelope, version, header and removed-method check must succeed.
+Runs ``scripts/conformance.sh`` (which installs the pinned suite and Node.js 22 once, into a
+cache outside the repository) against a real uvicorn server on 127.0.0.1. Each scenario this
+project's surface serves must pass in each revision; the test fails when one of them fails.
+``server-stateless`` is checked check by check: every discover, envelope, version, header and
+removed-method check must succeed.
 """
 
 from __future__ import annotations
@@ -11,22 +12,18 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
-import socket
 import subprocess
-import sys
-import tempfile
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from serving import uvicorn_server
 
 pytestmark = pytest.mark.conformance
 
 ROOT = Path(__file__).resolve().parents[2]
-TOOL = Path(os.environ.get("MCP_CONFORMANCE_TOOL", ROOT.parent / "shared" / "tools" / "conformance"))
-HOME = Path(os.environ.get("MCP_CONFORMANCE_HOME", Path.home() / ".cache" / "mcp-conformance"))
+SCRIPT = ROOT / "scripts" / "conformance.sh"
+SCENARIO_LINE = re.compile(r"^([✓✗]) (\S+) \((\S+)\): (\d+) passed, (\d+) failed", re.MULTILINE)
 
 REQUIRED = {
     "2025-11-25": {
@@ -68,74 +65,42 @@ REQUIRED = {
 STATELESS_NOT_YET = {"sep-2575-http-server-no-independent-requests-on-stream"}
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def server_url() -> Iterator[str]:
-    if not TOOL.exists():
-        pytest.fail(f"conformance tool not found at {TOOL}")
-    port = _free_port()
-    proc = subprocess.Popen(
-        [sys.executable, str(ROOT / "examples" / "conformance_server.py"), str(port)],
-        cwd=ROOT,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-                break
-        except OSError:
-            time.sleep(0.1)
-    else:
-        proc.kill()
-        pytest.fail("conformance server did not start")
-    try:
-        yield f"http://127.0.0.1:{port}/mcp"
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
+    with uvicorn_server("examples.conformance_server:app") as url:
+        yield url
+
+
+def run_conformance(url: str, *args: str, results: Path | None = None, timeout: float = 900) -> str:
+    """Run scripts/conformance.sh; return its stdout + stderr."""
+    env = dict(os.environ)
+    if results is not None:
+        env["MCP_CONFORMANCE_RESULTS"] = str(results)
+    run = subprocess.run(["bash", str(SCRIPT), url, *args], capture_output=True, text=True, timeout=timeout, env=env)
+    output = run.stdout + run.stderr
+    print(output)  # the per-scenario summary, shown by `pytest -rP` (make conformance)
+    assert run.returncode in (0, 1), f"conformance.sh exited {run.returncode}:\n{output[-3000:]}"
+    return output
 
 
 def test_required_scenarios_pass_in_both_eras(server_url: str) -> None:
-    run = subprocess.run(
-        ["bash", str(TOOL), server_url, "2025-11-25", "2026-07-28"],
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
-    output = run.stdout + run.stderr
+    output = run_conformance(server_url, "2025-11-25", "2026-07-28")
     assert "conformance:" in output, output[-3000:]
     failed: dict[str, set[str]] = {"2025-11-25": set(), "2026-07-28": set()}
     for revision, name in re.findall(r"^FAILED \((\S+)\): (\S+)$", output, re.MULTILINE):
         failed.setdefault(revision, set()).add(name)
-    ran = re.findall(r"^[✓✗] (\S+):", output, re.MULTILINE)
+    ran: dict[str, set[str]] = {"2025-11-25": set(), "2026-07-28": set()}
+    for mark, name, revision, _passed, bad in SCENARIO_LINE.findall(output):
+        ran.setdefault(revision, set()).add(name)
+        assert (mark == "✗") == (int(bad) > 0), f"{name} ({revision}): mark {mark} with {bad} failed checks"
     for revision, required in REQUIRED.items():
         assert not (required & failed[revision]), f"{revision}: failed {sorted(required & failed[revision])}\n{output[-4000:]}"
-        assert required <= set(ran), f"{revision}: did not run {sorted(required - set(ran))}"
+        assert required <= ran[revision], f"{revision}: did not run {sorted(required - ran[revision])}"
 
 
-def test_server_stateless_checks(server_url: str) -> None:
-    node = HOME / "node_modules" / ".bin" / "node"
-    cli = HOME / "node_modules" / "@modelcontextprotocol" / "conformance" / "dist" / "index.js"
-    if not (node.exists() and cli.exists()):
-        pytest.fail("conformance suite not installed (test_required_scenarios_pass_in_both_eras installs it)")
-    out = Path(tempfile.mkdtemp(prefix="mcp-conf-"))
-    try:
-        subprocess.run(
-            [str(node), str(cli), "server", "--url", server_url, "--scenario", "server-stateless", "--spec-version", "2026-07-28", "-o", str(out)],
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
-        checks = [c for f in out.glob("*/checks.json") for c in json.loads(f.read_text())]
-    finally:
-        shutil.rmtree(out, ignore_errors=True)
+def test_server_stateless_checks(server_url: str, tmp_path: Path) -> None:
+    run_conformance(server_url, "custom", "--", "--scenario", "server-stateless", "--spec-version", "2026-07-28", results=tmp_path, timeout=300)
+    checks = [c for f in (tmp_path / "custom").glob("server-server-stateless-*/checks.json") for c in json.loads(f.read_text())]
     assert len(checks) >= 25
     failures = {c["id"] for c in checks if c["status"] == "FAILURE"}
     assert failures <= STATELESS_NOT_YET, sorted(failures)

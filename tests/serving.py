@@ -1,0 +1,62 @@
+"""A real uvicorn server in a child process, for the tests that drive outside clients.
+
+``with uvicorn_server("examples.quickstart:app") as url:`` serves the app (``module:attribute``,
+imported from the repository root) on 127.0.0.1 at a port the OS picks, and yields its MCP
+endpoint ``http://127.0.0.1:PORT/mcp``. The port is read from uvicorn's own start-up line,
+so there is no race between picking a free port and binding it.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+RUNNING = re.compile(r"Uvicorn running on http://127\.0\.0\.1:(\d+)")
+
+
+@contextmanager
+def uvicorn_server(app: str, start_timeout: float = 20.0) -> Iterator[str]:
+    """Serve ``app`` with uvicorn on 127.0.0.1; yield ``http://127.0.0.1:PORT/mcp``.
+
+    Fails the test, with uvicorn's log, when the server has not started within
+    ``start_timeout`` seconds. Stops the server (SIGTERM, then SIGKILL after 10 s) on exit.
+    """
+    with tempfile.NamedTemporaryFile(prefix="uvicorn-", suffix=".log") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "uvicorn", app, "--host", "127.0.0.1", "--port", "0", "--no-access-log"],
+            cwd=ROOT,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=log,
+        )
+        try:
+            port = _wait_for_port(proc, Path(log.name), start_timeout)
+            yield f"http://127.0.0.1:{port}/mcp"
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=10)
+
+
+def _wait_for_port(proc: subprocess.Popen[bytes], log: Path, timeout: float) -> int:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        text = log.read_text(errors="replace")
+        if match := RUNNING.search(text):
+            return int(match.group(1))
+        if proc.poll() is not None:
+            pytest.fail(f"uvicorn exited with status {proc.returncode}:\n{text[-3000:]}")
+        time.sleep(0.05)
+    pytest.fail(f"uvicorn did not start within {timeout} s:\n{log.read_text(errors='replace')[-3000:]}")
