@@ -431,7 +431,8 @@ class McpRouter(APIRouter):
         return Response(status_code=200)
 
     async def aclose(self) -> None:
-        """Release what the router holds open (the state backend's pools). Call at shutdown::
+        """Release what the router holds open (the state backend's pools); idempotent, keeps the
+        data, and the next request reconnects (docs/state.md "Lifecycle"). Call at shutdown::
 
             @asynccontextmanager
             async def lifespan(app):
