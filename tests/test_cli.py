@@ -6,11 +6,7 @@ from __future__ import annotations
 import base64
 import importlib.util
 import os
-import socket
-import subprocess
 import sys
-import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +15,7 @@ import pytest
 from click.testing import CliRunner
 from conftest import make_app, mcp_settings
 from fastapi import Depends, Header
+from servers import free_port, serving
 
 from fastapi_mcp_ctx import Context, McpRouter, Principal, mcp_context
 from fastapi_mcp_ctx.__main__ import main
@@ -33,12 +30,6 @@ HAS_STDIO = importlib.util.find_spec("fastapi_mcp_ctx._stdio") is not None
 
 def run(*args: str, env: dict[str, str] | None = None) -> Any:
     return CliRunner().invoke(cli, list(args), env=env, catch_exceptions=False)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 # -- keygen ---------------------------------------------------------------------------------
@@ -312,39 +303,15 @@ def test_check_bad_header_option() -> None:
 # -- one real server ------------------------------------------------------------------------
 
 
-@pytest.fixture
-def served() -> Iterator[str]:
-    """`python -m fastapi_mcp_ctx serve examples.quickstart:app` on a free port (real uvicorn)."""
+def test_serve_then_check() -> None:
+    """`python -m fastapi_mcp_ctx serve examples.quickstart:app` on a free port (real uvicorn),
+    probed by `fastapi-mcp-ctx check`."""
     port = free_port()
-    env = {**os.environ, "MCP_STORAGE_URL": "memory://"}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "fastapi_mcp_ctx", "serve", "examples.quickstart:app", "--port", str(port)],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-                break
-            except OSError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    pytest.fail(f"serve did not start: {proc.communicate(timeout=5)[0]}")
-                time.sleep(0.1)
-        yield f"http://127.0.0.1:{port}/mcp"
-    finally:
-        proc.terminate()
-        output = proc.communicate(timeout=15)[0]
-    assert f"MCP endpoint http://127.0.0.1:{port}/mcp" in output, output
-    assert proc.returncode in (0, -15), output  # uvicorn re-raises the SIGTERM it handled
-
-
-def test_serve_then_check(served: str) -> None:
-    result = run("check", served)
+    argv = [sys.executable, "-m", "fastapi_mcp_ctx", "serve", "examples.quickstart:app", "--port", str(port)]
+    with serving(argv, port, env={**os.environ, "MCP_STORAGE_URL": "memory://"}, cwd=ROOT) as served:
+        result = run("check", served.url)
     assert result.exit_code == 0, result.output
     for needle in ("initialize", "server/discover", "2025-11-25", "2026-07-28", "tools:         7 (1 page)", "session:"):
         assert needle in result.output, (needle, result.output)
+    assert f"MCP endpoint http://127.0.0.1:{port}/mcp" in served.output, served.output
+    assert served.returncode in (0, -15), served.output  # uvicorn re-raises the SIGTERM it handled
