@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib
+import os
 import secrets
 import sys
 from collections.abc import Sequence
@@ -62,21 +63,24 @@ def cli() -> None:
 # -- serve --------------------------------------------------------------------------------
 
 
+def _put_first_on_path(app_dir: str) -> None:
+    """Make APP importable from ``app_dir`` (the console script's ``sys.path`` lacks the cwd)."""
+    folder = os.path.abspath(app_dir)
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
+
+
 def _load_app(spec: str, app_dir: str) -> Any:
     """Import ``module:attr`` (``app_dir`` first on ``sys.path``, as uvicorn does)."""
     importer = _need("uvicorn.importer", "serve")
-    if app_dir not in sys.path:
-        sys.path.insert(0, app_dir)
+    _put_first_on_path(app_dir)
     try:
         return importer.import_from_string(spec)
     except importer.ImportFromStringError as exc:
         raise click.BadParameter(str(exc), param_hint="APP") from exc
-    except ModuleNotFoundError as exc:
-        try:
-            raise missing_extra(exc, f"the app {spec}") from exc
-        except ModuleNotFoundError:
-            raise click.ClickException(f"importing {spec} failed: {exc}") from exc
-    except McpError as exc:
+    except ModuleNotFoundError as exc:  # a module the app itself imports
+        raise click.ClickException(f"importing {spec} failed: {exc}") from exc
+    except McpError as exc:  # e.g. McpRouter(...) with a storage URL whose extra is missing
         raise click.ClickException(f"{spec}: {exc.message}") from exc
 
 
@@ -254,8 +258,10 @@ def check(url: str, header_values: tuple[str, ...], timeout: float) -> None:
 
 @cli.command()
 @click.argument("app")
-def stdio(app: str) -> None:
+@click.option("--app-dir", default=".", show_default=True, help="Folder put first on sys.path to import APP.")
+def stdio(app: str, app_dir: str) -> None:
     """Serve APP's McpRouter over stdin/stdout (APP is module:attr)."""
+    _put_first_on_path(app_dir)
     try:
         transport = importlib.import_module("fastapi_mcp_ctx._stdio")
     except ModuleNotFoundError as exc:

@@ -15,6 +15,7 @@ import pytest
 from click.testing import CliRunner
 from conftest import make_app, mcp_settings
 from fastapi import Depends, Header
+from missing import hide
 from servers import free_port, serving
 
 from fastapi_mcp_ctx import Context, McpRouter, Principal, mcp_context
@@ -99,7 +100,7 @@ def test_migrate_unreachable_database_hides_the_password() -> None:
 
 
 def test_migrate_without_the_sql_extra(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(sys.modules, "sqlalchemy", None)
+    hide(monkeypatch, "sqlalchemy")
     result = run("migrate", "--url", "sqlite+aiosqlite:///x.db")
     assert result.exit_code == 1
     assert 'pip install "fastapi-mcp-ctx[sql]"' in result.output
@@ -165,15 +166,31 @@ def test_serve_bad_app(spec: str, needle: str) -> None:
     assert result.exit_code == 2 and needle in result.output
 
 
+def test_serve_app_whose_storage_extra_is_missing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "redis_app.py").write_text(
+        "from fastapi import FastAPI\n"
+        "from fastapi_mcp_ctx import McpRouter, McpSettings\n"
+        "app = FastAPI()\n"
+        "app.include_router(McpRouter(settings=McpSettings(storage_url='redis://127.0.0.1:1/0')))\n"
+    )
+    import uvicorn
+
+    monkeypatch.setattr(uvicorn, "run", lambda *a, **k: pytest.fail("serve must stop before uvicorn runs"))
+    hide(monkeypatch, "redis", "fastapi_mcp_ctx.backends.redis")
+    result = CliRunner().invoke(cli, ["serve", "redis_app:app", "--app-dir", str(tmp_path)])
+    assert result.exit_code == 1, result.output
+    assert "redis_app:app: the storage URL redis:// needs the 'redis' extra" in result.output
+    assert 'pip install "fastapi-mcp-ctx[redis]"' in result.output
+
+
 def test_serve_without_the_server_extra(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(sys.modules, "uvicorn", None)
+    hide(monkeypatch, "uvicorn")
     result = CliRunner().invoke(cli, ["serve", "examples.quickstart:app"])
     assert result.exit_code == 1 and 'pip install "fastapi-mcp-ctx[server]"' in result.output
 
 
 def test_entry_point_without_click(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(sys.modules, "click", None)
-    monkeypatch.delitem(sys.modules, "fastapi_mcp_ctx.cli")
+    hide(monkeypatch, "click", "fastapi_mcp_ctx.cli")
     with pytest.raises(SystemExit) as info:
         main()
     assert 'pip install "fastapi-mcp-ctx[cli]"' in str(info.value.code)

@@ -11,12 +11,12 @@
 from __future__ import annotations
 
 import logging
-import sys
 from pathlib import Path
 
 import pytest
 from conftest import Wire, assert_error, make_app, mcp_settings, open_client, result_of
 from fastapi import Depends
+from missing import hide
 
 from fastapi_mcp_ctx import Context, McpRouter, mcp_context
 from fastapi_mcp_ctx._extras import EXTRAS
@@ -25,15 +25,6 @@ from fastapi_mcp_ctx.backends.sql_migrations import upgrade
 from fastapi_mcp_ctx.errors import ConfigurationError
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def _hide(monkeypatch: pytest.MonkeyPatch, module: str, *reimported: str) -> None:
-    """Make ``import module`` (and its submodules) fail as if it were not installed, and forget
-    our modules that imported it, so they import it again."""
-    for name in [m for m in sys.modules if m == module or m.startswith(module + ".")] or [module]:
-        monkeypatch.setitem(sys.modules, name, None)
-    for name in reimported:
-        monkeypatch.delitem(sys.modules, name, raising=False)
 
 
 @pytest.mark.parametrize(
@@ -50,7 +41,7 @@ def _hide(monkeypatch: pytest.MonkeyPatch, module: str, *reimported: str) -> Non
 def test_missing_extra_fails_when_the_router_is_built(
     monkeypatch: pytest.MonkeyPatch, url: str, missing: str, reimported: list[str], extra: str
 ) -> None:
-    _hide(monkeypatch, missing, *reimported)
+    hide(monkeypatch, missing, *reimported)
     for build in (lambda: backend_from_url(url), lambda: McpRouter(settings=mcp_settings(storage_url=url))):
         with pytest.raises(ConfigurationError) as info:
             build()
@@ -62,7 +53,7 @@ def test_missing_extra_fails_when_the_router_is_built(
 
 def test_memory_needs_no_extra(monkeypatch: pytest.MonkeyPatch) -> None:
     for module in ("redis", "sqlalchemy", "aiosqlite", "asyncpg", "alembic"):
-        _hide(monkeypatch, module)
+        hide(monkeypatch, module)
     McpRouter(settings=mcp_settings(storage_url="memory://"))
 
 

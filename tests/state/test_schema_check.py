@@ -5,6 +5,7 @@ operator migrates, the same running backend works without a restart. SQLite and 
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import pytest
@@ -85,34 +86,37 @@ async def test_postgres_missing_schema(caplog: pytest.LogCaptureFixture) -> None
         await _missing_then_migrated(url, database, caplog)
 
 
-async def test_outdated_schema_asks_for_migrate(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    url = f"sqlite+aiosqlite:///{tmp_path / 'old.db'}"
+async def _outdated(url: str, monkeypatch: pytest.MonkeyPatch) -> None:
     await sql_migrations.upgrade(url)
     monkeypatch.setattr(_sql_schema, "SCHEMA_REVISIONS", ("0001", "0002"))  # this code wants a newer schema
-    backend = SqlBackend(url)
-    try:
-        await _assert_misconfigured(backend, "at revision 0001; this version of fastapi-mcp-ctx needs 0002", "old.db")
-    finally:
-        await backend.aclose()
 
 
-async def test_unknown_revision_asks_for_the_right_package(tmp_path: Path) -> None:
-    url = f"sqlite+aiosqlite:///{tmp_path / 'new.db'}"
+async def _newer(url: str, monkeypatch: pytest.MonkeyPatch) -> None:
     await sql_migrations.upgrade(url)
     await _execute(url, f"UPDATE {VERSION_TABLE} SET version_num = '9999'")  # migrated by a newer release
-    backend = SqlBackend(url)
-    try:
-        await _assert_misconfigured(backend, "at revision 9999, which this version of fastapi-mcp-ctx", "new.db")
-    finally:
-        await backend.aclose()
 
 
-async def test_table_without_revision_asks_for_migrate(tmp_path: Path) -> None:
-    url = f"sqlite+aiosqlite:///{tmp_path / 'bare.db'}"
+async def _unversioned(url: str, monkeypatch: pytest.MonkeyPatch) -> None:
     await _execute(url, "CREATE TABLE mcp_state (key TEXT PRIMARY KEY, value TEXT NOT NULL, expires_at FLOAT)")
+
+
+@pytest.mark.parametrize(
+    ("prepare", "needle"),
+    [
+        (_outdated, "at revision 0001; this version of fastapi-mcp-ctx needs 0002"),
+        (_newer, "at revision 9999, which this version of fastapi-mcp-ctx"),
+        (_unversioned, "carries no schema revision"),
+    ],
+    ids=["outdated", "newer", "unversioned"],
+)
+async def test_schema_at_another_revision(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, prepare: Callable[..., Awaitable[None]], needle: str
+) -> None:
+    url = f"sqlite+aiosqlite:///{tmp_path / 'other.db'}"
+    await prepare(url, monkeypatch)
     backend = SqlBackend(url)
     try:
-        await _assert_misconfigured(backend, "carries no schema revision", "bare.db")
+        await _assert_misconfigured(backend, needle, "other.db")
     finally:
         await backend.aclose()
 
