@@ -258,8 +258,9 @@ def check(url: str, header_values: tuple[str, ...], timeout: float) -> None:
 
 @cli.command()
 @click.argument("app")
+@click.option("--path", default=None, help="The router's full path, when APP has several McpRouters.")
 @click.option("--app-dir", default=".", show_default=True, help="Folder put first on sys.path to import APP.")
-def stdio(app: str, app_dir: str) -> None:
+def stdio(app: str, path: str | None, app_dir: str) -> None:
     """Serve APP's McpRouter over stdin/stdout (APP is module:attr)."""
     _put_first_on_path(app_dir)
     try:
@@ -271,4 +272,7 @@ def stdio(app: str, app_dir: str) -> None:
             "the stdio transport is not available in this build of fastapi-mcp-ctx "
             "(fastapi_mcp_ctx._stdio is missing); serve over HTTP with `fastapi-mcp-ctx serve`"
         ) from exc
-    transport.run_stdio(app)
+    if path is None:
+        transport.run_stdio(app)
+    else:
+        transport.run_stdio(app, path)

@@ -8,7 +8,6 @@ scripts/bootstrap.sh --with-node
 scripts/services.sh start
 eval "$(scripts/services.sh env)"
 export MCP_REQUIRE_SERVICES=1
-export MCP_TEST_WHEEL=1  # tests/test_wheel_install.py: build, install into a fresh venv, migrate, serve
 echo "== ruff (pyflakes, import order)"
 .venv/bin/ruff check fastapi_mcp_ctx tests examples bench
 echo "== pyright (strict) over fastapi_mcp_ctx"

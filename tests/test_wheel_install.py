@@ -4,8 +4,8 @@ run `fastapi-mcp-ctx migrate` against PostgreSQL (a temporary database) and SQLi
 tool that uses ctx.state with real uvicorn on a free port, and find the value in the
 database (and again after a restart).
 
-Slow (about a minute: pip reuses its cache), so it runs when ``MCP_TEST_WHEEL=1`` (set by
-``scripts/test.sh``); it needs real PostgreSQL (``MCP_TEST_POSTGRES_URL``).
+Marked ``slow`` (under a minute: pip reuses its cache; every step is bounded in time; deselect
+with ``-m "not slow"``); it needs real PostgreSQL (``MCP_TEST_POSTGRES_URL``).
 """
 
 from __future__ import annotations
@@ -27,11 +27,7 @@ from state.conftest import temporary_postgres_database
 
 ROOT = Path(__file__).resolve().parents[1]
 
-pytestmark = [
-    pytest.mark.wheel,
-    pytest.mark.postgres,
-    pytest.mark.skipif(os.environ.get("MCP_TEST_WHEEL") != "1", reason="slow: set MCP_TEST_WHEEL=1 (scripts/test.sh does)"),
-]
+pytestmark = [pytest.mark.slow, pytest.mark.postgres]
 
 APP = textwrap.dedent(
     '''
