@@ -38,6 +38,7 @@ from .auth import Principal
 from .context import CallState, CancelSignal, Context
 from .errors import (
     AuthenticationError,
+    ConfigurationError,
     HeaderMismatchError,
     InternalError,
     InvalidCursorError,
@@ -69,7 +70,10 @@ _DECIMAL: Final = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?")
 
 def reply_status(exc: McpError, era: str) -> int:
     """HTTP status of a JSON-RPC error: mapped in 2026; in 2025 200, except for request-shape
-    (-32600), authentication and availability errors (a 2025 client reads 404 as "session gone")."""
+    (-32600), authentication and availability errors (a 2025 client reads 404 as "session gone").
+    A misconfigured server is 500 in both eras: the operator must act, a retry does not help."""
+    if isinstance(exc, ConfigurationError):
+        return exc.http_status
     if era == "modern" or isinstance(
         exc, (AuthenticationError, PermissionDeniedError, StateUnavailableError, InvalidRequestError)
     ):

@@ -28,7 +28,9 @@ Tree::
     │   ├── ValidationError          -32602  400  a ctx.state key or prefix outside the key grammar
     │   └── SerializationError       -32602  400  a ctx.state value that is not JSON-serializable
     ├── InternalError                -32603  500  a crash; the message sent is generic, the cause is logged
-    │   └── StateUnavailableError    -32603  503  a state backend is down; retryable (Retry-After)
+    │   ├── StateUnavailableError    -32603  503  a state backend is down; retryable (Retry-After)
+    │   └── ConfigurationError       -32603  500  the server is misconfigured (missing extra, SQL schema missing or
+    │                                             outdated); not retryable, the message says what the operator must do
     ├── HeaderMismatchError          -32020  400  2026: MCP-Protocol-Version / Mcp-Method / Mcp-Name disagree with the body
     ├── MissingCapabilityError       -32021  400  2026: the call needs a client capability the request did not declare
     ├── UnsupportedVersionError      -32022  400  2026: protocol version not served (data.supported, data.requested)
@@ -79,6 +81,7 @@ __all__ = [
     "UnsupportedMediaTypeError",
     "UnsupportedVersionError",
     "ValidationError",
+    "ConfigurationError",
 ]
 
 
@@ -415,3 +418,19 @@ class AppLoadError(Exception):
     attribute is missing, the object is neither a Starlette/FastAPI app nor an ``McpRouter``,
     or the app has no McpRouter (or several and no ``--path`` chooses one). The message says
     what to fix."""
+
+class ConfigurationError(InternalError):
+    """The server is misconfigured; nothing changes until its operator acts (-32603, HTTP 500).
+
+    Examples: a storage URL whose package extra is not installed (``pip install
+    "fastapi-mcp-ctx[sql]"``), a SQL schema that is missing or outdated (``fastapi-mcp-ctx
+    migrate``). Raised at start-up (``McpRouter(...)``, ``await mcp_router.check()``) or at
+    first use; answered HTTP 500 in both eras, never 503: retrying does not help. The message
+    says what the operator must do and names no secret (no database URL).
+
+    Attributes:
+        retryable: always False.
+    """
+
+    default_message = "Server misconfigured"
+    retryable: ClassVar[bool] = False

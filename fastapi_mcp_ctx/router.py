@@ -440,6 +440,24 @@ class McpRouter(APIRouter):
         """
         await self.state_backend.aclose()
 
+    async def check(self) -> None:
+        """Verify at start-up what would otherwise fail at first use: the state backend is
+        reachable and usable (SQL: the schema exists at the revision this version needs).
+        Opt in from the app's lifespan::
+
+            @asynccontextmanager
+            async def lifespan(app):
+                await mcp_router.check()    # refuse to start with a missing schema
+                yield
+                await mcp_router.aclose()
+
+        Raises:
+            ConfigurationError: e.g. the SQL schema is missing or outdated; the message names
+                ``fastapi-mcp-ctx migrate``.
+            StateUnavailableError: the backend cannot be reached.
+        """
+        await self.state_backend.check()
+
     # -- server-initiated notifications --------------------------------------------------
     def notify_tools_list_changed(self) -> None:
         """Send ``notifications/tools/list_changed`` on every open 2025 standalone stream."""
