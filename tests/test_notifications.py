@@ -8,10 +8,11 @@ Spec 2025-11-25 ``basic/transports`` §Listening for Messages, §Multiple Connec
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import Wire, messages_of, open_client, result_of
+from conftest import Wire, make_app, messages_of, open_client, result_of
 from notify_app import SUB, build, frames, get_stream, listening, methods, tenant_auth, wait_frames
 
 from fastapi_mcp_ctx._sessions import MemorySessionStore
@@ -233,3 +234,35 @@ async def test_legacy_session_without_get_stream_loses_nothing_else(built: Any) 
         response = await wire.call_tool("legacy", "change", {"kind": "tools"})
     assert [m.get("method") for m in messages_of(response)] == [None]
     assert response.headers["content-type"].startswith("application/json")
+
+
+def _guide_example() -> dict[str, Any]:
+    text = (Path(__file__).resolve().parents[1] / "docs" / "guide.md").read_text(encoding="utf-8")
+    section = text.split("## Change notifications", 1)[1]
+    source = section.split("```python\n", 1)[1].split("```", 1)[0]
+    namespace: dict[str, Any] = {"__name__": "guide_example"}
+    exec(compile(source, "docs/guide.md", "exec"), namespace)  # noqa: S102
+    return namespace
+
+
+async def test_guide_change_notifications_example_runs_as_written() -> None:
+    example = _guide_example()
+    router = example["mcp_router"]
+    app = make_app(router)
+    async with open_client(app) as client:
+        legacy = Wire(client)
+        sid = await legacy.initialize()
+        await router.subscriptions.subscribe(SessionAddress("default", sid), "plugin://x")
+        async with get_stream(app, sid) as stream, listening(app, "L", {"toolsListChanged": True, "resourceSubscriptions": ["plugin://y"]}) as listen:
+            result = await Wire(client).call_tool("modern", "install_plugin", {"name": "x"})
+            assert result_of(result)["structuredContent"] == {"result": "x"}
+            await example["nightly_job"]()
+            await wait_frames(stream, 4)
+            await wait_frames(listen, 3)
+    assert methods(stream) == [
+        "notifications/tools/list_changed",
+        "notifications/resources/updated",
+        "notifications/tools/list_changed",
+        "notifications/message",
+    ]
+    assert methods(listen) == ["notifications/subscriptions/acknowledged", "notifications/tools/list_changed", "notifications/tools/list_changed"]
