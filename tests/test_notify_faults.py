@@ -1,7 +1,7 @@
 """Known faults of peers around change notifications and ``subscriptions/listen``:
 B44 (resource updates to every session), B52 (listen held open for ever, capabilities
 advertised unconditionally), B53 (ack not narrowed, missing filter accepted, unlisted types
-passed). See /work/shared/cases/known-faults.md; each test is named after its case id.
+passed). Each test is named after its case id in the project's catalogue of known faults.
 """
 
 from __future__ import annotations
