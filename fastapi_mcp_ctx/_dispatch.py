@@ -34,6 +34,8 @@ from ._registry import ToolDef, ToolRegistry
 from ._resolve import run_tool
 from ._sessions import LiveSessions, SessionRecord, SessionStore
 from ._streams import SSE_HEADERS, CallResponse, Outbound, Reply, Runner, sse_frame
+from ._transport.listen import ListenResponse, parse_filter
+from ._transport.notifications import Notifier
 from .auth import Principal
 from .context import CallState, CancelSignal, Context
 from .errors import (
@@ -63,7 +65,7 @@ JSON_OK_SCOPE_KEY: Final = "fastapi_mcp_ctx.json_ok"
 PRINCIPAL_SCOPE_KEY: Final = "fastapi_mcp_ctx.principal"
 _ECHO_LIMIT: Final = 256
 LEGACY_METHODS: Final = frozenset({"ping", "tools/list", "tools/call", "logging/setLevel"})
-MODERN_METHODS: Final = frozenset({"server/discover", "tools/list", "tools/call"})
+MODERN_METHODS: Final = frozenset({"server/discover", "tools/list", "tools/call", "subscriptions/listen"})
 _CURSOR_PREFIX: Final = "tools:"
 _DECIMAL: Final = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?")
 
@@ -153,6 +155,7 @@ class Dispatcher:
     sessions: SessionStore
     live: LiveSessions
     state_factory: Callable[[str | None], ContextState] | None = None
+    notifier: Notifier | None = None
 
     # -- helpers -------------------------------------------------------------------------
     @property
@@ -160,9 +163,13 @@ class Dispatcher:
         """``Implementation`` of this server (``name``, ``version``)."""
         return {"name": self.settings.server_name, "version": self.settings.server_version}
 
-    def capabilities(self) -> dict[str, Any]:
-        """``ServerCapabilities``: tools and logging."""
-        return {"tools": {"listChanged": False}, "logging": {}}
+    def capabilities(self, era: str = "legacy") -> dict[str, Any]:
+        """``ServerCapabilities``: tools, logging, and the declared ``listChanged`` / ``subscribe``
+        (``resources.subscribe`` in 2025 only once ``resources/subscribe`` is served)."""
+        if self.notifier is None:
+            return {"tools": {"listChanged": False}, "logging": {}}
+        subscribe_served = era == "modern" or "resources/subscribe" in LEGACY_METHODS
+        return {**self.notifier.capabilities(subscribe_served=subscribe_served), "logging": {}}
 
     def _finish(self, result: dict[str, Any], envelope: RequestEnvelope, *, cacheable: bool = False) -> dict[str, Any]:
         if envelope.era == "modern":
@@ -204,6 +211,11 @@ class Dispatcher:
     ) -> Response:
         """Serve one request over HTTP: JSON, or a :class:`CallResponse` for ``tools/call``."""
         json_ok: bool = request.scope.get(JSON_OK_SCOPE_KEY, True)
+        if message.method == "subscriptions/listen" and envelope.era == "modern":
+            try:
+                return await self._listen(message, headers)
+            except McpError as exc:
+                return json_reply(error_reply(message.id, exc, envelope.era), headers, json_ok=json_ok)
         outcome = await self.serve(message, envelope, request, session)
         if isinstance(outcome, Reply):
             return json_reply(outcome, headers, json_ok=json_ok)
@@ -258,7 +270,7 @@ class Dispatcher:
         if method == "tools/list":
             return self._finish(self._tools_page(params.get("cursor")), envelope, cacheable=True)
         if method == "server/discover":
-            result: dict[str, Any] = {"supportedVersions": list(MODERN_PROTOCOL_VERSIONS), "capabilities": self.capabilities()}
+            result: dict[str, Any] = {"supportedVersions": list(MODERN_PROTOCOL_VERSIONS), "capabilities": self.capabilities("modern")}
             if self.settings.instructions:
                 result["instructions"] = self.settings.instructions
             return self._finish(result, envelope, cacheable=True)
@@ -271,6 +283,15 @@ class Dispatcher:
                 await self.sessions.update(session)
             return {}
         raise MethodNotFoundError(data=method)
+
+    async def _listen(self, message: JsonRpcRequest, headers: Mapping[str, str]) -> Response:
+        """2026 ``subscriptions/listen``: ``-32601`` when the application declared nothing to
+        listen for (B52), else the stream (see ``_transport.listen``)."""
+        notifier = self.notifier
+        if notifier is None or not notifier.served.any:
+            raise MethodNotFoundError(data=message.method)
+        stream = await notifier.open_listen(message.id, parse_filter(message.params, notifier.served))
+        return ListenResponse(stream, notifier.hub, keepalive_seconds=self.settings.keepalive_seconds, headers=headers)
 
     def _tools_page(self, cursor: Any) -> dict[str, Any]:
         listings = self.registry.listings()
@@ -348,6 +369,7 @@ class Dispatcher:
             operation=f"tools/call:{name}",
             client_log_level=(lambda: session.log_level) if session is not None else (lambda: None),
             state_factory=self.state_factory,
+            notifications=self.notifier,
             signal=signal,
         )
         context = Context(state)

@@ -19,7 +19,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, Literal, Protocol
 
 import anyio
 from starlette.requests import Request
@@ -33,12 +33,20 @@ from .settings import McpSettings
 if TYPE_CHECKING:
     from .state import ContextState
 
-__all__ = ["CallState", "CancelSignal", "ClientView", "Context", "get_request_context", "mcp_context"]
+__all__ = ["CallState", "CancelSignal", "ChangeNotifications", "ClientView", "Context", "get_request_context", "mcp_context"]
 
 SCOPE_KEY: Final = "fastapi_mcp_ctx.call"
 _current: ContextVar[Context | None] = ContextVar("fastapi_mcp_ctx_context", default=None)
 
 Outbound = Callable[[dict[str, Any]], Awaitable[None]]
+
+
+class ChangeNotifications(Protocol):
+    """Where ``ctx.notify_*_list_changed`` / ``ctx.notify_resource_updated`` publish (the router's notifier)."""
+
+    async def list_changed(self, kind: Literal["tools", "prompts", "resources"]) -> None: ...
+
+    async def resource_updated(self, uri: str) -> None: ...
 
 
 class CancelSignal:
@@ -176,6 +184,7 @@ class CallState:
     started_at: float = field(default_factory=time.time)
     span_id: str | None = None
     last_progress: float | None = None
+    notifications: ChangeNotifications | None = None
 
 
 class Context:
@@ -186,7 +195,8 @@ class Context:
     ``traceparent`` from the header or ``_meta``), ``auth``, ``operation``, ``extra``.
     Client: ``era``, ``protocol_version``, ``client_info``, ``client_capabilities``,
     ``client`` (``can``/``require``), ``progress_token``, ``signal``, ``uri``.
-    Actions: ``report_progress``, ``log``, ``state``, ``with_extra``.
+    Actions: ``report_progress``, ``log``, ``notify``, ``notify_*_list_changed``,
+    ``notify_resource_updated``, ``state``, ``with_extra``.
     """
 
     __slots__ = ("_call", "_log", "_state")
@@ -347,6 +357,40 @@ class Context:
         if self._call.outbound is None or self._call.signal.cancelled:
             return
         await self._call.outbound(notification_message(method, params))
+
+    async def notify_tools_list_changed(self) -> None:
+        """Tell every client that the tool list changed (``notifications/tools/list_changed``).
+
+        Not on this call's stream: 2025 sessions get it on their GET stream, 2026 clients on
+        their ``subscriptions/listen`` streams that asked for it, on every replica. A no-op
+        when the context is not served by a router.
+
+        Raises:
+            RuntimeError: the router did not declare ``list_changed={"tools", ...}``.
+        """
+        if self._call.notifications is not None:
+            await self._call.notifications.list_changed("tools")
+
+    async def notify_prompts_list_changed(self) -> None:
+        """Like :meth:`notify_tools_list_changed`, for prompts (needs ``list_changed={"prompts"}``)."""
+        if self._call.notifications is not None:
+            await self._call.notifications.list_changed("prompts")
+
+    async def notify_resources_list_changed(self) -> None:
+        """Like :meth:`notify_tools_list_changed`, for resources (needs ``list_changed={"resources"}``)."""
+        if self._call.notifications is not None:
+            await self._call.notifications.list_changed("resources")
+
+    async def notify_resource_updated(self, uri: str) -> None:
+        """Send ``notifications/resources/updated {uri}`` to the clients subscribed to ``uri`` only
+        (2025: sessions that called ``resources/subscribe``; 2026: listen streams naming it).
+
+        Raises:
+            RuntimeError: the router did not declare ``resources_subscribe=True``.
+            TypeError: ``uri`` is not a non-empty string.
+        """
+        if self._call.notifications is not None:
+            await self._call.notifications.resource_updated(uri)
 
     @property
     def log(self) -> ContextLogger:
