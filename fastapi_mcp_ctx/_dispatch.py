@@ -31,6 +31,7 @@ from ._http import BODY_SCOPE_KEY, replaying_receive
 from ._jsonrpc import JsonRpcRequest, RequestId, dumps, error_message, result_message
 from ._registry import ToolDef, ToolRegistry
 from ._resolve import run_tool
+from ._results import error_result
 from ._sessions import LiveSessions, SessionRecord, SessionStore
 from ._streams import SSE_HEADERS, CallResponse, Outbound, Reply, sse_frame
 from .auth import Principal
@@ -46,6 +47,7 @@ from .errors import (
     MethodNotFoundError,
     MissingCapabilityError,
     PermissionDeniedError,
+    RequestCancelledError,
     StateUnavailableError,
     UnknownToolError,
 )
@@ -187,7 +189,7 @@ class Dispatcher:
         try:
             table = MODERN_METHODS if envelope.era == "modern" else LEGACY_METHODS
             if message.method not in table:
-                raise MethodNotFoundError(data=_echo(message.method))
+                raise MethodNotFoundError(data={"method": _echo(message.method)})
             if message.method == "tools/call":
                 return await self._tools_call(message, envelope, request, session, headers, sse_allowed, json_ok)
             result = await self._simple(message, envelope, session)
@@ -217,7 +219,7 @@ class Dispatcher:
                 session.log_level = level
                 await self.sessions.update(session)
             return {}
-        raise MethodNotFoundError(data=method)
+        raise MethodNotFoundError(data={"method": _echo(method)})
 
     def _tools_page(self, cursor: Any) -> dict[str, Any]:
         listings = self.registry.listings()
@@ -306,13 +308,13 @@ class Dispatcher:
         async def runner(outbound: Outbound) -> Reply | None:
             state.outbound = outbound
             try:
-                result = await run_tool(tool, arguments, context, call_request, background)  # pyright: ignore[reportUnknownArgumentType]
+                result = await run_tool(tool, arguments, context, call_request, background, message.out_of_range)  # pyright: ignore[reportUnknownArgumentType]
                 return Reply(result_message(request_id, self._finish(result, envelope)))
             except MissingCapabilityError as exc:
                 if era == "modern":
                     return error_reply(request_id, exc, era)
-                text = f"{exc.message}. Reconnect with a client that declares it."
-                return Reply(result_message(request_id, {"content": [{"type": "text", "text": text}], "isError": True}))
+                exc.recovery_hint = "Reconnect with a client that declares it."
+                return Reply(result_message(request_id, error_result(exc, request_id)))
             except McpError as exc:
                 return error_reply(request_id, exc, era)
             except Exception:
@@ -328,7 +330,7 @@ class Dispatcher:
         def cancelled() -> Reply | None:
             if era == "modern":
                 return None
-            return Reply({"jsonrpc": "2.0", "id": request_id, "error": {"code": -32800, "message": "Request cancelled"}})
+            return Reply(error_message(request_id, RequestCancelledError()))
 
         return CallResponse(
             runner,

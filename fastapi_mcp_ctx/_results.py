@@ -8,9 +8,13 @@
   (spec 2025-11-25 ``server/tools`` §Structured Content: SHOULD also serialize it as text);
 - without one: ``str`` → one text block, ``None`` → no content, anything else → its JSON text.
 
-A :class:`~fastapi_mcp_ctx.errors.ToolError` becomes ``isError: true`` with its message
-(and ``recovery_hint``); with an output schema no ``structuredContent`` is required on an
-error result (2025-11-25 §Output Schema applies to successful results only).
+Every failure of a call that is a tool result (a :class:`~fastapi_mcp_ctx.errors.ToolError`,
+invalid arguments, a crash...) is built by :func:`error_result`, the tool-result half of the
+one error envelope (``errors.py``): ``isError: true``, the message as a text block (plus
+``Recovery: <hint>``), and ``structuredContent: {"error": {code, message, data}}``, for tools
+with and without an ``outputSchema`` (the schema types successful results only: 2025-11-25
+``server/tools`` §Output Schema; the result's ``structuredContent`` member is allowed on any
+result). A ``CallToolResult`` the handler returns itself is sent as it is, errors included.
 """
 
 from __future__ import annotations
@@ -27,8 +31,9 @@ from pydantic_core import (
     to_jsonable_python,
 )
 
+from ._jsonrpc import RequestId
 from ._registry import ToolDef
-from .errors import ToolError
+from .errors import McpError, ToolError
 
 __all__ = ["error_result", "shape_result", "text_result"]
 
@@ -46,12 +51,14 @@ def text_result(text: str, *, is_error: bool = False) -> dict[str, Any]:
     return {"content": [{"type": "text", "text": text}], "isError": is_error}
 
 
-def error_result(exc: ToolError) -> dict[str, Any]:
-    """The ``isError`` result of an anticipated tool failure."""
-    content: list[dict[str, Any]] = [{"type": "text", "text": exc.message}]
-    if exc.recovery_hint:
-        content.append({"type": "text", "text": f"Recovery: {exc.recovery_hint}"})
-    return {"content": content, "isError": True}
+def error_result(error: ToolError | McpError, request_id: RequestId) -> dict[str, Any]:
+    """The ``isError`` result of a failed call: ``{"content": [{"type": "text", "text": message},
+    {"type": "text", "text": "Recovery: <hint>"}?], "isError": true, "structuredContent":
+    {"error": {"code": int, "message": str, "data": {"requestId": request_id, ...}}}}``."""
+    content: list[dict[str, Any]] = [{"type": "text", "text": error.message}]
+    if error.recovery_hint:
+        content.append({"type": "text", "text": f"Recovery: {error.recovery_hint}"})
+    return {"content": content, "structuredContent": {"error": error.to_error(request_id)}, "isError": True}
 
 
 def _is_block_list(value: Any) -> bool:
@@ -62,7 +69,12 @@ def _is_block_list(value: Any) -> bool:
 
 
 def shape_result(tool: ToolDef, value: Any) -> dict[str, Any]:
-    """Shape the handler's return ``value`` into a ``CallToolResult`` dict (wire spelling)."""
+    """Shape the handler's return ``value`` into a ``CallToolResult`` dict (wire spelling).
+
+    Raises:
+        ToolError: ``-32603`` / ``invalid_output``: the value does not match the tool's own
+            ``outputSchema`` (the server's bug, logged; never a non-conforming result).
+    """
     if isinstance(value, types.CallToolResult):
         return value.model_dump(by_alias=True, exclude_none=True, mode="json", exclude={"result_type"})
     if isinstance(value, _BLOCK_TYPES):
@@ -73,9 +85,13 @@ def shape_result(tool: ToolDef, value: Any) -> dict[str, Any]:
     if adapter is not None:
         try:
             structured: Any = adapter.dump_python(adapter.validate_python(value, strict=True), mode="json", by_alias=True, warnings="error")
-        except (ValidationError, PydanticSerializationError, PydanticSerializationUnexpectedValue):
+        except (ValidationError, PydanticSerializationError, PydanticSerializationUnexpectedValue) as exc:
             logger.exception("tool %r returned output that does not match its outputSchema", tool.name)
-            return text_result(f"Tool {tool.name!r} returned output that does not match its outputSchema", is_error=True)
+            raise ToolError(
+                f"Tool {tool.name!r} returned output that does not match its outputSchema",
+                code=-32603,
+                reason="invalid_output",
+            ) from exc
         if tool.wrap_output:
             structured = {"result": structured}
         text = value if isinstance(value, str) else to_json(structured if not tool.wrap_output else structured["result"]).decode()

@@ -39,8 +39,13 @@ class McpSettings(BaseSettings):
             they exist: authenticate with ``McpRouter(authenticate=...)``).
         request_state_key: server secret; signs ``ctx.state`` list cursors (so they work on every
             replica); random per process when unset.
-        log_level: floor for both log sinks (server log and ``notifications/message``).
+        log_level: floor for both log sinks (server log and ``notifications/message``), and the
+            level of the stderr handler the library adds when the application configured none.
         cache_ttl_ms / cache_scope: 2026 cache hints (``ttlMs``, ``cacheScope``) on list results.
+        body_timeout_seconds: seconds a POST body may take to arrive in full (from the first
+            read); past it the answer is 408 (``-32600``, ``Connection: close``) and the
+            connection is freed, so a short ``Content-Length`` or an endless chunked body
+            cannot pin it.
     """
 
     model_config = SettingsConfigDict(env_prefix="MCP_", extra="ignore")
@@ -64,6 +69,7 @@ class McpSettings(BaseSettings):
     log_level: LogLevel = "debug"
     cache_ttl_ms: int = Field(default=0, ge=0)
     cache_scope: Literal["public", "private"] = "private"
+    body_timeout_seconds: float = Field(default=10.0, gt=0)
 
 
 @lru_cache(maxsize=1)
