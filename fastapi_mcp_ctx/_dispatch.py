@@ -296,6 +296,7 @@ class Dispatcher:
             tenant_id=principal.tenant_id if principal is not None else "default",
             session_id=session.id if session is not None else None,
             operation=f"tools/call:{name}",
+            logger_name=name,
             client_log_level=(lambda: session.log_level) if session is not None else (lambda: None),
             state_factory=self.state_factory,
         )

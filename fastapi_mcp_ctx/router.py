@@ -50,6 +50,7 @@ from ._jsonrpc import (
     parse_message,
     request_id_of,
 )
+from ._logging import install_default_handler
 from ._registry import ToolRegistry, build_tool
 from ._security import LOOPBACK_HOSTS, TransportSecurity, loopback_security
 from ._sessions import (
@@ -154,6 +155,7 @@ class McpRouter(APIRouter):
 
         self.dispatcher = Dispatcher(self.registry, self.settings, self.sessions, self.live, state_factory)
         self._loopback = loopback_security()
+        self._log_checked = False
         self._configured_security = self._security_from_settings()
         self.routes.append(
             LeanRoute(
@@ -268,6 +270,9 @@ class McpRouter(APIRouter):
 
     # -- HTTP ----------------------------------------------------------------------------
     async def _endpoint(self, request: Request) -> Response:
+        if not self._log_checked:  # at first use: by now the application configured its logging, or not
+            self._log_checked = True
+            install_default_handler(self.settings.log_level)
         outcome: AuthOutcome | None = None
         try:
             headers = header_map(request.scope["headers"])
