@@ -151,6 +151,16 @@ def check_legacy_version(headers: HeaderMap) -> None:
         raise UnsupportedVersionHeaderError(version.strip()[:64], list(HANDSHAKE_PROTOCOL_VERSIONS))
 
 
+def _refuse_unknown_version(headers: HeaderMap) -> None:
+    """``read_modern_envelope``'s one addition to the ladder: when ``_meta`` lacks the envelope
+    and the header names a version this server does not serve, the answer is ``-32022``
+    (``data.supported``), not ``-32602``: without an envelope the version is the fault a client
+    can act on."""
+    header_version = headers.get("mcp-protocol-version")
+    if header_version is not None and header_version.strip(" \t") not in MODERN_PROTOCOL_VERSIONS:
+        raise UnsupportedVersionError(header_version.strip(" \t")[:64], list(MODERN_PROTOCOL_VERSIONS))
+
+
 def decode_header_value(raw: str) -> str:
     """Decode an ``Mcp-Name`` / ``Mcp-Param-*`` value: literal, or ``=?base64?<b64 utf-8>?=``.
 
@@ -216,18 +226,8 @@ def read_legacy_envelope(headers: HeaderMap, params: dict[str, Any], protocol_ve
     )
 
 
-def _refuse_unknown_version(header_version: str | None) -> None:
-    """No envelope to check the header against: an unknown header version is the real fault."""
-    if header_version is not None and header_version.strip(" \t") not in MODERN_PROTOCOL_VERSIONS:
-        raise UnsupportedVersionError(header_version.strip(" \t")[:64], list(MODERN_PROTOCOL_VERSIONS))
-
-
 def read_modern_envelope(headers: HeaderMap, method: str, params: dict[str, Any]) -> RequestEnvelope:
     """Validate and read a 2026-07-28 request (checklist §4.5 steps 8-11, in that order).
-
-    One addition to the ladder: when ``_meta`` lacks the envelope and the header names a
-    version this server does not serve, the answer is ``-32022`` (``data.supported``), not
-    ``-32602``: without an envelope the version is the fault a client can act on.
 
     Raises:
         HeaderMismatchError: a standard header repeated, missing, or different from the body
@@ -240,9 +240,8 @@ def read_modern_envelope(headers: HeaderMap, method: str, params: dict[str, Any]
         if name in headers.repeated:
             raise HeaderMismatchError(f"{name} header appears more than once")
     raw_meta = _meta_of(params)
-    header_version = headers.get("mcp-protocol-version")
     if not isinstance(raw_meta, dict):
-        _refuse_unknown_version(header_version)
+        _refuse_unknown_version(headers)
         raise InvalidParamsError(
             "params._meta must be an object carrying the required "
             f"'{META_VERSION}' and '{META_CAPABILITIES}' envelope keys"
@@ -250,12 +249,13 @@ def read_modern_envelope(headers: HeaderMap, method: str, params: dict[str, Any]
     meta: dict[str, Any] = raw_meta  # pyright: ignore[reportUnknownVariableType]
     missing = [key for key in (META_VERSION, META_CAPABILITIES) if key not in meta]
     if missing:
-        _refuse_unknown_version(header_version)
+        _refuse_unknown_version(headers)
         raise InvalidParamsError(f"params._meta is missing the required envelope key(s): {', '.join(missing)}")
     capabilities = meta[META_CAPABILITIES]
     if not isinstance(capabilities, dict):
         raise InvalidParamsError(f"params._meta['{META_CAPABILITIES}'] must be an object")
     version: Any = meta[META_VERSION]
+    header_version = headers.get("mcp-protocol-version")
     if header_version is None:
         raise HeaderMismatchError("Missing MCP-Protocol-Version header")
     if header_version.strip(" \t") != version:

@@ -66,7 +66,6 @@ from typing import Any, ClassVar, Final
 from pydantic_core import to_jsonable_python
 
 __all__ = [
-    "RESERVED_DATA_KEYS",
     "AuthenticationError",
     "HeaderMismatchError",
     "HostNotAllowedError",
@@ -83,6 +82,7 @@ __all__ = [
     "ParseError",
     "PayloadTooLargeError",
     "PermissionDeniedError",
+    "RESERVED_DATA_KEYS",
     "RequestCancelledError",
     "RequestRejectedError",
     "RequestTimeoutError",
