@@ -315,7 +315,7 @@ class Dispatcher:
                 if era == "modern":
                     return error_reply(request_id, exc, era)
                 exc.recovery_hint = "Reconnect with a client that declares it."
-                return Reply(result_message(request_id, error_result(exc, request_id)))
+                return Reply(result_message(request_id, error_result(exc, request_id, tool)))
             except McpError as exc:
                 return error_reply(request_id, exc, era)
             except Exception:

@@ -124,7 +124,7 @@ def _shaped(tool: ToolDef, value: Any, request_id: str | int) -> dict[str, Any]:
     try:
         return shape_result(tool, value)
     except ToolError as exc:  # output breaking its schema: yield dependencies still see a normal exit
-        return error_result(exc, request_id)
+        return error_result(exc, request_id, tool)
 
 
 async def run_tool(
@@ -148,7 +148,7 @@ async def run_tool(
     """
     request_id = context.request_id
     if out_of_range:
-        return error_result(_invalid_arguments(tool, _out_of_range(out_of_range)), request_id)
+        return error_result(_invalid_arguments(tool, _out_of_range(out_of_range)), request_id, tool)
     raw = to_json(arguments)
     try:
         # JSON-mode strict validation: the arguments are JSON, judged by JSON Schema's rules
@@ -156,12 +156,12 @@ async def run_tool(
         # still parse from their JSON spelling.
         parsed = tool.arguments_model.model_validate_json(raw, strict=True)
     except PydanticValidationError as exc:
-        return error_result(_invalid_arguments(tool, _describe_errors(exc)), request_id)
+        return error_result(_invalid_arguments(tool, _describe_errors(exc)), request_id, tool)
     kwargs = {name: getattr(parsed, name) for name in tool.argument_names}
     if MAY_OVERFLOW.search(raw):  # only a huge literal can turn into inf: most calls skip the walk
         overflowed = _non_finite(kwargs)
         if overflowed:
-            return error_result(_invalid_arguments(tool, _out_of_range(overflowed)), request_id)
+            return error_result(_invalid_arguments(tool, _out_of_range(overflowed)), request_id, tool)
     request.scope[SCOPE_KEY] = context
     token = bind_context(context)
     try:
@@ -171,20 +171,20 @@ async def run_tool(
             if solved.errors:
                 problems = "; ".join(f"{'.'.join(map(str, e.get('loc', ())))}: {e.get('msg', '')}" for e in solved.errors)
                 failure = ToolError(f"Invalid request for tool {tool.name!r}: {problems}", code=-32600, reason="invalid_request")
-                return error_result(failure, request_id)
+                return error_result(failure, request_id, tool)
             result = _shaped(tool, await _invoke(tool, {**kwargs, **solved.values}), request_id)
         return result
     except ToolError as exc:
-        return error_result(exc, request_id)
+        return error_result(exc, request_id, tool)
     except HTTPException as exc:
         translated = from_http_exception(exc)
         if isinstance(translated, McpError):
             raise translated from exc
-        return error_result(translated, request_id)
+        return error_result(translated, request_id, tool)
     except (ValidationError, SerializationError, InvalidCursorError) as exc:
         # the handler misused ctx.state (bad key, unserializable value, stale cursor): a tool
         # execution error the model can read, not a fault of the client's request
-        return error_result(exc, request_id)
+        return error_result(exc, request_id, tool)
     except McpError:
         raise
     except anyio.get_cancelled_exc_class():
@@ -194,7 +194,7 @@ async def run_tool(
         crash = ToolError(
             f"Tool {tool.name!r} failed with an internal error (request id {request_id!r})", code=-32603, reason="internal_error"
         )
-        return error_result(crash, request_id)
+        return error_result(crash, request_id, tool)
     finally:
         unbind_context(token)
         request.scope.pop(SCOPE_KEY, None)  # scope → context → call → request → scope: no cycle left for the GC

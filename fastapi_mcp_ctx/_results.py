@@ -11,16 +11,20 @@
 Every failure of a call that is a tool result (a :class:`~fastapi_mcp_ctx.errors.ToolError`,
 invalid arguments, a crash...) is built by :func:`error_result`, the tool-result half of the
 one error envelope (``errors.py``): ``isError: true``, the message as a text block (plus
-``Recovery: <hint>``), and ``structuredContent: {"error": {code, message, data}}``, for tools
-with and without an ``outputSchema`` (the schema types successful results only: 2025-11-25
-``server/tools`` §Output Schema; the result's ``structuredContent`` member is allowed on any
-result). A ``CallToolResult`` the handler returns itself is sent as it is, errors included.
+``Recovery: <hint>``), the envelope ``{code, message, data}`` in ``_meta["fastapi-mcp-ctx/error"]``
+on every error result, and as ``structuredContent.error`` too when the tool declares no
+``outputSchema``. A tool with an ``outputSchema`` gets no ``structuredContent`` on an error:
+the spec's schema types successful results (2025-11-25 ``server/tools`` §Output Schema), but
+the TypeScript SDK v1 client (1.32) and the MCP Inspector check any ``structuredContent``
+against ``outputSchema``, error results included, and turn a non-conforming one into a
+client-side ``-32602``: the model would never read the message. A ``CallToolResult`` the
+handler returns itself is sent as it is, errors included.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Any, Final
 
 import mcp_types as types
 from pydantic import BaseModel, ValidationError
@@ -35,10 +39,12 @@ from ._jsonrpc import RequestId
 from ._registry import ToolDef
 from .errors import McpError, ToolError
 
-__all__ = ["error_result", "shape_result", "text_result"]
+__all__ = ["ERROR_META_KEY", "error_result", "shape_result", "text_result"]
 
 logger = logging.getLogger("fastapi_mcp_ctx")
 
+ERROR_META_KEY: Final = "fastapi-mcp-ctx/error"
+"""The ``_meta`` key holding the error envelope of every ``isError`` result the framework builds."""
 _BLOCK_TYPES = (types.TextContent, types.ImageContent, types.AudioContent, types.EmbeddedResource, types.ResourceLink)
 
 
@@ -51,14 +57,24 @@ def text_result(text: str, *, is_error: bool = False) -> dict[str, Any]:
     return {"content": [{"type": "text", "text": text}], "isError": is_error}
 
 
-def error_result(error: ToolError | McpError, request_id: RequestId) -> dict[str, Any]:
-    """The ``isError`` result of a failed call: ``{"content": [{"type": "text", "text": message},
-    {"type": "text", "text": "Recovery: <hint>"}?], "isError": true, "structuredContent":
-    {"error": {"code": int, "message": str, "data": {"requestId": request_id, ...}}}}``."""
+def error_result(error: ToolError | McpError, request_id: RequestId, tool: ToolDef) -> dict[str, Any]:
+    """The ``isError`` result of a failed call of ``tool``::
+
+        {"content": [{"type": "text", "text": message}, {"type": "text", "text": "Recovery: <hint>"}?],
+         "isError": true,
+         "_meta": {"fastapi-mcp-ctx/error": <envelope>},
+         "structuredContent": {"error": <envelope>}}      # only when the tool has no outputSchema
+
+    where ``<envelope>`` is ``{"code": int, "message": str, "data": {"requestId": request_id, ...}}``.
+    """
     content: list[dict[str, Any]] = [{"type": "text", "text": error.message}]
     if error.recovery_hint:
         content.append({"type": "text", "text": f"Recovery: {error.recovery_hint}"})
-    return {"content": content, "structuredContent": {"error": error.to_error(request_id)}, "isError": True}
+    envelope = error.to_error(request_id)
+    result: dict[str, Any] = {"content": content, "isError": True, "_meta": {ERROR_META_KEY: envelope}}
+    if "outputSchema" not in tool.listing:
+        result["structuredContent"] = {"error": envelope}
+    return result
 
 
 def _is_block_list(value: Any) -> bool:

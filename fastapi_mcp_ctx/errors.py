@@ -43,8 +43,9 @@ A handler raises :class:`ToolError` (or a subclass) for failures the model shoul
 recover from; any other exception is a crash: the model sees a generic message and the
 server log gets the traceback.
 
-The error envelope (one shape for every failure a caller can see). As a JSON-RPC error, and
-as ``structuredContent.error`` of an ``isError`` tool result::
+The error envelope (one shape for every failure a caller can see). As a JSON-RPC error's
+``error``, and in an ``isError`` tool result as ``_meta["fastapi-mcp-ctx/error"]`` (plus
+``structuredContent.error`` when the tool has no ``outputSchema``, see ``_results``)::
 
     {"code": int, "message": str,
      "data": {"requestId": <the request's id, null when unreadable>,
@@ -538,16 +539,17 @@ class ToolError(_Failure):
     """An anticipated tool failure, returned to the model as an ``isError`` result.
 
     The result: ``{"content": [{"type": "text", "text": message}, {"type": "text", "text":
-    "Recovery: <hint>"}?], "isError": true, "structuredContent": {"error": <envelope>}}`` for
-    every tool, with or without ``outputSchema`` (the envelope is in the module docstring).
-    Spec 2025-11-25 ``server/tools`` §Error Handling: execution errors are tool results,
-    not protocol errors; clients do not check error results against ``outputSchema``.
+    "Recovery: <hint>"}?], "isError": true, "_meta": {"fastapi-mcp-ctx/error": <envelope>}}``,
+    plus ``"structuredContent": {"error": <envelope>}`` when the tool has no ``outputSchema``
+    (some clients check any ``structuredContent`` against it, error results included). The
+    envelope is in the module docstring. Spec 2025-11-25 ``server/tools`` §Error Handling:
+    execution errors are tool results, not protocol errors.
 
     Args:
         message: text the model reads.
         reason: machine-readable ``data.reason`` (snake_case, e.g. ``"not_found"``).
         recovery_hint: advice on how to recover: a second text block and ``data.recovery.hint``.
-        data: extra fields of ``structuredContent.error.data`` (a mapping with string keys).
+        data: extra fields of the envelope's ``data`` (a mapping with string keys).
         code: ``error.code``; default :attr:`code` (``1``: application-defined, outside the
             range JSON-RPC reserves). The framework's own tool failures use ``-32602``
             (invalid arguments) and ``-32603`` (a crash, an output breaking its schema).

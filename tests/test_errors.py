@@ -1,8 +1,10 @@
 """The one error envelope (DESIGN.md decision 11), in both eras.
 
-As a tool result: ``isError: true``, the message as a text block, and
-``structuredContent.error = {code, message, data}``; as a JSON-RPC error ``{code, message,
-data}``. ``data`` is an object: ``requestId`` always, ``reason`` / ``recovery.hint`` when known,
+As a tool result: ``isError: true``, the message as a text block, and the envelope
+``{code, message, data}`` in ``_meta["fastapi-mcp-ctx/error"]``, also as
+``structuredContent.error`` when the tool has no ``outputSchema`` (clients such as the
+TypeScript SDK v1 check any ``structuredContent`` against it, error results included); as a
+JSON-RPC error ``{code, message, data}``. ``data`` is an object: ``requestId`` always, ``reason`` / ``recovery.hint`` when known,
 the raiser's fields, never overwriting those; a retryable backend outage is
 ``reason: "backend_unavailable"`` with ``retryAfter`` beside HTTP 503 + ``Retry-After``.
 Known faults B02 (a backend outage fails closed with a retryable 503), B35/B36 (tool error
@@ -109,19 +111,23 @@ def app() -> Any:
     return make_app(build_router(make_router()))
 
 
-def envelope_of(result: dict[str, Any]) -> dict[str, Any]:
+def envelope_of(result: dict[str, Any], *, output_schema: bool = True) -> dict[str, Any]:
     assert result["isError"] is True, result
-    error = result["structuredContent"]["error"]
+    error = result["_meta"]["fastapi-mcp-ctx/error"]
+    if output_schema:
+        assert "structuredContent" not in result, "an error must not carry structuredContent that breaks the outputSchema"
+    else:
+        assert result["structuredContent"] == {"error": error}
     assert set(error) == {"code", "message", "data"}, error
     assert isinstance(error["code"], int) and isinstance(error["data"], dict)
     assert [b for b in result["content"] if b["type"] == "text"][0]["text"] == error["message"]
     return error
 
 
-# -- (a) ToolError(data=...) reaches structuredContent.error.data -------------------------------------
+# -- (a) ToolError(data=...) reaches the envelope's data --------------------------------------------
 
 
-async def test_tool_error_data_reaches_structured_content(wire: Wire, era: str) -> None:
+async def test_tool_error_data_reaches_the_envelope(wire: Wire, era: str) -> None:
     result = result_of(await wire.call_tool(era, "find_note", {"note_id": 7}, request_id="r-7"))
     error = envelope_of(result)
     assert error == {
@@ -138,11 +144,11 @@ async def test_tool_error_data_reaches_structured_content(wire: Wire, era: str) 
     assert tool_text(result) == "No note 7\nRecovery: List the notes first."
 
 
-async def test_tool_without_output_schema_gets_the_same_envelope(wire: Wire, era: str) -> None:
+async def test_tool_without_output_schema_also_gets_structured_content(wire: Wire, era: str) -> None:
     listing = result_of(await wire.request(era, "tools/list"))
     plain = next(t for t in listing["tools"] if t["name"] == "plain_failure")
     result = result_of(await wire.call_tool(era, "plain_failure", request_id=0))
-    error = envelope_of(result)
+    error = envelope_of(result, output_schema=False)
     assert error == {"code": 1, "message": "plain failure", "data": {"requestId": 0, "reason": "tool_error"}}
     assert "outputSchema" not in plain
 

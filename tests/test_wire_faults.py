@@ -128,7 +128,7 @@ async def test_b35_overflowing_number_is_an_argument_error_never_inf(wire: Wire,
     result = message["result"]
     assert result["isError"] is True
     assert f"{path}: number out of range" in tool_text(result)
-    error = result["structuredContent"]["error"]
+    error = result["_meta"]["fastapi-mcp-ctx/error"]
     assert error["code"] == -32602 and error["data"]["reason"] == "invalid_arguments" and error["data"]["requestId"] == 9
     assert CALLS == [], "the tool must not run with inf"
 
