@@ -19,7 +19,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, Literal, Protocol
 
 import anyio
 from starlette.requests import Request
@@ -33,12 +33,20 @@ from .settings import McpSettings
 if TYPE_CHECKING:
     from .state import ContextState
 
-__all__ = ["CallState", "CancelSignal", "ClientView", "Context", "get_request_context", "mcp_context"]
+__all__ = ["CallState", "CancelSignal", "ChangeNotifications", "ClientView", "Context", "get_request_context", "mcp_context"]
 
 SCOPE_KEY: Final = "fastapi_mcp_ctx.call"
 _current: ContextVar[Context | None] = ContextVar("fastapi_mcp_ctx_context", default=None)
 
 Outbound = Callable[[dict[str, Any]], Awaitable[None]]
+
+
+class ChangeNotifications(Protocol):
+    """Where ``ctx.notify_*_list_changed`` / ``ctx.notify_resource_updated`` publish (the router's notifier)."""
+
+    async def list_changed(self, kind: Literal["tools", "prompts", "resources"]) -> None: ...
+
+    async def resource_updated(self, uri: str) -> None: ...
 
 
 class CancelSignal:
@@ -167,6 +175,7 @@ class CallState:
     tenant_id: str | None = "default"
     auth: Any = None
     operation: str | None = None
+    logger_name: str | None = None
     uri: str | None = None
     extra: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
     outbound: Outbound | None = None
@@ -176,6 +185,7 @@ class CallState:
     started_at: float = field(default_factory=time.time)
     span_id: str | None = None
     last_progress: float | None = None
+    notifications: ChangeNotifications | None = None
 
 
 class Context:
@@ -186,7 +196,8 @@ class Context:
     ``traceparent`` from the header or ``_meta``), ``auth``, ``operation``, ``extra``.
     Client: ``era``, ``protocol_version``, ``client_info``, ``client_capabilities``,
     ``client`` (``can``/``require``), ``progress_token``, ``signal``, ``uri``.
-    Actions: ``report_progress``, ``log``, ``state``, ``with_extra``.
+    Actions: ``report_progress``, ``log``, ``notify``, ``notify_*_list_changed``,
+    ``notify_resource_updated``, ``state``, ``with_extra``.
     """
 
     __slots__ = ("_call", "_log", "_state")
@@ -348,9 +359,48 @@ class Context:
             return
         await self._call.outbound(notification_message(method, params))
 
+    async def notify_tools_list_changed(self) -> None:
+        """Tell every client that the tool list changed (``notifications/tools/list_changed``).
+
+        Not on this call's stream: 2025 sessions get it on their GET stream, 2026 clients on
+        their ``subscriptions/listen`` streams that asked for it, on every replica. A no-op
+        when the context is not served by a router.
+
+        Raises:
+            RuntimeError: the router did not declare ``list_changed={"tools", ...}``.
+        """
+        if self._call.notifications is not None:
+            await self._call.notifications.list_changed("tools")
+
+    async def notify_prompts_list_changed(self) -> None:
+        """Like :meth:`notify_tools_list_changed`, for prompts (needs ``list_changed={"prompts"}``)."""
+        if self._call.notifications is not None:
+            await self._call.notifications.list_changed("prompts")
+
+    async def notify_resources_list_changed(self) -> None:
+        """Like :meth:`notify_tools_list_changed`, for resources (needs ``list_changed={"resources"}``)."""
+        if self._call.notifications is not None:
+            await self._call.notifications.list_changed("resources")
+
+    async def notify_resource_updated(self, uri: str) -> None:
+        """Send ``notifications/resources/updated {uri}`` to the clients subscribed to ``uri`` only
+        (2025: sessions that called ``resources/subscribe``; 2026: listen streams naming it).
+
+        Raises:
+            RuntimeError: the router did not declare ``resources_subscribe=True``.
+            TypeError: ``uri`` is not a non-empty string.
+        """
+        if self._call.notifications is not None:
+            await self._call.notifications.resource_updated(uri)
+
     @property
     def log(self) -> ContextLogger:
-        """Dual-sink logger: ``await ctx.log.info("message", key=value)``."""
+        """Dual-sink logger: ``await ctx.log.info("message", key=value)``.
+
+        Server log: logger ``fastapi_mcp_ctx`` with ``request_id``, ``tenant_id``,
+        ``session_id``, ``trace_id``; ``notifications/message``: ``logger`` is the tool's name
+        (the server name outside a tool).
+        """
         if self._log is None:
             call = self._call
             opted_in = call.envelope.era == "legacy" or call.envelope.log_level is not None
@@ -362,7 +412,13 @@ class Context:
                 client_level=level_source,
                 client_opted_in=opted_in,
                 send=self._send_if_live,
-                correlation={"requestId": call.request_id, "tenantId": call.tenant_id, "traceId": self.trace_id},
+                correlation={
+                    "request_id": call.request_id,
+                    "tenant_id": call.tenant_id,
+                    "session_id": call.session_id,
+                    "trace_id": self.trace_id,
+                },
+                logger_name=call.logger_name or call.settings.server_name,
             )
         return self._log
 

@@ -9,9 +9,9 @@ once, above it, in :mod:`fastapi_mcp_ctx.state`. Keys handed to a backend are AS
 Lifecycle: constructing a backend does no I/O; it connects on first use and keeps its pool
 until :meth:`StateBackend.aclose`; the next call after that reconnects, as the first did.
 A pool belongs to the event loop it was made on: a backend used from another running loop
-(``asyncio.run`` twice, one loop per test) makes a pool for that loop. Every failure to reach the store is raised as
-:class:`~fastapi_mcp_ctx.errors.StateUnavailableError` (never a silent miss, never a
-partial batch), within a bounded time.
+(``asyncio.run`` twice, one loop per test) makes a pool for that loop. Every failure to
+reach the store is raised as :class:`~fastapi_mcp_ctx.errors.StateUnavailableError` (never
+a silent miss, never a partial batch), within a bounded time.
 """
 
 from __future__ import annotations
@@ -79,6 +79,16 @@ class StateBackend(Protocol):
         """Release connections and background tasks; idempotent. Keeps the data.
 
         The backend stays usable: the next call reconnects lazily, as the first call did.
+        """
+        ...
+
+    async def check(self) -> None:
+        """Reach the store now and verify it is usable (a start-up check; ``mcp_router.check()``).
+
+        Raises:
+            StateUnavailableError: the store cannot be reached (retryable).
+            ConfigurationError: the store is reachable but unusable as configured (SQL: schema
+                missing or outdated; the message names ``fastapi-mcp-ctx migrate``).
         """
         ...
 

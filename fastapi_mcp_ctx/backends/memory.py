@@ -132,3 +132,6 @@ class MemoryBackend:
         :func:`fastapi_mcp_ctx.testing.reset_state`); the data ends with the process.
         """
         self._purge()
+
+    async def check(self) -> None:
+        """See :meth:`StateBackend.check`: always usable."""

@@ -357,6 +357,15 @@ class RedisBackend:
                 raise self._unavailable(exc) from exc
         return [(flat[i], flat[i + 1]) for i in range(0, len(flat), 2)]
 
+    async def check(self) -> None:
+        """See :meth:`StateBackend.check` (one PING)."""
+        c = self._loops.get()
+        async with c.slots:
+            try:
+                await c.exec("PING")
+            except (RedisError, OSError) as exc:
+                raise self._unavailable(exc) from exc
+
     async def aclose(self) -> None:
         """Close the pools this backend opened (a ``client=`` only with ``owns_client=True``).
 

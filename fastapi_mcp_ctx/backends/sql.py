@@ -1,8 +1,11 @@
 """SQL backend: SQLAlchemy 2 async Core on SQLite (aiosqlite) or PostgreSQL (asyncpg).
 
-One table, ``mcp_state`` (see ``_sql_models``), created by the Alembic migrations in
-``alembic/`` (``alembic upgrade head``); the backend creates it itself only with
-``create_tables=True`` (meant for the embedded SQLite default).
+One table, ``mcp_state`` (see ``_sql_models``), created by the Alembic migrations shipped in
+``fastapi_mcp_ctx/migrations/`` (``fastapi-mcp-ctx migrate``); the backend creates it itself
+only with ``create_tables=True`` (meant for the embedded SQLite default). At first use (or
+:meth:`SqlBackend.check`) the backend verifies the schema's revision: a missing or outdated
+schema is a :class:`~fastapi_mcp_ctx.errors.ConfigurationError` naming the command to run,
+logged once, never a retryable outage.
 
 Every single-key operation is one statement on an autocommit connection: ``get`` a SELECT
 filtered on ``expires_at``, ``set`` an ``INSERT … ON CONFLICT DO UPDATE``, ``take`` a
@@ -32,12 +35,13 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import OperationalError, SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
-from ..errors import StateUnavailableError
+from ..errors import ConfigurationError, StateUnavailableError
 from ._loops import OneLoop, PerLoop
-from ._sql_models import metadata, state_table
+from ._sql_models import state_table
+from ._sql_schema import create_schema, is_missing_table, schema_problem
 from .base import Clock, prefix_upper_bound
 
-__all__ = ["SqlBackend"]
+__all__ = ["SqlBackend", "make_engine"]
 
 logger = logging.getLogger(__name__)
 
@@ -140,7 +144,7 @@ class SqlBackend:
             if url is None:
                 raise ValueError("SqlBackend needs a url or an engine")
             self._new_engine = functools.partial(
-                _make_engine, url, timeout=timeout, pool_size=pool_size, max_overflow=max_overflow
+                make_engine, url, timeout=timeout, pool_size=pool_size, max_overflow=max_overflow
             )
             engine = self._new_engine()
         self._given: AsyncEngine = engine  # made or given here; serves the first loop
@@ -155,7 +159,8 @@ class SqlBackend:
         )
         self._clock: Clock = clock or time.time
         self._create_tables = create_tables
-        self._ready = not create_tables
+        self._ready = False  # schema verified (and created, with create_tables)
+        self._reported: str | None = None
         self._sweep_interval = sweep_interval
         dialect = engine.dialect.name
         self.is_sqlite = dialect == "sqlite"
@@ -171,10 +176,23 @@ class SqlBackend:
         )
 
     # ------------------------------------------------------------------ internals
-    @staticmethod
-    def _unavailable(exc: BaseException) -> StateUnavailableError:
+    def _failure(self, exc: BaseException) -> StateUnavailableError | ConfigurationError:
+        """The error a failed statement is raised as: a table gone under a running server is a
+        configuration error (checked again on the next call), anything else a retryable outage."""
+        if is_missing_table(exc):
+            self._ready = False
+            return self._misconfigured(
+                "The ctx.state SQL schema is missing (the database has no table mcp_state): "
+                "run `fastapi-mcp-ctx migrate` with MCP_STORAGE_URL set to this database."
+            )
         logger.warning("sql state backend unavailable: %r", exc)
         return StateUnavailableError("State backend (sql) unavailable, retry later")
+
+    def _misconfigured(self, message: str) -> ConfigurationError:
+        if message != self._reported:  # once per distinct problem, not per request
+            self._reported = message
+            logger.error("ctx.state is unusable: %s", message)
+        return ConfigurationError(message)
 
     def _expires(self, ttl: float | None) -> float | None:
         return None if ttl is None else self._clock() + ttl
@@ -197,8 +215,19 @@ class SqlBackend:
         """The running loop's engine in autocommit mode (one statement, one transaction)."""
         return self._loops.get().auto
 
+    async def check(self) -> None:
+        """Connect and verify the schema now (a start-up check); see :meth:`StateBackend.check`.
+
+        Raises:
+            ConfigurationError: the schema is missing or not at the revision this code needs;
+                the message names ``fastapi-mcp-ctx migrate``.
+            StateUnavailableError: the database cannot be reached.
+        """
+        await self._prepare()
+
     async def _prepare(self) -> None:
-        """First use: create the table if asked. Cheap after that."""
+        """First use: create the tables if asked, verify the schema revision. Cheap after
+        that; a failed verification runs again on the next call."""
         if self._ready:
             return
         async with self._loops.get().ready_lock:
@@ -206,13 +235,14 @@ class SqlBackend:
                 return
             try:
                 async with self._engine.begin() as conn:
-                    # IF NOT EXISTS: several processes may race to create it.
-                    for table in metadata.sorted_tables:
-                        await conn.execute(sa.schema.CreateTable(table, if_not_exists=True))
-                        for index in table.indexes:
-                            await conn.execute(sa.schema.CreateIndex(index, if_not_exists=True))
+                    if self._create_tables:
+                        await conn.run_sync(create_schema)
+                    problem = await conn.run_sync(schema_problem)
             except (SQLAlchemyError, OSError) as exc:
-                raise self._unavailable(exc) from exc
+                raise self._failure(exc) from exc
+            if problem is not None:
+                raise self._misconfigured(problem)
+            self._reported = None
             self._ready = True
 
     async def _sweep_loop(self, _entry: _LoopEngine) -> None:
@@ -229,7 +259,7 @@ class SqlBackend:
             async with self._auto.connect() as conn:
                 result = await conn.execute(_SWEEP, {"now": self._clock()})
         except (SQLAlchemyError, OSError) as exc:
-            raise self._unavailable(exc) from exc
+            raise self._failure(exc) from exc
         return result.rowcount
 
     # ------------------------------------------------------------------ protocol
@@ -243,7 +273,7 @@ class SqlBackend:
                 result = await conn.execute(_GET, {"k": key, "now": self._clock()})
                 return result.scalar_one_or_none()
         except (SQLAlchemyError, OSError) as exc:
-            raise self._unavailable(exc) from exc
+            raise self._failure(exc) from exc
 
     @_retry_when_locked
     async def get_many(self, keys: Sequence[str]) -> dict[str, str]:
@@ -261,7 +291,7 @@ class SqlBackend:
                     for k, v in await conn.execute(stmt, {"now": now}):
                         found[k] = v
         except (SQLAlchemyError, OSError) as exc:
-            raise self._unavailable(exc) from exc
+            raise self._failure(exc) from exc
         return found
 
     @_retry_when_locked
@@ -273,7 +303,7 @@ class SqlBackend:
             async with self._auto.connect() as conn:
                 await conn.execute(self._upsert, {"key": key, "value": value, "expires_at": self._expires(ttl)})
         except (SQLAlchemyError, OSError) as exc:
-            raise self._unavailable(exc) from exc
+            raise self._failure(exc) from exc
 
     @_retry_when_locked
     async def set_many(self, items: Mapping[str, str], ttl: float | None = None) -> None:
@@ -288,7 +318,7 @@ class SqlBackend:
                 for i in range(0, len(rows), _CHUNK):
                     await conn.execute(self._upsert, rows[i : i + _CHUNK])
         except (SQLAlchemyError, OSError) as exc:
-            raise self._unavailable(exc) from exc
+            raise self._failure(exc) from exc
 
     @_retry_when_locked
     async def delete(self, key: str) -> bool:
@@ -299,7 +329,7 @@ class SqlBackend:
             async with self._auto.connect() as conn:
                 rows = (await conn.execute(_DELETE, {"k": key})).all()
         except (SQLAlchemyError, OSError) as exc:
-            raise self._unavailable(exc) from exc
+            raise self._failure(exc) from exc
         return any(r[0] is None or r[0] > now for r in rows)
 
     @_retry_when_locked
@@ -319,7 +349,7 @@ class SqlBackend:
                         if expires_at is None or expires_at > now:
                             n += 1
         except (SQLAlchemyError, OSError) as exc:
-            raise self._unavailable(exc) from exc
+            raise self._failure(exc) from exc
         return n
 
     @_retry_when_locked
@@ -330,7 +360,7 @@ class SqlBackend:
             async with self._auto.connect() as conn:
                 return (await conn.execute(_TAKE, {"k": key, "now": self._clock()})).scalar_one_or_none()
         except (SQLAlchemyError, OSError) as exc:
-            raise self._unavailable(exc) from exc
+            raise self._failure(exc) from exc
 
     @_retry_when_locked
     async def scan(self, prefix: str, after: str | None, limit: int) -> list[tuple[str, str]]:
@@ -350,7 +380,7 @@ class SqlBackend:
             async with self._auto.connect() as conn:
                 rows = (await conn.execute(stmt, {"now": self._clock()})).all()
         except (SQLAlchemyError, OSError) as exc:
-            raise self._unavailable(exc) from exc
+            raise self._failure(exc) from exc
         return [(k, v) for k, v in rows]
 
     async def aclose(self) -> None:
@@ -366,7 +396,13 @@ _SQLITE_POOL = 4
 _SQLITE_LOCK_WAIT = 30.0  # seconds a SQLite call may wait for the file's write lock or a pooled connection
 
 
-def _make_engine(url: str, *, timeout: float, pool_size: int, max_overflow: int) -> AsyncEngine:
+def make_engine(url: str, *, timeout: float, pool_size: int, max_overflow: int) -> AsyncEngine:
+    """The ``AsyncEngine`` for ``url`` (no I/O): timeouts in seconds; SQLite in WAL mode.
+
+    Raises:
+        ValueError: a database or driver other than ``sqlite+aiosqlite`` / ``postgresql+asyncpg``.
+        ModuleNotFoundError: the driver is not installed.
+    """
     parsed = sa.make_url(url)
     backend = parsed.get_backend_name()
     driver = parsed.get_driver_name()

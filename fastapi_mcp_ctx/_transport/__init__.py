@@ -1,0 +1,3 @@
+"""Mechanisms the server drives beyond one request/response: the replica bus, change
+notifications (2025 GET streams, 2026 ``subscriptions/listen`` streams) and the per-session
+resource subscription registry (DESIGN.md "Layout as it grows", decision 9)."""
