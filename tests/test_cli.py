@@ -362,12 +362,12 @@ def test_serve_log_level_given_explicitly_sets_the_library_floor(
 ) -> None:
     import uvicorn
 
-    monkeypatch.delenv("MCP_LOG_LEVEL", raising=False)
+    monkeypatch.setenv("MCP_LOG_LEVEL", "recorded")  # so that monkeypatch restores the absence afterwards
+    monkeypatch.delenv("MCP_LOG_LEVEL")
     monkeypatch.setattr(uvicorn, "run", lambda app, **kwargs: None)
     result = CliRunner().invoke(cli, ["serve", "examples.quickstart:app", "--app-dir", str(ROOT), *args])
     assert result.exit_code == 0, result.output
     assert os.environ.get("MCP_LOG_LEVEL") == expected
-    monkeypatch.delenv("MCP_LOG_LEVEL", raising=False)
 
 
 def test_serve_log_level_leaves_an_explicit_mcp_log_level(monkeypatch: pytest.MonkeyPatch) -> None:
