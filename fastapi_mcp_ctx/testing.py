@@ -28,6 +28,7 @@ from mcp_types.version import LATEST_HANDSHAKE_VERSION, LATEST_MODERN_VERSION
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from . import __version__
+from ._discovery import find_targets
 from ._envelope import META_CAPABILITIES, META_CLIENT_INFO, META_LOG_LEVEL, META_VERSION, NAME_MEMBER, encode_header_value
 from .backends import MemoryBackend
 from .errors import McpResponseError
@@ -362,14 +363,21 @@ class McpTestClient(_Notified):
             raise _error(method, response, next(iter(messages), None))
 
     async def reset_state(self, tenant_id: str | None = None, *, allow_persistent: bool = False) -> int:
-        """:func:`reset_state` on :attr:`router`, the ``McpRouter`` that served this client.
+        """:func:`reset_state` on :attr:`router`: the ``McpRouter`` that served this client, or,
+        before any request, the app's only ``McpRouter``.
 
         Raises:
-            RuntimeError: no request reached an ``McpRouter`` yet.
+            RuntimeError: no request reached an ``McpRouter`` yet and the app holds none, or
+                several (then call ``reset_state(mcp_router)``).
         """
-        if self.router is None:
-            raise RuntimeError("No McpRouter has served this client yet: send a request first, or call reset_state(mcp_router)")
-        return await reset_state(self.router, tenant_id=tenant_id, allow_persistent=allow_persistent)
+        router = self.router
+        if router is None:
+            targets = find_targets(self.app)
+            if len(targets) != 1:
+                found = ", ".join(sorted(t.path for t in targets)) or "none"
+                raise RuntimeError(f"Cannot tell which McpRouter's state to reset (found: {found}): call reset_state(mcp_router)")
+            router = targets[0].router
+        return await reset_state(router, tenant_id=tenant_id, allow_persistent=allow_persistent)
 
     # -- wire ---------------------------------------------------------------------------
     def _legacy_headers(self) -> dict[str, str]:
@@ -440,7 +448,7 @@ async def reset_state(router: McpRouter, *, tenant_id: str | None = None, allow_
     if not isinstance(backend, MemoryBackend) and not allow_persistent:
         raise RuntimeError(
             f"reset_state empties test backends only, and this router's ctx.state is on {type(backend).__name__}: "
-            "use McpSettings(storage_url='memory://') in tests, or pass allow_persistent=True if that store "
+            "build the router with McpRouter(settings=McpSettings(storage_url='memory://')) in tests (or set MCP_STORAGE_URL=memory://), or pass allow_persistent=True if that store "
             "holds test data only (it deletes every ctx.state key there)"
         )
     return await clear_state(backend, tenant_id)

@@ -434,9 +434,19 @@ async def test_reset_state_of_one_tenant() -> None:
     assert await reset_state(router) == 6
 
 
-async def test_client_reset_state_needs_a_served_request(app: FastAPI) -> None:
-    async with McpTestClient(app, era="modern") as client:
-        with pytest.raises(RuntimeError, match="send a request first"):
+async def test_client_reset_state_before_any_request_finds_the_apps_router(app: FastAPI, router: McpRouter) -> None:
+    await ContextState(router.state_backend, "default").set("k", 1)
+    async with McpTestClient(app, era="modern") as client:  # the 2026 era sends nothing on open
+        assert client.router is None
+        assert await client.reset_state() == 1
+
+
+async def test_client_reset_state_with_several_routers_asks_which() -> None:
+    app = FastAPI()
+    app.include_router(McpRouter(settings=mcp_settings()), prefix="/one")
+    app.include_router(McpRouter(settings=mcp_settings()), prefix="/two")
+    async with McpTestClient(app, era="modern", path="/one/mcp") as client:
+        with pytest.raises(RuntimeError, match=r"found: /one/mcp, /two/mcp.*reset_state\(mcp_router\)"):
             await client.reset_state()
 
 
