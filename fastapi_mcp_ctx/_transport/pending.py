@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 import anyio
 
-from ._jsonrpc import JsonRpcResponse, RequestId
+from .._jsonrpc import JsonRpcResponse, RequestId
 
 __all__ = ["PendingRequests"]
 
