@@ -32,8 +32,10 @@ from ._http import BODY_SCOPE_KEY, replaying_receive
 from ._jsonrpc import JsonRpcRequest, RequestId, dumps, error_message, result_message
 from ._registry import ToolDef, ToolRegistry
 from ._resolve import run_tool
-from ._sessions import LiveSessions, SessionRecord, SessionStore
+from ._sessions import LiveSessions, SessionRecord, SessionStore, new_session_id
 from ._streams import SSE_HEADERS, CallResponse, Outbound, Reply, Runner, sse_frame
+from ._transport.pending import PendingRequests
+from ._transport.requests import BackChannel
 from .auth import Principal
 from .context import CallState, CancelSignal, Context
 from .errors import (
@@ -149,6 +151,7 @@ class Dispatcher:
     sessions: SessionStore
     live: LiveSessions
     state_factory: Callable[[str | None], ContextState] | None = None
+    pending: PendingRequests | None = None
 
     # -- helpers -------------------------------------------------------------------------
     @property
@@ -200,7 +203,8 @@ class Dispatcher:
     ) -> Response:
         """Serve one request over HTTP: JSON, or a :class:`CallResponse` for ``tools/call``."""
         json_ok: bool = request.scope.get(JSON_OK_SCOPE_KEY, True)
-        outcome = await self.serve(message, envelope, request, session)
+        channel = BackChannel.http(self.pending, era=envelope.era, session_id=session.id if session else None, sse_allowed=sse_allowed)
+        outcome = await self.serve(message, envelope, request, session, back_channel=channel)
         if isinstance(outcome, Reply):
             return json_reply(outcome, headers, json_ok=json_ok)
         return CallResponse(
@@ -222,6 +226,7 @@ class Dispatcher:
         *,
         http_headers: bool = True,
         signal: CancelSignal | None = None,
+        back_channel: BackChannel | None = None,
     ) -> Reply | PreparedCall:
         """Serve one request on any transport; every exception becomes a JSON-RPC error here.
 
@@ -229,6 +234,7 @@ class Dispatcher:
             http_headers: False on a transport without headers (stdio): the 2026-07-28
                 ``Mcp-Param-*`` checks do not apply.
             signal: the call's cancellation signal, when the transport makes it (default: a new one).
+            back_channel: where the call's ``ctx.send_request`` goes (None: it fails at once).
         Returns:
             The final :class:`Reply`, or a :class:`PreparedCall` for ``tools/call``.
         """
@@ -238,7 +244,7 @@ class Dispatcher:
                 raise MethodNotFoundError(data=_echo(message.method))
             if message.method == "tools/call":
                 return await self._tools_call(
-                    message, envelope, request, session, http_headers, signal if signal is not None else CancelSignal()
+                    message, envelope, request, session, http_headers, signal if signal is not None else CancelSignal(), back_channel
                 )
             return Reply(result_message(message.id, await self._simple(message, envelope, session)))
         except McpError as exc:
@@ -307,6 +313,7 @@ class Dispatcher:
         session: SessionRecord | None,
         http_headers: bool,
         signal: CancelSignal,
+        back_channel: BackChannel | None = None,
     ) -> PreparedCall:
         params = message.params
         name = params.get("name")
@@ -340,12 +347,14 @@ class Dispatcher:
             request=call_request,
             auth=principal,
             tenant_id=principal.tenant_id if principal is not None else "default",
-            session_id=session.id if session is not None else None,
+            session_id=session.id if session is not None else self._stateless_session_id(envelope),
             operation=f"tools/call:{name}",
             client_log_level=(lambda: session.log_level) if session is not None else (lambda: None),
             state_factory=self.state_factory,
             signal=signal,
         )
+        if back_channel is not None:
+            state.requester = back_channel.requester(state)
         context = Context(state)
         if live is not None:
             live.in_flight[message.id] = state.signal
@@ -380,3 +389,10 @@ class Dispatcher:
             return Reply({"jsonrpc": "2.0", "id": request_id, "error": {"code": -32800, "message": "Request cancelled"}})
 
         return PreparedCall(runner, signal, background, cancelled)
+
+    def _stateless_session_id(self, envelope: RequestEnvelope) -> str | None:
+        """``ctx.session_id`` of a 2025 request served without a session: a fresh token per
+        request when ``expose_stateless_session_id`` is on, else None (2026: always None)."""
+        if envelope.era == "legacy" and self.settings.expose_stateless_session_id:
+            return new_session_id()
+        return None

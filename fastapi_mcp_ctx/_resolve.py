@@ -29,6 +29,7 @@ from .errors import (
     McpError,
     PermissionDeniedError,
     SerializationError,
+    ServerRequestError,
     ToolError,
     ValidationError,
 )
@@ -112,6 +113,8 @@ async def run_tool(
         # the handler misused ctx.state (bad key, unserializable value, stale cursor): a tool
         # execution error the model can read, not a fault of the client's request
         return text_result(exc.message, is_error=True)
+    except ServerRequestError as exc:  # ctx.send_request failed and the handler let it go: the model reads why
+        return text_result(str(exc), is_error=True)
     except McpError:
         raise
     except anyio.get_cancelled_exc_class():

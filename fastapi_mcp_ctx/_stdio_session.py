@@ -58,6 +58,7 @@ from ._jsonrpc import (
 from ._sessions import SessionRecord
 from ._streams import Reply
 from ._transport.pending import PendingRequests
+from ._transport.requests import BackChannel
 from .context import CancelSignal
 from .errors import InvalidRequestError, McpError, PayloadTooLargeError, UnsupportedVersionError
 from .router import McpRouter
@@ -334,8 +335,9 @@ class StdioSession:
     async def _serve_request(self, message: JsonRpcRequest, envelope: RequestEnvelope, body: bytes, signal: CancelSignal) -> None:
         try:
             session = self._record if envelope.era == "legacy" else None
+            channel = BackChannel.connection(self.pending, era=envelope.era)  # ctx.send_request: on this connection
             outcome = await self.router.dispatcher.serve(
-                message, envelope, self._request(body), session, http_headers=False, signal=signal
+                message, envelope, self._request(body), session, http_headers=False, signal=signal, back_channel=channel
             )
             if isinstance(outcome, Reply):
                 if not signal.cancelled:

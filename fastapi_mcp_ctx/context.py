@@ -19,7 +19,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 import anyio
 from starlette.requests import Request
@@ -27,18 +27,25 @@ from starlette.requests import Request
 from ._envelope import Era, RequestEnvelope, parse_traceparent
 from ._jsonrpc import notification_message
 from ._logging import ContextLogger
-from .errors import InternalError, MissingCapabilityError
+from .errors import InternalError, MissingCapabilityError, NoBackChannelError
 from .settings import McpSettings
 
 if TYPE_CHECKING:
     from .state import ContextState
 
-__all__ = ["CallState", "CancelSignal", "ClientView", "Context", "get_request_context", "mcp_context"]
+__all__ = ["CallState", "CancelSignal", "ClientRequester", "ClientView", "Context", "get_request_context", "mcp_context"]
 
 SCOPE_KEY: Final = "fastapi_mcp_ctx.call"
 _current: ContextVar[Context | None] = ContextVar("fastapi_mcp_ctx_context", default=None)
 
 Outbound = Callable[[dict[str, Any]], Awaitable[None]]
+
+
+class ClientRequester(Protocol):
+    """Sends one server→client request for a call and returns the client's ``result``
+    (``fastapi_mcp_ctx._transport.requests`` makes it; see :meth:`Context.send_request`)."""
+
+    async def __call__(self, method: str, params: dict[str, Any] | None, timeout: float) -> dict[str, Any]: ...
 
 
 class CancelSignal:
@@ -176,6 +183,7 @@ class CallState:
     started_at: float = field(default_factory=time.time)
     span_id: str | None = None
     last_progress: float | None = None
+    requester: ClientRequester | None = None
 
 
 class Context:
@@ -186,7 +194,7 @@ class Context:
     ``traceparent`` from the header or ``_meta``), ``auth``, ``operation``, ``extra``.
     Client: ``era``, ``protocol_version``, ``client_info``, ``client_capabilities``,
     ``client`` (``can``/``require``), ``progress_token``, ``signal``, ``uri``.
-    Actions: ``report_progress``, ``log``, ``state``, ``with_extra``.
+    Actions: ``report_progress``, ``log``, ``state``, ``with_extra``, ``send_request``.
     """
 
     __slots__ = ("_call", "_log", "_state")
@@ -347,6 +355,31 @@ class Context:
         if self._call.outbound is None or self._call.signal.cancelled:
             return
         await self._call.outbound(notification_message(method, params))
+
+    async def send_request(self, method: str, params: Mapping[str, Any] | None = None, *, timeout: float | None = None) -> dict[str, Any]:
+        """Send a JSON-RPC request to the client on this call's own stream; return its ``result``.
+
+        2025 era (spec 2025-11-25 ``basic/transports`` §Sending Messages item 6). ``ping`` is
+        always allowed; ``roots/list``, ``sampling/createMessage`` and ``elicitation/create``
+        need the capability the client declared (rules: ``fastapi_mcp_ctx._transport.requests``).
+        Failures no wait could cure are raised at once, before anything is sent.
+
+        Args:
+            method / params: the request (params checked against the negotiated version's schema).
+            timeout: seconds to wait for the answer (default ``MCP_SERVER_REQUEST_TIMEOUT_SECONDS``).
+        Returns:
+            The client's ``result`` object.
+        Raises:
+            NoBackChannelError: nothing can carry the request (2026 era, no session, JSON-only
+                Accept, the call or session ended). MissingCapabilityError: not declared.
+            ClientResponseError: the client answered an error. ServerRequestTimeoutError: no
+                answer in time (``notifications/cancelled`` sent). ValueError: bad method/params/timeout.
+        """
+        requester = self._call.requester
+        if requester is None:
+            raise NoBackChannelError(method, "this call was not served by a transport that carries server→client requests")
+        seconds = self._call.settings.server_request_timeout_seconds if timeout is None else timeout
+        return await requester(method, dict(params) if params is not None else None, seconds)
 
     @property
     def log(self) -> ContextLogger:

@@ -28,10 +28,17 @@ Tree::
     │   ├── ValidationError          -32602  400  a ctx.state key or prefix outside the key grammar
     │   └── SerializationError       -32602  400  a ctx.state value that is not JSON-serializable
     ├── InternalError                -32603  500  a crash; the message sent is generic, the cause is logged
-    │   └── StateUnavailableError    -32603  503  a state backend is down; retryable (Retry-After)
+    │   ├── StateUnavailableError    -32603  503  a state backend is down; retryable (Retry-After)
+    │   └── ConfigurationError       -32603  500  the server is misconfigured (missing extra, SQL schema missing or
+    │                                             outdated); not retryable, the message says what the operator must do
     ├── HeaderMismatchError          -32020  400  2026: MCP-Protocol-Version / Mcp-Method / Mcp-Name disagree with the body
     ├── MissingCapabilityError       -32021  400  2026: the call needs a client capability the request did not declare
     ├── UnsupportedVersionError      -32022  400  2026: protocol version not served (data.supported, data.requested)
+    ├── ServerRequestError           -32603  500  ctx.send_request got no result from the client (base; .method)
+    │   ├── NoBackChannelError       -32600  400  nothing can carry the request or its answer: JSON-only Accept, no
+    │   │                                         session (stateless), the 2026 era, the call or session ended
+    │   ├── ClientResponseError      (client's)   the client answered with a JSON-RPC error: .code, .message, .data as sent
+    │   └── ServerRequestTimeoutError -32603 500  no answer within the timeout (notifications/cancelled was sent)
     ├── AuthenticationError          -32001  401  missing or invalid credentials (a dependency raised HTTPException 401)
     ├── PermissionDeniedError        -32003  403  credentials lack a scope (a dependency raised HTTPException 403)
     └── ToolError                    (no code) an anticipated failure shown to the model as an ``isError`` result
@@ -79,6 +86,11 @@ __all__ = [
     "UnsupportedMediaTypeError",
     "UnsupportedVersionError",
     "ValidationError",
+    "ConfigurationError",
+    "ServerRequestError",
+    "NoBackChannelError",
+    "ClientResponseError",
+    "ServerRequestTimeoutError",
 ]
 
 
@@ -332,6 +344,70 @@ class UnsupportedVersionError(McpError):
         super().__init__(data={"supported": supported, "requested": requested})
 
 
+class ServerRequestError(McpError):
+    """A server→client request (``ctx.send_request``) produced no result (-32603).
+
+    Raised into the handler that sent it; left uncaught in a tool it becomes an ``isError``
+    result carrying the message. Spec 2025-11-25 ``basic/transports`` §Sending Messages item 6.
+
+    Attributes:
+        method: the request's method (``"elicitation/create"``...).
+    """
+
+    default_message = "The request to the client failed"
+
+    def __init__(self, method: str, message: str, *, data: Any = None) -> None:
+        super().__init__(message, data=data)
+        self.method = method
+
+
+class NoBackChannelError(ServerRequestError):
+    """Nothing can carry a server→client request, or bring its answer back (-32600): raised at
+    once, never after waiting out a timeout (known fault B06/B45).
+
+    Why (``detail``, a sentence): the client accepts only ``application/json`` on this request; the request
+    has no session (``MCP_SESSION_MODE=stateless``, or ``auto`` without ``Mcp-Session-Id``), so an
+    answer could not be routed back; the 2026-07-28 era, which has no server→client requests;
+    the call, its session or the connection ended before the answer came.
+    """
+
+    code = -32600
+    http_status = 400
+
+    def __init__(self, method: str, detail: str) -> None:
+        super().__init__(method, f"Cannot send {method} to the client: {detail}", data={"method": method})
+        self.detail = detail
+
+
+class ClientResponseError(ServerRequestError):
+    """The client answered a server→client request with a JSON-RPC error.
+
+    Attributes:
+        code / message / data: the client's ``error`` members as sent (``data`` None when absent).
+        method: the request's method.
+    """
+
+    def __init__(self, method: str, code: int, message: str, data: Any = None) -> None:
+        super().__init__(method, message, data=data)
+        self.code = code  # pyright: ignore[reportAttributeAccessIssue]  # the client's code, per instance
+
+    def __str__(self) -> str:
+        return f"The client answered {self.method} with error {self.code}: {self.message}"
+
+
+class ServerRequestTimeoutError(ServerRequestError):
+    """No answer to a server→client request within its timeout; the server stopped waiting and
+    sent ``notifications/cancelled`` for it (spec 2025-11-25 ``basic/lifecycle`` §Timeouts).
+
+    Attributes:
+        timeout: the timeout, in seconds.
+    """
+
+    def __init__(self, method: str, timeout: float) -> None:
+        super().__init__(method, f"The client did not answer {method} within {timeout:g} s", data={"method": method})
+        self.timeout = timeout
+
+
 class AuthenticationError(McpError):
     """Missing or invalid credentials (HTTP 401, ``WWW-Authenticate: Bearer``).
 
@@ -415,3 +491,20 @@ class AppLoadError(Exception):
     attribute is missing, the object is neither a Starlette/FastAPI app nor an ``McpRouter``,
     or the app has no McpRouter (or several and no ``--path`` chooses one). The message says
     what to fix."""
+
+
+class ConfigurationError(InternalError):
+    """The server is misconfigured; nothing changes until its operator acts (-32603, HTTP 500).
+
+    Examples: a storage URL whose package extra is not installed (``pip install
+    "fastapi-mcp-ctx[sql]"``), a SQL schema that is missing or outdated (``fastapi-mcp-ctx
+    migrate``). Raised at start-up (``McpRouter(...)``, ``await mcp_router.check()``) or at
+    first use; answered HTTP 500 in both eras, never 503: retrying does not help. The message
+    says what the operator must do and names no secret (no database URL).
+
+    Attributes:
+        retryable: always False.
+    """
+
+    default_message = "Server misconfigured"
+    retryable: ClassVar[bool] = False

@@ -57,10 +57,12 @@ from ._sessions import (
     SessionStore,
 )
 from ._streams import Reply, StandaloneStream
+from ._transport.pending import PendingRequests, process_origin
 from .auth import Principal
 from .backends import StateBackend, backend_from_url
 from .errors import (
     AuthenticationError,
+    ConfigurationError,
     InvalidRequestError,
     McpError,
     MissingSessionError,
@@ -71,7 +73,7 @@ from .errors import (
     UnsupportedMediaTypeError,
     UnsupportedVersionError,
 )
-from .settings import McpSettings, get_settings
+from .settings import McpSettings, SessionMode, get_settings
 from .state import ContextState, derive_cursor_key
 
 __all__ = ["McpRouter"]
@@ -102,6 +104,12 @@ class McpRouter(APIRouter):
         dependencies: run before every tool call, in that call's dependency graph (not on
             the HTTP request: use ``app.include_router(router, dependencies=[...])`` to guard
             every MCP request, ``initialize`` included).
+        require_session_mode: the session mode this application needs (``"stateful"`` for one
+            whose tools ask the client with ``ctx.send_request``): a resolved
+            ``MCP_SESSION_MODE`` that differs raises :class:`~fastapi_mcp_ctx.errors.ConfigurationError`
+            here, at start-up, naming the setting.
+        expose_stateless_session_id: overrides ``MCP_EXPOSE_STATELESS_SESSION_ID``: 2025 requests
+            served without a session get a fresh per-request token as ``ctx.session_id``.
         **kwargs: any other ``APIRouter`` argument (``prefix``, ``tags``...).
     """
 
@@ -114,10 +122,20 @@ class McpRouter(APIRouter):
         state_backend: StateBackend | None = None,
         authenticate: Callable[..., Any] | None = None,
         dependencies: Sequence[params.Depends] | None = None,
+        require_session_mode: SessionMode | None = None,
+        expose_stateless_session_id: bool | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         self.settings = settings or get_settings()
+        if expose_stateless_session_id is not None:
+            self.settings = self.settings.model_copy(update={"expose_stateless_session_id": expose_stateless_session_id})
+        if require_session_mode is not None and self.settings.session_mode != require_session_mode:
+            raise ConfigurationError(
+                f"This application requires session mode {require_session_mode!r} (McpRouter(require_session_mode=...)), "
+                f"but MCP_SESSION_MODE (McpSettings.session_mode) is {self.settings.session_mode!r}: "
+                f"set MCP_SESSION_MODE={require_session_mode}"
+            )
         self.mcp_path = path or self.settings.path
         self.tool_dependencies: list[params.Depends] = list(dependencies or [])
         self.registry = ToolRegistry()
@@ -144,7 +162,8 @@ class McpRouter(APIRouter):
         def state_factory(tenant_id: str | None) -> ContextState:
             return ContextState(backend, tenant_id, cursor_key=cursor_key)
 
-        self.dispatcher = Dispatcher(self.registry, self.settings, self.sessions, self.live, state_factory)
+        self.pending = PendingRequests(origin=process_origin)  # answers to ctx.send_request, by session
+        self.dispatcher = Dispatcher(self.registry, self.settings, self.sessions, self.live, state_factory, pending=self.pending)
         self._loopback = loopback_security()
         self._configured_security = self._security_from_settings()
         self.routes.append(
@@ -339,14 +358,17 @@ class McpRouter(APIRouter):
     ) -> Response:
         if isinstance(message, JsonRpcRequest) and message.method == "initialize":
             return await self._initialize(message, request.scope)
-        stateful = self.settings.session_mode == "stateful"
+        mode = self.settings.session_mode  # auto: a session when the request names one, else none
+        in_session = mode == "stateful" or (mode == "auto" and _SESSION_HEADER in request_headers)
         try:
-            session = await self._session(request_headers, request.scope) if stateful else None
+            session = await self._session(request_headers, request.scope) if in_session else None
         except McpError as exc:
             exc.request_id = message.id if isinstance(message, JsonRpcRequest) else None  # type: ignore[attr-defined]
             raise
         headers = {_SESSION_HEADER: session.id} if session is not None else {}
-        if isinstance(message, JsonRpcResponse):
+        if isinstance(message, JsonRpcResponse):  # an answer to ctx.send_request, matched in its session
+            if not self.pending.resolve(message, session.id if session is not None else None):
+                logger.debug("ignored a client response to an unknown request id %r", message.id)
             return Response(status_code=202, headers=headers)
         if isinstance(message, JsonRpcNotification):
             self._legacy_notification(message, session)
@@ -365,7 +387,7 @@ class McpRouter(APIRouter):
     async def _initialize(self, message: JsonRpcRequest, request_scope: Scope) -> Response:
         result, version = self.dispatcher.initialize_result(message.params)
         headers: dict[str, str] = {}
-        if self.settings.session_mode == "stateful":
+        if self.settings.session_mode != "stateless":  # stateful and auto issue a session
             principal: Principal | None = request_scope.get(PRINCIPAL_SCOPE_KEY)
             owner = principal.owner_key if principal is not None else None
             record = SessionRecord.from_initialize(message.params, version, owner)
@@ -392,6 +414,7 @@ class McpRouter(APIRouter):
         record = await self.sessions.get(session_id)
         if record is None:
             self.live.end(session_id)  # expired: its in-process companions go too
+            self.pending.close_scope(session_id)
             raise SessionNotFoundError()
         principal: Principal | None = scope.get(PRINCIPAL_SCOPE_KEY)
         if record.owner != (principal.owner_key if principal is not None else None):
@@ -399,6 +422,9 @@ class McpRouter(APIRouter):
         return record
 
     def _reject_modern_header(self, headers: HeaderMap) -> Response | None:
+        """405 for GET/DELETE that this server does not serve: a 2026 header, or stateless mode."""
+        if self.settings.session_mode == "stateless":  # no sessions: no GET stream, nothing to DELETE
+            return Response(status_code=405, headers={"Allow": "POST"})
         version = headers.get("mcp-protocol-version")
         if version is not None and version.strip() not in HANDSHAKE_PROTOCOL_VERSIONS:
             return Response(status_code=405, headers={"Allow": "POST"})
@@ -428,6 +454,7 @@ class McpRouter(APIRouter):
         session = await self._session(headers, request.scope)
         await self.sessions.delete(session.id)
         self.live.end(session.id)
+        self.pending.close_scope(session.id)
         return Response(status_code=200)
 
     async def aclose(self) -> None:
