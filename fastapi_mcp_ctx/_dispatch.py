@@ -353,8 +353,7 @@ class Dispatcher:
             state_factory=self.state_factory,
             signal=signal,
         )
-        if back_channel is not None:
-            state.requester = back_channel.requester(state)
+        state.back_channel = back_channel
         context = Context(state)
         if live is not None:
             live.in_flight[message.id] = state.signal

@@ -42,10 +42,10 @@ Outbound = Callable[[dict[str, Any]], Awaitable[None]]
 
 
 class ClientRequester(Protocol):
-    """Sends one server→client request for a call and returns the client's ``result``
-    (``fastapi_mcp_ctx._transport.requests`` makes it; see :meth:`Context.send_request`)."""
+    """Sends a call's server→client requests and returns the client's ``result``
+    (``fastapi_mcp_ctx._transport.requests.BackChannel``; see :meth:`Context.send_request`)."""
 
-    async def __call__(self, method: str, params: dict[str, Any] | None, timeout: float) -> dict[str, Any]: ...
+    async def send_request(self, call: CallState, method: str, params: dict[str, Any] | None, timeout: float) -> dict[str, Any]: ...
 
 
 class CancelSignal:
@@ -183,7 +183,7 @@ class CallState:
     started_at: float = field(default_factory=time.time)
     span_id: str | None = None
     last_progress: float | None = None
-    requester: ClientRequester | None = None
+    back_channel: ClientRequester | None = None
 
 
 class Context:
@@ -375,11 +375,11 @@ class Context:
             ClientResponseError: the client answered an error. ServerRequestTimeoutError: no
                 answer in time (``notifications/cancelled`` sent). ValueError: bad method/params/timeout.
         """
-        requester = self._call.requester
-        if requester is None:
+        channel = self._call.back_channel
+        if channel is None:
             raise NoBackChannelError(method, "this call was not served by a transport that carries server→client requests")
         seconds = self._call.settings.server_request_timeout_seconds if timeout is None else timeout
-        return await requester(method, dict(params) if params is not None else None, seconds)
+        return await channel.send_request(self._call, method, dict(params) if params is not None else None, seconds)
 
     @property
     def log(self) -> ContextLogger:

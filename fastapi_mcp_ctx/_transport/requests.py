@@ -42,7 +42,7 @@ from pydantic import ValidationError as PydanticValidationError
 
 from .._envelope import Era
 from .._jsonrpc import notification_message
-from ..context import CallState, ClientRequester, ClientView
+from ..context import CallState, ClientView
 from ..errors import (
     ClientResponseError,
     MissingCapabilityError,
@@ -141,7 +141,8 @@ def _answer(method: str, version: str, error: Mapping[str, Any] | None, result: 
 
 @dataclass(frozen=True, slots=True)
 class BackChannel:
-    """Where one call's server→client requests go and where their answers come from.
+    """Where one call's server→client requests go and where their answers come from (a
+    :class:`~fastapi_mcp_ctx.context.ClientRequester`; it holds no call, so no cycle).
 
     Attributes:
         pending: the table the answers are matched in (None when refused).
@@ -174,37 +175,33 @@ class BackChannel:
         """The channel of a call on a connection that is its own session (stdio)."""
         return cls.refused(MODERN_ERA) if era == "modern" else cls(pending, None)
 
-    def requester(self, state: CallState) -> ClientRequester:
-        """The function behind ``ctx.send_request`` for the call of ``state``."""
-
-        async def send_request(method: str, params: dict[str, Any] | None, timeout: float) -> dict[str, Any]:
-            if self.refusal is not None or self.pending is None:
-                raise NoBackChannelError(method, self.refusal or NO_SESSION)
-            version = _check_request(method, params, timeout, state)
-            outbound = state.outbound
-            if outbound is None or state.signal.cancelled:
-                raise NoBackChannelError(method, CALL_ENDED)
-            pending = self.pending
-            try:
-                request_id = pending.open(self.scope)
-            except anyio.ClosedResourceError:
-                raise NoBackChannelError(method, SCOPE_ENDED) from None
-            message: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": method}
-            if params is not None:
-                message["params"] = params
-            try:
-                await outbound(message)
-            except BaseException:
-                pending.discard(request_id)
-                raise
-            try:
-                response = await pending.wait(request_id, timeout)
-            except TimeoutError:
-                reason = f"no answer within {timeout:g} s"
-                await outbound(notification_message("notifications/cancelled", {"requestId": request_id, "reason": reason}))
-                raise ServerRequestTimeoutError(method, timeout) from None
-            except anyio.ClosedResourceError:
-                raise NoBackChannelError(method, SCOPE_ENDED) from None
-            return _answer(method, version, response.error, response.result)
-
-        return send_request
+    async def send_request(self, call: CallState, method: str, params: dict[str, Any] | None, timeout: float) -> dict[str, Any]:
+        """Send ``method`` for ``call`` and return the client's result (``Context.send_request``)."""
+        if self.refusal is not None or self.pending is None:
+            raise NoBackChannelError(method, self.refusal or NO_SESSION)
+        version = _check_request(method, params, timeout, call)
+        outbound = call.outbound
+        if outbound is None or call.signal.cancelled:
+            raise NoBackChannelError(method, CALL_ENDED)
+        pending = self.pending
+        try:
+            request_id = pending.open(self.scope)
+        except anyio.ClosedResourceError:
+            raise NoBackChannelError(method, SCOPE_ENDED) from None
+        message: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": method}
+        if params is not None:
+            message["params"] = params
+        try:
+            await outbound(message)
+        except BaseException:
+            pending.discard(request_id)
+            raise
+        try:
+            response = await pending.wait(request_id, timeout)
+        except TimeoutError:
+            reason = f"no answer within {timeout:g} s"
+            await outbound(notification_message("notifications/cancelled", {"requestId": request_id, "reason": reason}))
+            raise ServerRequestTimeoutError(method, timeout) from None
+        except anyio.ClosedResourceError:
+            raise NoBackChannelError(method, SCOPE_ENDED) from None
+        return _answer(method, version, response.error, response.result)
