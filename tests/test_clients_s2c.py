@@ -10,9 +10,12 @@ as a ``ClientResponseError``; a ``2026-07-28`` client gets the 2026 refusal.
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -20,7 +23,7 @@ import mcp_types as types
 import pytest
 import uvicorn
 from conftest import make_app, make_router
-from fastapi import Depends
+from fastapi import Depends, FastAPI
 from mcp import Client
 from mcp.client.session import ClientRequestContext
 
@@ -86,9 +89,10 @@ def build_router() -> McpRouter:
 ROUTER = build_router()
 
 
-@pytest.fixture(scope="module")
-def server_url() -> Iterator[str]:
-    config = uvicorn.Config(make_app(ROUTER), host="127.0.0.1", port=0, log_level="warning", lifespan="on")
+@contextmanager
+def serving(app: FastAPI) -> Iterator[str]:
+    """Serve ``app`` with uvicorn on 127.0.0.1 in a thread; yield its MCP URL."""
+    config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", lifespan="on")
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, name="uvicorn-s2c", daemon=True)
     thread.start()
@@ -104,6 +108,12 @@ def server_url() -> Iterator[str]:
     finally:
         server.should_exit = True
         thread.join(timeout=5)
+
+
+@pytest.fixture(scope="module")
+def server_url() -> Iterator[str]:
+    with serving(make_app(ROUTER)) as url:
+        yield url
 
 
 SEEN: list[Any] = []
@@ -198,3 +208,23 @@ async def test_a_2026_client_gets_the_2026_refusal(server_url: str) -> None:
             result = await client.call_tool("client_roots", {})
     assert result.is_error is True and "2026-07-28 era has no server→client requests" in text(result)
     assert SEEN == []
+
+
+async def test_the_guide_example_runs_as_written() -> None:
+    guide = (Path(__file__).resolve().parents[1] / "docs" / "guide.md").read_text(encoding="utf-8")
+    section = guide[guide.index("## Asking the client (2025 era)") : guide.index("## Session modes")]
+    match = re.search(r"```python\n(.*?)```", section, re.DOTALL)
+    assert match is not None
+    namespace: dict[str, Any] = {"__name__": "guide_asking_the_client"}
+    exec(compile(match.group(1), "docs/guide.md", "exec"), namespace)  # noqa: S102
+    app = FastAPI()
+    app.include_router(namespace["mcp_router"])
+    with serving(app) as url, anyio.fail_after(30):
+        async with Client(url, mode="legacy", cache=None, list_roots_callback=on_roots) as client:
+            assert structured(await client.call_tool("project_roots", {})) == {"result": ["file:///work/project"]}
+        async with Client(url, mode="legacy", cache=None, list_roots_callback=refuse_roots) as client:
+            assert structured(await client.call_tool("project_roots", {})) == {"result": ["error -32603: no roots for you"]}
+        async with Client(url, mode="legacy", cache=None) as client:  # no roots declared
+            assert structured(await client.call_tool("project_roots", {})) == {"result": []}
+        async with Client(url, mode="2026-07-28", cache=None, list_roots_callback=on_roots) as client:
+            assert structured(await client.call_tool("project_roots", {})) == {"result": []}
