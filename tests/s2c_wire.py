@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-from conftest import ACCEPT_BOTH, LEGACY, AsgiExchange, Wire, asgi_exchange, make_app, make_router, rpc, sse_events
+from conftest import ACCEPT_BOTH, LEGACY, AsgiExchange, Wire, asgi_exchange, make_app, make_router, open_client, rpc, sse_events
 from fastapi import Depends, FastAPI
 
 from fastapi_mcp_ctx import Context, McpRouter, mcp_context
@@ -36,6 +36,14 @@ def build(**overrides: Any) -> tuple[FastAPI, McpRouter]:
             raise
 
     return make_app(router), router
+
+
+@asynccontextmanager
+async def in_session(app: FastAPI, capabilities: dict[str, Any] | None = None, **kwargs: Any) -> AsyncIterator[tuple[Wire, str]]:
+    """A raw client on ``app`` and a fresh 2025 session (``initialize`` with ``capabilities``)."""
+    async with open_client(app) as client:
+        wire = Wire(client)
+        yield wire, await wire.initialize(capabilities=capabilities, **kwargs)
 
 
 def frames(exchange: AsgiExchange) -> list[dict[str, Any]]:

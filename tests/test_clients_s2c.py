@@ -11,21 +11,18 @@ as a ``ClientResponseError``; a ``2026-07-28`` client gets the 2026 refusal.
 from __future__ import annotations
 
 import re
-import threading
-import time
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import anyio
 import mcp_types as types
 import pytest
-import uvicorn
 from conftest import make_app, make_router
 from fastapi import Depends, FastAPI
 from mcp import Client
 from mcp.client.session import ClientRequestContext
+from serving import uvicorn_thread
 
 from fastapi_mcp_ctx import Context, McpRouter, mcp_context
 from fastapi_mcp_ctx.errors import ClientResponseError
@@ -89,30 +86,9 @@ def build_router() -> McpRouter:
 ROUTER = build_router()
 
 
-@contextmanager
-def serving(app: FastAPI) -> Iterator[str]:
-    """Serve ``app`` with uvicorn on 127.0.0.1 in a thread; yield its MCP URL."""
-    config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", lifespan="on")
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, name="uvicorn-s2c", daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started:
-        if time.monotonic() > deadline or not thread.is_alive():
-            server.should_exit = True
-            pytest.fail("uvicorn did not start within 10 s")
-        time.sleep(0.02)
-    port = server.servers[0].sockets[0].getsockname()[1]
-    try:
-        yield f"http://127.0.0.1:{port}/mcp"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=5)
-
-
 @pytest.fixture(scope="module")
 def server_url() -> Iterator[str]:
-    with serving(make_app(ROUTER)) as url:
+    with uvicorn_thread(make_app(ROUTER)) as url:
         yield url
 
 
@@ -219,7 +195,7 @@ async def test_the_guide_example_runs_as_written() -> None:
     exec(compile(match.group(1), "docs/guide.md", "exec"), namespace)  # noqa: S102
     app = FastAPI()
     app.include_router(namespace["mcp_router"])
-    with serving(app) as url, anyio.fail_after(30):
+    with uvicorn_thread(app) as url, anyio.fail_after(30):
         async with Client(url, mode="legacy", cache=None, list_roots_callback=on_roots) as client:
             assert structured(await client.call_tool("project_roots", {})) == {"result": ["file:///work/project"]}
         async with Client(url, mode="legacy", cache=None, list_roots_callback=refuse_roots) as client:

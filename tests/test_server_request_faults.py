@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 from conftest import LEGACY, Wire, asgi_exchange, open_client, result_of, tool_text
-from s2c_wire import RAISED, answer, build, calling, finished, frames, wait_frames
+from s2c_wire import RAISED, answer, build, calling, finished, frames, in_session, wait_frames
 
 from fastapi_mcp_ctx.errors import MissingCapabilityError, NoBackChannelError, ServerRequestTimeoutError
 
@@ -59,9 +59,7 @@ async def test_b06_2026_request_is_never_sent_on_a_stream() -> None:
 
 async def test_b06_only_declared_kinds_are_sent() -> None:
     app, _ = build()
-    async with open_client(app) as client:
-        wire = Wire(client)
-        session = await wire.initialize(capabilities={"elicitation": {}})
+    async with in_session(app, {"elicitation": {}}) as (wire, session):
         async with calling(app, session, {"method": "sampling/createMessage", "params": SAMPLE, "timeout": 30}) as exchange:
             await finished(exchange)
     assert exchange.headers["content-type"] == "application/json"
@@ -73,9 +71,7 @@ async def test_b06_only_declared_kinds_are_sent() -> None:
 
 async def test_b45_timeouts_leave_nothing_behind() -> None:
     app, router = build()
-    async with open_client(app) as client:
-        wire = Wire(client)
-        session = await wire.initialize(capabilities={"elicitation": {}})
+    async with in_session(app, {"elicitation": {}}) as (wire, session):
         for round_ in range(40):
             async with calling(app, session, {"method": "elicitation/create", "params": ELICIT, "timeout": 0.01}, request_id=round_) as ex:
                 await finished(ex)
@@ -89,9 +85,7 @@ async def test_b45_timeouts_leave_nothing_behind() -> None:
 
 async def test_b45_a_late_answer_is_accepted_and_applied_to_nothing() -> None:
     app, router = build()
-    async with open_client(app) as client:
-        wire = Wire(client)
-        session = await wire.initialize(capabilities={"elicitation": {}})
+    async with in_session(app, {"elicitation": {}}) as (wire, session):
         async with calling(app, session, {"method": "elicitation/create", "params": ELICIT, "timeout": 0.05}, request_id=1) as first:
             await finished(first)
         late_id = frames(first)[0]["id"]
@@ -106,9 +100,7 @@ async def test_b45_a_late_answer_is_accepted_and_applied_to_nothing() -> None:
 
 async def test_b45_an_undeclared_roots_request_fails_with_nothing_on_the_wire() -> None:
     app, router = build()
-    async with open_client(app) as client:
-        wire = Wire(client)
-        session = await wire.initialize(capabilities={"elicitation": {}})
+    async with in_session(app, {"elicitation": {}}) as (wire, session):
         started = time.monotonic()
         async with calling(app, session, {"method": "roots/list", "timeout": 30}) as exchange:
             await finished(exchange)
@@ -120,9 +112,7 @@ async def test_b45_an_undeclared_roots_request_fails_with_nothing_on_the_wire() 
 
 async def test_b45_requests_go_on_the_calls_stream_never_the_get_stream() -> None:
     app, router = build()
-    async with open_client(app) as client:
-        wire = Wire(client)
-        session = await wire.initialize()
+    async with in_session(app) as (wire, session):
         get_headers = {"accept": "text/event-stream", "mcp-session-id": session, "mcp-protocol-version": LEGACY}
         async with asgi_exchange(app, "GET", headers=get_headers, disconnect_after_response=False) as standalone:
             async with calling(app, session, {"method": "ping", "timeout": 5}) as exchange:

@@ -18,7 +18,7 @@ import anyio
 import pytest
 from conftest import Wire, make_app, make_router, open_client, result_of, rpc, tool_text
 from fastapi import Depends
-from s2c_wire import RAISED, answer, build, calling, finished, frames, wait_frames
+from s2c_wire import RAISED, answer, build, calling, finished, frames, in_session, wait_frames
 
 from fastapi_mcp_ctx import Context, mcp_context
 from fastapi_mcp_ctx._jsonrpc import JsonRpcResponse
@@ -45,9 +45,7 @@ def _reset() -> None:
 
 async def test_ping_round_trip_on_the_calls_own_stream() -> None:
     app, router = build()
-    async with open_client(app) as client:
-        wire = Wire(client)
-        session = await wire.initialize()
+    async with in_session(app) as (wire, session):
         async with calling(app, session, {"method": "ping"}) as exchange:
             (request,) = await wait_frames(exchange, 1)
             assert exchange.headers["content-type"] == "text/event-stream"  # the POST response switched to SSE
@@ -65,9 +63,7 @@ async def test_ping_round_trip_on_the_calls_own_stream() -> None:
 
 async def test_auto_mode_sends_requests_in_a_session() -> None:
     app, router = build(session_mode="auto")
-    async with open_client(app) as client:
-        wire = Wire(client)
-        session = await wire.initialize()
+    async with in_session(app) as (wire, session):
         async with calling(app, session, {"method": "ping"}) as exchange:
             (request,) = await wait_frames(exchange, 1)
             await answer(wire, {"id": request["id"], "result": {}})
@@ -80,9 +76,7 @@ async def test_params_and_result_pass_through_unchanged() -> None:
     app, _ = build()
     schema = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
     params = {"message": "Your name?", "requestedSchema": schema}
-    async with open_client(app) as client:
-        wire = Wire(client)
-        session = await wire.initialize(capabilities={"elicitation": {}})
+    async with in_session(app, {"elicitation": {}}) as (wire, session):
         async with calling(app, session, {"method": "elicitation/create", "params": params}) as exchange:
             (request,) = await wait_frames(exchange, 1)
             assert request["method"] == "elicitation/create" and request["params"] == params
@@ -93,9 +87,7 @@ async def test_params_and_result_pass_through_unchanged() -> None:
 
 async def test_error_answer_is_a_typed_exception() -> None:
     app, router = build()
-    async with open_client(app) as client:
-        wire = Wire(client)
-        session = await wire.initialize(capabilities={"roots": {}})
+    async with in_session(app, {"roots": {}}) as (wire, session):
         async with calling(app, session, {"method": "roots/list"}) as exchange:
             (request,) = await wait_frames(exchange, 1)
             error = {"code": -32601, "message": "Roots are private", "data": {"why": ["policy"]}}
@@ -112,9 +104,7 @@ async def test_error_answer_is_a_typed_exception() -> None:
 
 async def test_a_result_outside_the_schema_is_refused() -> None:
     app, _ = build()
-    async with open_client(app) as client:
-        wire = Wire(client)
-        session = await wire.initialize(capabilities={"roots": {}})
+    async with in_session(app, {"roots": {}}) as (wire, session):
         async with calling(app, session, {"method": "roots/list"}) as exchange:
             (request,) = await wait_frames(exchange, 1)
             await answer(wire, {"id": request["id"], "result": {"roots": "not a list"}})
@@ -126,9 +116,7 @@ async def test_a_result_outside_the_schema_is_refused() -> None:
 
 async def test_timeout_raises_and_cancels_the_request_on_the_stream() -> None:
     app, router = build()
-    async with open_client(app) as client:
-        wire = Wire(client)
-        session = await wire.initialize()
+    async with in_session(app) as (wire, session):
         started = time.monotonic()
         async with calling(app, session, {"method": "ping", "timeout": 0.2}) as exchange:
             await finished(exchange)
@@ -152,9 +140,7 @@ async def test_timeout_raises_and_cancels_the_request_on_the_stream() -> None:
 
 async def test_default_timeout_comes_from_the_setting() -> None:
     app, _ = build(server_request_timeout_seconds=0.1)
-    async with open_client(app) as client:
-        wire = Wire(client)
-        session = await wire.initialize()
+    async with in_session(app) as (wire, session):
         async with calling(app, session, {"method": "ping"}) as exchange:
             await finished(exchange)
     (exc,) = RAISED
@@ -195,9 +181,7 @@ async def test_an_undeclared_capability_fails_at_once_with_nothing_sent(
     method: str, params: dict[str, Any] | None, declared: dict[str, Any], required: dict[str, Any]
 ) -> None:
     app, router = build()
-    async with open_client(app) as client:
-        wire = Wire(client)
-        session = await wire.initialize(capabilities=declared)
+    async with in_session(app, declared) as (wire, session):
         started = time.monotonic()
         async with calling(app, session, {"method": method, "params": params, "timeout": 30}) as exchange:
             await finished(exchange)
@@ -219,9 +203,7 @@ async def test_a_declared_capability_lets_the_request_out(
     for key, value in required.items():
         granted[key] = {**declared.get(key, {}), **value}
     app, _ = build()
-    async with open_client(app) as client:
-        wire = Wire(client)
-        session = await wire.initialize(capabilities=granted)
+    async with in_session(app, granted) as (wire, session):
         async with calling(app, session, {"method": method, "params": params, "timeout": 0.05}) as exchange:
             await finished(exchange)
     assert frames(exchange)[0]["method"] == method
@@ -243,9 +225,7 @@ def test_required_capabilities_table() -> None:
 
 async def test_a_json_only_client_fails_at_once() -> None:
     app, router = build()
-    async with open_client(app) as client:
-        wire = Wire(client)
-        session = await wire.initialize()
+    async with in_session(app) as (wire, session):
         started = time.monotonic()
         async with calling(app, session, {"method": "ping", "timeout": 30}, accept="application/json") as exchange:
             await finished(exchange)
@@ -309,9 +289,7 @@ async def test_a_method_newer_than_the_session_is_refused() -> None:
 
 async def test_answers_match_by_typed_id() -> None:
     app, router = build()
-    async with open_client(app) as client:
-        wire = Wire(client)
-        session = await wire.initialize()
+    async with in_session(app) as (wire, session):
         async with calling(app, session, {"method": "ping"}) as exchange:
             (request,) = await wait_frames(exchange, 1)
             rid: str = request["id"]
@@ -345,9 +323,7 @@ async def test_an_answer_from_another_session_never_resolves() -> None:
 
 async def test_an_answer_needs_a_valid_session() -> None:
     app, router = build()
-    async with open_client(app) as client:
-        wire = Wire(client)
-        session = await wire.initialize()
+    async with in_session(app) as (wire, session):
         async with calling(app, session, {"method": "ping"}) as exchange:
             (request,) = await wait_frames(exchange, 1)
             body = {"jsonrpc": "2.0", "id": request["id"], "result": {}}
@@ -386,9 +362,7 @@ async def test_concurrent_requests_of_one_call_each_get_their_own_answer() -> No
         return results
 
     app = make_app(router)
-    async with open_client(app) as client:
-        wire = Wire(client)
-        session = await wire.initialize(capabilities={"roots": {}})
+    async with in_session(app, {"roots": {}}) as (wire, session):
         async with calling(app, session, {}, tool="both") as exchange:
             requests = await wait_frames(exchange, 2)
             by_method = {r["method"]: r["id"] for r in requests}
@@ -405,13 +379,11 @@ async def test_concurrent_requests_of_one_call_each_get_their_own_answer() -> No
 
 async def test_delete_ends_the_wait_and_the_entry() -> None:
     app, router = build()
-    async with open_client(app) as client:
-        wire = Wire(client)
-        session = await wire.initialize()
+    async with in_session(app) as (wire, session):
         async with calling(app, session, {"method": "ping", "timeout": 30}) as exchange:
             await wait_frames(exchange, 1)
             assert router.pending.count(session) == 1
-            response = await client.delete("/mcp", headers=wire.legacy_headers())
+            response = await wire.client.delete("/mcp", headers=wire.legacy_headers())
             assert response.status_code == 200
             await finished(exchange)
     assert len(router.pending) == 0
@@ -422,9 +394,7 @@ async def test_an_expired_session_ends_its_waits() -> None:
     clock = [1000.0]
     router_app, router = build(session_idle_seconds=60)
     router.sessions._clock = lambda: clock[0]  # type: ignore[attr-defined]
-    async with open_client(router_app) as client:
-        wire = Wire(client)
-        session = await wire.initialize()
+    async with in_session(router_app) as (wire, session):
         async with calling(router_app, session, {"method": "ping", "timeout": 30}) as exchange:
             await wait_frames(exchange, 1)
             clock[0] += 61
@@ -435,9 +405,7 @@ async def test_an_expired_session_ends_its_waits() -> None:
 
 async def test_cancelling_the_call_removes_its_entry() -> None:
     app, router = build()
-    async with open_client(app) as client:
-        wire = Wire(client)
-        session = await wire.initialize()
+    async with in_session(app) as (wire, session):
         async with calling(app, session, {"method": "ping", "timeout": 30}, request_id="call-1") as exchange:
             await wait_frames(exchange, 1)
             note = await wire.post(rpc("notifications/cancelled", {"requestId": "call-1", "reason": "user"}, None), wire.legacy_headers())
@@ -449,9 +417,7 @@ async def test_cancelling_the_call_removes_its_entry() -> None:
 
 async def test_a_disconnect_removes_the_entry() -> None:
     app, router = build()
-    async with open_client(app) as client:
-        wire = Wire(client)
-        session = await wire.initialize()
+    async with in_session(app) as (wire, session):
         async with calling(app, session, {"method": "ping", "timeout": 30}) as exchange:
             await wait_frames(exchange, 1)
             exchange.disconnect.set()
