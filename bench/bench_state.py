@@ -155,15 +155,9 @@ async def bench_postgres(url: str, args: argparse.Namespace, rows: list[Row]) ->
 
 
 def migrate(url: str) -> None:
-    from alembic.config import Config
+    from fastapi_mcp_ctx.backends.sql_migrations import upgrade
 
-    from alembic import command
-
-    cfg = Config(str(ROOT / "alembic.ini"))
-    cfg.set_main_option("script_location", str(ROOT / "alembic"))
-    cfg.attributes["url"] = url
-    cfg.attributes["configure_logger"] = False
-    command.upgrade(cfg, "head")
+    asyncio.run(upgrade(url))
 
 
 async def main_async(args: argparse.Namespace) -> list[Row]:

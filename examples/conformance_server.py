@@ -29,7 +29,10 @@ from fastapi_mcp_ctx import (
 PNG_1X1 = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg=="
 WAV = "UklGRiYAAABXQVZFZm10IBAAAAABAAEAQB8AAAB9AAACABAAZGF0YQIAAAA="
 
-router = McpRouter(settings=McpSettings(server_name="fastapi-mcp-ctx-conformance", server_version="0.1.0"))
+router = McpRouter(
+    settings=McpSettings(server_name="fastapi-mcp-ctx-conformance", server_version="0.1.0"),
+    list_changed={"tools"},  # announced by test_trigger_tool_change: tools.listChanged, subscriptions/listen
+)
 
 
 @router.tool()
@@ -105,9 +108,9 @@ async def test_missing_capability(ctx: Context = Depends(mcp_context)) -> types.
 
 
 @router.tool()
-async def test_trigger_tool_change() -> types.TextContent:
-    """Announces a tool-list change on open 2025 standalone streams."""
-    router.notify_tools_list_changed()
+async def test_trigger_tool_change(ctx: Context = Depends(mcp_context)) -> types.TextContent:
+    """Announces a tool-list change (2025 GET streams, 2026 listen streams that asked for it)."""
+    await ctx.notify_tools_list_changed()
     return text_content("Tool list change triggered")
 
 

@@ -1,12 +1,17 @@
 """Quickstart: a notes server over MCP, both protocol eras, on 127.0.0.1:8000/mcp.
 
-Run:  python examples/quickstart.py      (or: uvicorn examples.quickstart:app)
+Run:  python examples/quickstart.py      (or: fastapi-mcp-ctx serve examples.quickstart:app)
       PORT=8001 python examples/quickstart.py   (another port)
+
+Embedded defaults: ``ctx.state`` (the ``remember``/``recall`` memos) lives in memory. Keep it in
+PostgreSQL with ``MCP_STORAGE_URL=postgresql+asyncpg://…`` after ``fastapi-mcp-ctx migrate``
+(compose.yaml does both); the app checks the schema at start-up.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
 from typing import Annotated
 
 from fastapi import Depends, FastAPI, Header, Request
@@ -103,7 +108,44 @@ def find_note(note_id: int, db: NoteBook = Depends(get_db)) -> Note:
     raise ToolError(f"No note with id {note_id}", recovery_hint="List notes with add_note first.")
 
 
-app = FastAPI(title="fastapi-mcp-ctx quickstart")
+class Memo(BaseModel):
+    """A memo kept in ctx.state."""
+
+    key: str
+    text: str
+
+
+MemoKey = Annotated[str, Field(pattern=r"^[a-z0-9_-]{1,64}$", description="The memo's name, e.g. 'groceries'")]
+
+
+@mcp_router.tool()
+async def remember(
+    key: MemoKey,
+    text: Annotated[str, Field(description="What to remember", max_length=10_000)],
+    ctx: Context = Depends(mcp_context),
+) -> Memo:
+    """Keep a memo in ctx.state (per tenant; in the database that MCP_STORAGE_URL names)."""
+    await ctx.state.set(f"memos/{key}", text)
+    return Memo(key=key, text=text)
+
+
+@mcp_router.tool(annotations={"readOnlyHint": True})
+async def recall(key: MemoKey, ctx: Context = Depends(mcp_context)) -> Memo:
+    """Read back a memo stored with remember."""
+    text = await ctx.state.get(f"memos/{key}", str)
+    if text is None:
+        raise ToolError(f"No memo named {key!r}", recovery_hint="Store one with remember first.")
+    return Memo(key=key, text=text)
+
+
+@asynccontextmanager
+async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+    await mcp_router.check()  # a missing SQL schema stops the start, naming `fastapi-mcp-ctx migrate`
+    yield
+    await mcp_router.aclose()
+
+
+app = FastAPI(title="fastapi-mcp-ctx quickstart", lifespan=lifespan)
 app.include_router(mcp_router)
 
 

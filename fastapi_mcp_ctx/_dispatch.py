@@ -32,14 +32,18 @@ from ._http import BODY_SCOPE_KEY, replaying_receive
 from ._jsonrpc import JsonRpcRequest, RequestId, dumps, error_message, result_message
 from ._registry import ToolDef, ToolRegistry
 from ._resolve import run_tool
+from ._results import error_result
 from ._sessions import LiveSessions, SessionRecord, SessionStore, new_session_id
 from ._streams import SSE_HEADERS, CallResponse, Outbound, Reply, Runner, sse_frame
+from ._transport.listen import ListenResponse, parse_filter
+from ._transport.notifications import Notifier
 from ._transport.pending import PendingRequests
 from ._transport.requests import BackChannel
 from .auth import Principal
 from .context import CallState, CancelSignal, Context
 from .errors import (
     AuthenticationError,
+    ConfigurationError,
     HeaderMismatchError,
     InternalError,
     InvalidCursorError,
@@ -49,6 +53,7 @@ from .errors import (
     MethodNotFoundError,
     MissingCapabilityError,
     PermissionDeniedError,
+    RequestCancelledError,
     StateUnavailableError,
     UnknownToolError,
 )
@@ -64,14 +69,17 @@ JSON_OK_SCOPE_KEY: Final = "fastapi_mcp_ctx.json_ok"
 PRINCIPAL_SCOPE_KEY: Final = "fastapi_mcp_ctx.principal"
 _ECHO_LIMIT: Final = 256
 LEGACY_METHODS: Final = frozenset({"ping", "tools/list", "tools/call", "logging/setLevel"})
-MODERN_METHODS: Final = frozenset({"server/discover", "tools/list", "tools/call"})
+MODERN_METHODS: Final = frozenset({"server/discover", "tools/list", "tools/call", "subscriptions/listen"})
 _CURSOR_PREFIX: Final = "tools:"
 _DECIMAL: Final = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?")
 
 
 def reply_status(exc: McpError, era: str) -> int:
     """HTTP status of a JSON-RPC error: mapped in 2026; in 2025 200, except for request-shape
-    (-32600), authentication and availability errors (a 2025 client reads 404 as "session gone")."""
+    (-32600), authentication and availability errors (a 2025 client reads 404 as "session gone").
+    A misconfigured server is 500 in both eras: the operator must act, a retry does not help."""
+    if isinstance(exc, ConfigurationError):
+        return exc.http_status
     if era == "modern" or isinstance(
         exc, (AuthenticationError, PermissionDeniedError, StateUnavailableError, InvalidRequestError)
     ):
@@ -151,6 +159,7 @@ class Dispatcher:
     sessions: SessionStore
     live: LiveSessions
     state_factory: Callable[[str | None], ContextState] | None = None
+    notifier: Notifier | None = None
     pending: PendingRequests | None = None
 
     # -- helpers -------------------------------------------------------------------------
@@ -159,9 +168,13 @@ class Dispatcher:
         """``Implementation`` of this server (``name``, ``version``)."""
         return {"name": self.settings.server_name, "version": self.settings.server_version}
 
-    def capabilities(self) -> dict[str, Any]:
-        """``ServerCapabilities``: tools and logging."""
-        return {"tools": {"listChanged": False}, "logging": {}}
+    def capabilities(self, era: str = "legacy") -> dict[str, Any]:
+        """``ServerCapabilities``: tools, logging, and the declared ``listChanged`` / ``subscribe``
+        (``resources.subscribe`` in 2025 only once ``resources/subscribe`` is served)."""
+        if self.notifier is None:
+            return {"tools": {"listChanged": False}, "logging": {}}
+        subscribe_served = era == "modern" or "resources/subscribe" in LEGACY_METHODS
+        return {**self.notifier.capabilities(subscribe_served=subscribe_served), "logging": {}}
 
     def _finish(self, result: dict[str, Any], envelope: RequestEnvelope, *, cacheable: bool = False) -> dict[str, Any]:
         if envelope.era == "modern":
@@ -203,6 +216,11 @@ class Dispatcher:
     ) -> Response:
         """Serve one request over HTTP: JSON, or a :class:`CallResponse` for ``tools/call``."""
         json_ok: bool = request.scope.get(JSON_OK_SCOPE_KEY, True)
+        if message.method == "subscriptions/listen" and envelope.era == "modern":
+            try:
+                return await self._listen(message, headers)
+            except McpError as exc:
+                return json_reply(error_reply(message.id, exc, envelope.era), headers, json_ok=json_ok)
         channel = BackChannel.http(self.pending, era=envelope.era, session_id=session.id if session else None, sse_allowed=sse_allowed)
         outcome = await self.serve(message, envelope, request, session, back_channel=channel)
         if isinstance(outcome, Reply):
@@ -241,7 +259,7 @@ class Dispatcher:
         try:
             table = MODERN_METHODS if envelope.era == "modern" else LEGACY_METHODS
             if message.method not in table:
-                raise MethodNotFoundError(data=_echo(message.method))
+                raise MethodNotFoundError(data={"method": _echo(message.method)})
             if message.method == "tools/call":
                 return await self._tools_call(
                     message, envelope, request, session, http_headers, signal if signal is not None else CancelSignal(), back_channel
@@ -260,7 +278,7 @@ class Dispatcher:
         if method == "tools/list":
             return self._finish(self._tools_page(params.get("cursor")), envelope, cacheable=True)
         if method == "server/discover":
-            result: dict[str, Any] = {"supportedVersions": list(MODERN_PROTOCOL_VERSIONS), "capabilities": self.capabilities()}
+            result: dict[str, Any] = {"supportedVersions": list(MODERN_PROTOCOL_VERSIONS), "capabilities": self.capabilities("modern")}
             if self.settings.instructions:
                 result["instructions"] = self.settings.instructions
             return self._finish(result, envelope, cacheable=True)
@@ -272,7 +290,16 @@ class Dispatcher:
                 session.log_level = level
                 await self.sessions.update(session)
             return {}
-        raise MethodNotFoundError(data=method)
+        raise MethodNotFoundError(data={"method": _echo(method)})
+
+    async def _listen(self, message: JsonRpcRequest, headers: Mapping[str, str]) -> Response:
+        """2026 ``subscriptions/listen``: ``-32601`` when the application declared nothing to
+        listen for (B52), else the stream (see ``_transport.listen``)."""
+        notifier = self.notifier
+        if notifier is None or not notifier.served.any:
+            raise MethodNotFoundError(data={"method": message.method})
+        stream = await notifier.open_listen(message.id, parse_filter(message.params, notifier.served))
+        return ListenResponse(stream, notifier.hub, keepalive_seconds=self.settings.keepalive_seconds, headers=headers)
 
     def _tools_page(self, cursor: Any) -> dict[str, Any]:
         listings = self.registry.listings()
@@ -349,8 +376,10 @@ class Dispatcher:
             tenant_id=principal.tenant_id if principal is not None else "default",
             session_id=session.id if session is not None else self._stateless_session_id(envelope),
             operation=f"tools/call:{name}",
+            logger_name=name,
             client_log_level=(lambda: session.log_level) if session is not None else (lambda: None),
             state_factory=self.state_factory,
+            notifications=self.notifier,
             signal=signal,
         )
         state.back_channel = back_channel
@@ -363,13 +392,13 @@ class Dispatcher:
         async def runner(outbound: Outbound) -> Reply | None:
             state.outbound = outbound
             try:
-                result = await run_tool(tool, arguments, context, call_request, background)  # pyright: ignore[reportUnknownArgumentType]
+                result = await run_tool(tool, arguments, context, call_request, background, message.out_of_range)  # pyright: ignore[reportUnknownArgumentType]
                 return Reply(result_message(request_id, self._finish(result, envelope)))
             except MissingCapabilityError as exc:
                 if era == "modern":
                     return error_reply(request_id, exc, era)
-                text = f"{exc.message}. Reconnect with a client that declares it."
-                return Reply(result_message(request_id, {"content": [{"type": "text", "text": text}], "isError": True}))
+                exc.recovery_hint = "Reconnect with a client that declares it."
+                return Reply(result_message(request_id, error_result(exc, request_id, tool)))
             except McpError as exc:
                 return error_reply(request_id, exc, era)
             except Exception:
@@ -385,7 +414,7 @@ class Dispatcher:
         def cancelled() -> Reply | None:
             if era == "modern":
                 return None
-            return Reply({"jsonrpc": "2.0", "id": request_id, "error": {"code": -32800, "message": "Request cancelled"}})
+            return Reply(error_message(request_id, RequestCancelledError()))
 
         return PreparedCall(runner, signal, background, cancelled)
 

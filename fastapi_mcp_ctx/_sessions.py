@@ -143,11 +143,12 @@ class LiveSession:
     standalone_receive: MemoryObjectReceiveStream[dict[str, Any]] | None = None
     in_flight: dict[str | int, CancelSignal] = field(default_factory=lambda: {})
 
-    def open_standalone(self) -> MemoryObjectReceiveStream[dict[str, Any]] | None:
-        """Open the GET stream; None when one is already open (HTTP 409)."""
+    def open_standalone(self, max_buffer: int = 1024) -> MemoryObjectReceiveStream[dict[str, Any]] | None:
+        """Open the GET stream (queueing ``max_buffer`` messages at most); None when one is
+        already open (HTTP 409)."""
         if self.standalone_send is not None:
             return None
-        send, receive = anyio.create_memory_object_stream[dict[str, Any]](max_buffer_size=1024)
+        send, receive = anyio.create_memory_object_stream[dict[str, Any]](max_buffer_size=max_buffer)
         self.standalone_send, self.standalone_receive = send, receive
         return receive
 
@@ -185,12 +186,3 @@ class LiveSessions:
         live.close_standalone()
         for signal in live.in_flight.values():
             signal.cancel("session ended")
-
-    def broadcast(self, message: dict[str, Any]) -> None:
-        """Put a notification on every open standalone stream (dropped where the buffer is full)."""
-        for live in self._live.values():
-            if live.standalone_send is not None:
-                try:
-                    live.standalone_send.send_nowait(message)
-                except (anyio.WouldBlock, anyio.BrokenResourceError, anyio.ClosedResourceError):
-                    pass

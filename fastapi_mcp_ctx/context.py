@@ -19,7 +19,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Final, Protocol
+from typing import TYPE_CHECKING, Any, Final, Literal, Protocol
 
 import anyio
 from starlette.requests import Request
@@ -33,12 +33,29 @@ from .settings import McpSettings
 if TYPE_CHECKING:
     from .state import ContextState
 
-__all__ = ["CallState", "CancelSignal", "ClientRequester", "ClientView", "Context", "get_request_context", "mcp_context"]
+__all__ = [
+    "CallState",
+    "CancelSignal",
+    "ChangeNotifications",
+    "ClientRequester",
+    "ClientView",
+    "Context",
+    "get_request_context",
+    "mcp_context",
+]
 
 SCOPE_KEY: Final = "fastapi_mcp_ctx.call"
 _current: ContextVar[Context | None] = ContextVar("fastapi_mcp_ctx_context", default=None)
 
 Outbound = Callable[[dict[str, Any]], Awaitable[None]]
+
+
+class ChangeNotifications(Protocol):
+    """Where ``ctx.notify_*_list_changed`` / ``ctx.notify_resource_updated`` publish (the router's notifier)."""
+
+    async def list_changed(self, kind: Literal["tools", "prompts", "resources"]) -> None: ...
+
+    async def resource_updated(self, uri: str) -> None: ...
 
 
 class ClientRequester(Protocol):
@@ -174,6 +191,7 @@ class CallState:
     tenant_id: str | None = "default"
     auth: Any = None
     operation: str | None = None
+    logger_name: str | None = None
     uri: str | None = None
     extra: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
     outbound: Outbound | None = None
@@ -183,6 +201,7 @@ class CallState:
     started_at: float = field(default_factory=time.time)
     span_id: str | None = None
     last_progress: float | None = None
+    notifications: ChangeNotifications | None = None
     back_channel: ClientRequester | None = None
 
 
@@ -194,7 +213,8 @@ class Context:
     ``traceparent`` from the header or ``_meta``), ``auth``, ``operation``, ``extra``.
     Client: ``era``, ``protocol_version``, ``client_info``, ``client_capabilities``,
     ``client`` (``can``/``require``), ``progress_token``, ``signal``, ``uri``.
-    Actions: ``report_progress``, ``log``, ``state``, ``with_extra``, ``send_request``.
+    Actions: ``report_progress``, ``log``, ``notify``, ``notify_*_list_changed``,
+    ``notify_resource_updated``, ``state``, ``with_extra``, ``send_request``.
     """
 
     __slots__ = ("_call", "_log", "_state")
@@ -356,6 +376,40 @@ class Context:
             return
         await self._call.outbound(notification_message(method, params))
 
+    async def notify_tools_list_changed(self) -> None:
+        """Tell every client that the tool list changed (``notifications/tools/list_changed``).
+
+        Not on this call's stream: 2025 sessions get it on their GET stream, 2026 clients on
+        their ``subscriptions/listen`` streams that asked for it, on every replica. A no-op
+        when the context is not served by a router.
+
+        Raises:
+            RuntimeError: the router did not declare ``list_changed={"tools", ...}``.
+        """
+        if self._call.notifications is not None:
+            await self._call.notifications.list_changed("tools")
+
+    async def notify_prompts_list_changed(self) -> None:
+        """Like :meth:`notify_tools_list_changed`, for prompts (needs ``list_changed={"prompts"}``)."""
+        if self._call.notifications is not None:
+            await self._call.notifications.list_changed("prompts")
+
+    async def notify_resources_list_changed(self) -> None:
+        """Like :meth:`notify_tools_list_changed`, for resources (needs ``list_changed={"resources"}``)."""
+        if self._call.notifications is not None:
+            await self._call.notifications.list_changed("resources")
+
+    async def notify_resource_updated(self, uri: str) -> None:
+        """Send ``notifications/resources/updated {uri}`` to the clients subscribed to ``uri`` only
+        (2025: sessions that called ``resources/subscribe``; 2026: listen streams naming it).
+
+        Raises:
+            RuntimeError: the router did not declare ``resources_subscribe=True``.
+            TypeError: ``uri`` is not a non-empty string.
+        """
+        if self._call.notifications is not None:
+            await self._call.notifications.resource_updated(uri)
+
     async def send_request(self, method: str, params: Mapping[str, Any] | None = None, *, timeout: float | None = None) -> dict[str, Any]:
         """Send a JSON-RPC request to the client on this call's own stream; return its ``result``.
 
@@ -383,7 +437,12 @@ class Context:
 
     @property
     def log(self) -> ContextLogger:
-        """Dual-sink logger: ``await ctx.log.info("message", key=value)``."""
+        """Dual-sink logger: ``await ctx.log.info("message", key=value)``.
+
+        Server log: logger ``fastapi_mcp_ctx`` with ``request_id``, ``tenant_id``,
+        ``session_id``, ``trace_id``; ``notifications/message``: ``logger`` is the tool's name
+        (the server name outside a tool).
+        """
         if self._log is None:
             call = self._call
             opted_in = call.envelope.era == "legacy" or call.envelope.log_level is not None
@@ -395,7 +454,13 @@ class Context:
                 client_level=level_source,
                 client_opted_in=opted_in,
                 send=self._send_if_live,
-                correlation={"requestId": call.request_id, "tenantId": call.tenant_id, "traceId": self.trace_id},
+                correlation={
+                    "request_id": call.request_id,
+                    "tenant_id": call.tenant_id,
+                    "session_id": call.session_id,
+                    "trace_id": self.trace_id,
+                },
+                logger_name=call.logger_name or call.settings.server_name,
             )
         return self._log
 

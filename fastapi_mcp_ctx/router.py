@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import inspect
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TypeVar
 
 import mcp_types as types
 from fastapi import APIRouter, Depends, params
-from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.types import Scope
@@ -33,6 +33,7 @@ from ._dispatch import (
 from ._envelope import (
     HeaderMap,
     RequestEnvelope,
+    check_legacy_version,
     choose_era,
     header_map,
     read_legacy_envelope,
@@ -44,10 +45,11 @@ from ._jsonrpc import (
     JsonRpcNotification,
     JsonRpcRequest,
     JsonRpcResponse,
-    notification_message,
+    error_message,
     parse_message,
     request_id_of,
 )
+from ._logging import install_default_handler
 from ._registry import ToolRegistry, build_tool
 from ._security import LOOPBACK_HOSTS, TransportSecurity, loopback_security
 from ._sessions import (
@@ -57,7 +59,11 @@ from ._sessions import (
     SessionStore,
 )
 from ._streams import Reply, StandaloneStream
-from ._transport.pending import PendingRequests, process_origin
+from ._transport.bus import MemoryBus, MessageBus, replica_id
+from ._transport.listen import ListenHub
+from ._transport.notifications import CALLER, Notifier, served_from
+from ._transport.pending import PendingRequests
+from ._transport.subscriptions import MemoryResourceSubscriptions, ResourceSubscriptions
 from .auth import Principal
 from .backends import StateBackend, backend_from_url
 from .errors import (
@@ -81,8 +87,15 @@ __all__ = ["McpRouter"]
 logger = logging.getLogger("fastapi_mcp_ctx")
 F = TypeVar("F", bound=Callable[..., Any])
 _SESSION_HEADER = "mcp-session-id"
+
+
+def _tenant_of(scope: Scope) -> str | None:
+    principal: Principal | None = scope.get(PRINCIPAL_SCOPE_KEY)
+    return principal.tenant_id if principal is not None else "default"
+
+
 def _error_response(exc: McpError, request_id: Any = None, headers: dict[str, str] | None = None) -> Response:
-    return json_reply(Reply({"jsonrpc": "2.0", "id": request_id, "error": exc.to_error()}, exc.http_status, exc.headers), headers)
+    return json_reply(Reply(error_message(request_id, exc), exc.http_status, exc.headers), headers)
 
 
 class McpRouter(APIRouter):
@@ -104,6 +117,14 @@ class McpRouter(APIRouter):
         dependencies: run before every tool call, in that call's dependency graph (not on
             the HTTP request: use ``app.include_router(router, dependencies=[...])`` to guard
             every MCP request, ``initialize`` included).
+        list_changed: the lists whose changes the application announces, any of ``"tools"``,
+            ``"prompts"``, ``"resources"``: advertised as ``<kind>.listChanged`` and published
+            by ``notify_<kind>_list_changed()``. Empty (the default) and no
+            ``resources_subscribe``: 2026 ``subscriptions/listen`` answers ``-32601``.
+        resources_subscribe: the application announces resource updates
+            (``notify_resource_updated``): advertised as ``resources.subscribe``.
+        bus: the replica bus notifications travel on (default: in process; replicas share one).
+        subscription_registry: 2025 ``resources/subscribe`` records (default: in process).
         require_session_mode: the session mode this application needs (``"stateful"`` for one
             whose tools ask the client with ``ctx.send_request``): a resolved
             ``MCP_SESSION_MODE`` that differs raises :class:`~fastapi_mcp_ctx.errors.ConfigurationError`
@@ -122,6 +143,10 @@ class McpRouter(APIRouter):
         state_backend: StateBackend | None = None,
         authenticate: Callable[..., Any] | None = None,
         dependencies: Sequence[params.Depends] | None = None,
+        list_changed: Iterable[str] = (),
+        resources_subscribe: bool = False,
+        bus: MessageBus | None = None,
+        subscription_registry: ResourceSubscriptions | None = None,
         require_session_mode: SessionMode | None = None,
         expose_stateless_session_id: bool | None = None,
         **kwargs: Any,
@@ -162,9 +187,21 @@ class McpRouter(APIRouter):
         def state_factory(tenant_id: str | None) -> ContextState:
             return ContextState(backend, tenant_id, cursor_key=cursor_key)
 
-        self.pending = PendingRequests(origin=process_origin)  # answers to ctx.send_request, by session
-        self.dispatcher = Dispatcher(self.registry, self.settings, self.sessions, self.live, state_factory, pending=self.pending)
+        self._own_bus = bus is None
+        self.bus: MessageBus = bus if bus is not None else MemoryBus()
+        self.subscriptions: ResourceSubscriptions = subscription_registry or MemoryResourceSubscriptions()
+        self.notifier = Notifier(
+            served_from(list_changed, resources_subscribe),
+            self.bus,
+            self.subscriptions,
+            ListenHub(max_streams=self.settings.listen_max_streams, buffer_size=self.settings.stream_buffer_size),
+        )
+        self.pending = PendingRequests(origin=replica_id)  # answers to ctx.send_request, by session; ids name this replica
+        self.dispatcher = Dispatcher(
+            self.registry, self.settings, self.sessions, self.live, state_factory, self.notifier, pending=self.pending
+        )
         self._loopback = loopback_security()
+        self._log_checked = False
         self._configured_security = self._security_from_settings()
         self.routes.append(
             LeanRoute(
@@ -279,6 +316,9 @@ class McpRouter(APIRouter):
 
     # -- HTTP ----------------------------------------------------------------------------
     async def _endpoint(self, request: Request) -> Response:
+        if not self._log_checked:  # at first use: by now the application configured its logging, or not
+            self._log_checked = True
+            install_default_handler(self.settings.log_level)
         outcome: AuthOutcome | None = None
         try:
             headers = header_map(request.scope["headers"])
@@ -288,7 +328,9 @@ class McpRouter(APIRouter):
             if headers.repeated and request.method != "POST":
                 reject_repeated(headers.repeated)
             if request.method == "POST":  # read once, bounded; dependencies and tools get it replayed
-                request.scope[BODY_SCOPE_KEY] = await read_body(request, headers, self.settings.max_body_bytes)
+                request.scope[BODY_SCOPE_KEY] = await read_body(
+                    request, headers, self.settings.max_body_bytes, self.settings.body_timeout_seconds
+                )
             if self._authenticate is not None:
                 outcome = await resolve_principal(self._authenticate, request)
                 if outcome.principal is None:
@@ -343,6 +385,9 @@ class McpRouter(APIRouter):
             if version is not None and version.strip() not in MODERN_PROTOCOL_VERSIONS:
                 raise UnsupportedVersionError(version.strip(), list(MODERN_PROTOCOL_VERSIONS))
             return Response(status_code=202)
+        if message.method == "subscriptions/listen" and not sse_allowed:  # checklist §4.5 step 7
+            error = NotAcceptableError("Not Acceptable: subscriptions/listen answers with text/event-stream; accept it")
+            return json_reply(error_reply(message.id, error, "modern"))
         try:
             envelope = read_modern_envelope(headers, message.method, message.params)
         except McpError as exc:
@@ -356,11 +401,12 @@ class McpRouter(APIRouter):
         request_headers: HeaderMap,
         sse_allowed: bool,
     ) -> Response:
-        if isinstance(message, JsonRpcRequest) and message.method == "initialize":
-            return await self._initialize(message, request.scope)
         mode = self.settings.session_mode  # auto: a session when the request names one, else none
         in_session = mode == "stateful" or (mode == "auto" and _SESSION_HEADER in request_headers)
         try:
+            check_legacy_version(request_headers)
+            if isinstance(message, JsonRpcRequest) and message.method == "initialize":
+                return await self._initialize(message, request.scope)
             session = await self._session(request_headers, request.scope) if in_session else None
         except McpError as exc:
             exc.request_id = message.id if isinstance(message, JsonRpcRequest) else None  # type: ignore[attr-defined]
@@ -394,7 +440,9 @@ class McpRouter(APIRouter):
             try:
                 await self.sessions.create(record)
             except OverflowError:
-                return _error_response(StateUnavailableError("Too many open sessions", retry_after=5), message.id)
+                return _error_response(
+                    StateUnavailableError("Too many open sessions", retry_after=5, reason="too_many_sessions"), message.id
+                )
             headers[_SESSION_HEADER] = record.id
         return json_reply(Reply({"jsonrpc": "2.0", "id": message.id, "result": result}), headers)
 
@@ -414,6 +462,7 @@ class McpRouter(APIRouter):
         record = await self.sessions.get(session_id)
         if record is None:
             self.live.end(session_id)  # expired: its in-process companions go too
+            await self.notifier.session_ended(session_id)
             self.pending.close_scope(session_id)
             raise SessionNotFoundError()
         principal: Principal | None = scope.get(PRINCIPAL_SCOPE_KEY)
@@ -422,12 +471,11 @@ class McpRouter(APIRouter):
         return record
 
     def _reject_modern_header(self, headers: HeaderMap) -> Response | None:
-        """405 for GET/DELETE that this server does not serve: a 2026 header, or stateless mode."""
-        if self.settings.session_mode == "stateless":  # no sessions: no GET stream, nothing to DELETE
+        """GET/DELETE: the 2026 era has neither (405), nor stateless mode (no stream, no session:
+        405); a 2025 request must name a served version (400)."""
+        if choose_era(headers, None) == "modern" or self.settings.session_mode == "stateless":
             return Response(status_code=405, headers={"Allow": "POST"})
-        version = headers.get("mcp-protocol-version")
-        if version is not None and version.strip() not in HANDSHAKE_PROTOCOL_VERSIONS:
-            return Response(status_code=405, headers={"Allow": "POST"})
+        check_legacy_version(headers)
         return None
 
     async def _get(self, request: Request, headers: HeaderMap) -> Response:
@@ -438,14 +486,17 @@ class McpRouter(APIRouter):
             raise NotAcceptableError("Not Acceptable: Client must accept text/event-stream")
         session = await self._session(headers, request.scope)
         live = self.live.get(session.id)
-        messages = live.open_standalone()
-        if messages is None:
+        messages = live.open_standalone(self.settings.stream_buffer_size)
+        if messages is None or live.standalone_send is None:
             return _error_response(StreamConflictError())
+        detach = await self.notifier.attach_get_stream(_tenant_of(request.scope), session.id, live.standalone_send, live.close_standalone)
+
         def closed() -> None:
+            detach()
             live.close_standalone()
             self.live.release(session.id)
 
-        return StandaloneStream(messages, closed, headers={_SESSION_HEADER: session.id})
+        return StandaloneStream(messages, closed, headers={_SESSION_HEADER: session.id}, keepalive_seconds=self.settings.keepalive_seconds)
 
     async def _delete(self, request: Request, headers: HeaderMap) -> Response:
         rejected = self._reject_modern_header(headers)
@@ -454,21 +505,95 @@ class McpRouter(APIRouter):
         session = await self._session(headers, request.scope)
         await self.sessions.delete(session.id)
         self.live.end(session.id)
+        await self.notifier.session_ended(session.id)
         self.pending.close_scope(session.id)
         return Response(status_code=200)
 
-    async def aclose(self) -> None:
-        """Release what the router holds open (the state backend's pools). Call at shutdown::
+    async def aclose(self, *, grace_seconds: float = 5.0) -> None:
+        """Release what the router holds open. Call at shutdown::
 
             @asynccontextmanager
             async def lifespan(app):
                 yield
                 await mcp_router.aclose()
+
+        Every 2026 listen stream is ended gracefully (its answer ``{"resultType": "complete"}``
+        is sent; at most ``grace_seconds`` are spent waiting for the answers to go out), the
+        2025 GET streams of this process end, later listen requests get 503, then the bus
+        (when the router made it) and the state backend's pools are closed.
         """
+        await self.notifier.aclose(grace_seconds)
+        if self._own_bus:
+            await self.bus.aclose()
         await self.state_backend.aclose()
 
-    # -- server-initiated notifications --------------------------------------------------
-    def notify_tools_list_changed(self) -> None:
-        """Send ``notifications/tools/list_changed`` on every open 2025 standalone stream."""
-        self.live.broadcast(notification_message("notifications/tools/list_changed"))
+    async def check(self) -> None:
+        """Verify at start-up what would otherwise fail at first use: the state backend is
+        reachable and usable (SQL: the schema exists at the revision this version needs).
+        Opt in from the app's lifespan::
 
+            @asynccontextmanager
+            async def lifespan(app):
+                await mcp_router.check()    # refuse to start with a missing schema
+                yield
+                await mcp_router.aclose()
+
+        Raises:
+            ConfigurationError: e.g. the SQL schema is missing or outdated; the message names
+                ``fastapi-mcp-ctx migrate``.
+            StateUnavailableError: the backend cannot be reached.
+        """
+        await self.state_backend.check()
+
+    # -- server-initiated notifications (spec 2025-11-25 basic/transports §Listening,
+    #    2026-07-28 basic/patterns/subscriptions; see _transport/notifications.py) ---------
+    async def notify_tools_list_changed(self) -> None:
+        """Announce a tool-list change: on each 2025 session's GET stream and on each 2026
+        listen stream that asked for it, on every replica (one copy per stream).
+
+        Raises:
+            RuntimeError: ``list_changed`` does not name ``"tools"``.
+        """
+        await self.notifier.list_changed("tools")
+
+    async def notify_prompts_list_changed(self) -> None:
+        """Like :meth:`notify_tools_list_changed`, for prompts (needs ``list_changed={"prompts"}``)."""
+        await self.notifier.list_changed("prompts")
+
+    async def notify_resources_list_changed(self) -> None:
+        """Like :meth:`notify_tools_list_changed`, for resources (needs ``list_changed={"resources"}``)."""
+        await self.notifier.list_changed("resources")
+
+    async def notify_resource_updated(self, uri: str) -> None:
+        """Send ``notifications/resources/updated {uri}`` only to its subscribers: 2025 sessions
+        in :attr:`subscriptions` (on their GET stream), 2026 listen streams naming ``uri``.
+
+        Raises:
+            RuntimeError: ``resources_subscribe`` is not set. TypeError: ``uri`` is not a str.
+        """
+        await self.notifier.resource_updated(uri)
+
+    async def send_notification_to_session(
+        self, session_id: str, method: str, params: dict[str, Any] | None = None, *, tenant_id: Any = CALLER
+    ) -> bool:
+        """Send a notification to one 2025 session, on its GET stream (whichever replica holds it).
+
+        Args:
+            session_id: an ``Mcp-Session-Id`` (``ctx.session_id``, :meth:`active_sessions`).
+            method / params: the notification (``params`` a JSON-serializable dict).
+            tenant_id: whose session it must be. Default: the tenant of the MCP request being
+                served; outside a request, ``"default"`` on a router without ``authenticate``
+                (``ValueError`` with ``authenticate``: pass it explicitly).
+        Returns:
+            False when that tenant has no such session or its GET stream is not open
+            (2026-era clients have no session: use the listen notifications instead).
+        Raises:
+            TypeError: ``method`` is not a str or ``params`` is not JSON-serializable.
+        """
+        tenant = self.notifier.caller_tenant(tenant_id, authenticated=self._authenticate is not None)
+        return await self.notifier.send_to_session(tenant, session_id, method, params)
+
+    async def active_sessions(self, *, tenant_id: Any = CALLER) -> list[str]:
+        """Ids of the tenant's 2025 sessions that can be reached now (their GET stream is open on
+        some replica), sorted. ``tenant_id`` as in :meth:`send_notification_to_session`."""
+        return await self.notifier.active_sessions(self.notifier.caller_tenant(tenant_id, authenticated=self._authenticate is not None))

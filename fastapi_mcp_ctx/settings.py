@@ -45,8 +45,18 @@ class McpSettings(BaseSettings):
             ``McpRouter(authenticate=...)``).
         request_state_key: server secret; signs ``ctx.state`` list cursors (so they work on every
             replica); random per process when unset.
-        log_level: floor for both log sinks (server log and ``notifications/message``).
+        log_level: floor for both log sinks (server log and ``notifications/message``), and the
+            level of the stderr handler the library adds when the application configured none.
         cache_ttl_ms / cache_scope: 2026 cache hints (``ttlMs``, ``cacheScope``) on list results.
+        listen_max_streams: open 2026 ``subscriptions/listen`` streams per process at most; one
+            more gets HTTP 503 (``-32603``, ``Retry-After``).
+        stream_buffer_size: notifications queued for one long-lived stream (a listen stream or
+            a 2025 GET stream) at most; a client that falls further behind has its stream ended.
+        keepalive_seconds: an idle long-lived stream gets a ``:`` comment after this many seconds.
+        body_timeout_seconds: seconds a POST body may take to arrive in full (from the first
+            read); past it the answer is 408 (``-32600``, ``Connection: close``) and the
+            connection is freed, so a short ``Content-Length`` or an endless chunked body
+            cannot pin it.
         expose_stateless_session_id: give ``ctx.session_id`` a fresh random token on each 2025
             request served without a session (it changes on every request; default: None there).
         server_request_timeout_seconds: how long ``ctx.send_request`` waits for the client's
@@ -74,6 +84,10 @@ class McpSettings(BaseSettings):
     log_level: LogLevel = "debug"
     cache_ttl_ms: int = Field(default=0, ge=0)
     cache_scope: Literal["public", "private"] = "private"
+    body_timeout_seconds: float = Field(default=10.0, gt=0)
+    listen_max_streams: int = Field(default=1024, ge=1)
+    stream_buffer_size: int = Field(default=1024, ge=1)
+    keepalive_seconds: float = Field(default=15.0, gt=0)
     expose_stateless_session_id: bool = False
     server_request_timeout_seconds: float = Field(default=60.0, gt=0, allow_inf_nan=False)
 

@@ -10,7 +10,7 @@ scripts/services.sh start
 eval "$(scripts/services.sh env)"
 export MCP_REQUIRE_SERVICES=1
 echo "== ruff (pyflakes, import order)"
-.venv/bin/ruff check fastapi_mcp_ctx tests examples bench alembic
+.venv/bin/ruff check fastapi_mcp_ctx tests examples bench
 echo "== pyright (strict) over fastapi_mcp_ctx"
 .venv/bin/pyright
 echo "== pytest"

@@ -21,7 +21,7 @@ from anyio.abc import Process
 from anyio.streams.buffered import BufferedByteReceiveStream
 from conftest import modern_meta, rpc
 
-STDIO_COMMAND: list[str] = [sys.executable, "-m", "fastapi_mcp_ctx._stdio"]
+STDIO_COMMAND: list[str] = [sys.executable, "-m", "fastapi_mcp_ctx", "stdio"]
 """The server command line before ``APP``."""
 
 TESTS_DIR = Path(__file__).resolve().parent

@@ -53,7 +53,7 @@ async def test_client_lists_tools_and_adds(server_url: str, mode: str) -> None:
             assert client.protocol_version == ("2025-11-25" if mode == "legacy" else "2026-07-28")
             listing = await client.list_tools()
             names = [t.name for t in listing.tools]
-            assert names == ["add", "add_note", "whoami", "count_to", "find_note"]
+            assert names == ["add", "add_note", "whoami", "count_to", "find_note", "remember", "recall"]
             add = next(t for t in listing.tools if t.name == "add")
             assert add.input_schema["properties"]["a"]["description"] == "First addend"
             assert add.annotations is not None and add.annotations.read_only_hint is True
@@ -180,3 +180,16 @@ async def test_readme_client_script_runs_as_a_file(server_url: str) -> None:
         "2025-11-25 {'id': 1, 'text': 'hello', 'author': 'anonymous'}",
         "2026-07-28 {'id': 2, 'text': 'hello', 'author': 'anonymous'}",
     ]
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_client_remember_recall_in_ctx_state(server_url: str, mode: str) -> None:
+    key = f"memo-{mode.replace('.', '')[:6]}"
+    with anyio.fail_after(15):
+        async with client_for(server_url, mode) as client:
+            missing = await client.call_tool("recall", {"key": "never-stored"})
+            stored = await client.call_tool("remember", {"key": key, "text": "milk"})
+        async with client_for(server_url, mode) as client:  # another session: the state outlives it
+            recalled = await client.call_tool("recall", {"key": key})
+    assert missing.is_error is True and "No memo named" in missing.content[0].text  # type: ignore[union-attr]
+    assert stored.structured_content == {"key": key, "text": "milk"}
+    assert recalled.structured_content == {"key": key, "text": "milk"}

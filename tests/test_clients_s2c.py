@@ -39,7 +39,7 @@ def build_router() -> McpRouter:
         try:
             return {"answer": await ctx.send_request(method, params)}
         except ClientResponseError as exc:
-            return {"error": {"code": exc.code, "message": exc.message}}
+            return {"error": {"code": exc.code, "message": exc.client_message}}
 
     @router.tool()
     async def ping_client(ctx: Context = Depends(mcp_context)) -> dict[str, Any]:

@@ -22,7 +22,8 @@ from s2c_wire import RAISED, answer, build, calling, finished, frames, in_sessio
 
 from fastapi_mcp_ctx import Context, mcp_context
 from fastapi_mcp_ctx._jsonrpc import JsonRpcResponse
-from fastapi_mcp_ctx._transport.pending import PendingRequests, origin_of, process_origin
+from fastapi_mcp_ctx._transport.bus import replica_id
+from fastapi_mcp_ctx._transport.pending import PendingRequests, origin_of
 from fastapi_mcp_ctx._transport.requests import required_capabilities
 from fastapi_mcp_ctx.errors import (
     ClientResponseError,
@@ -52,7 +53,7 @@ async def test_ping_round_trip_on_the_calls_own_stream() -> None:
             assert exchange.headers["mcp-session-id"] == session
             assert request["method"] == "ping" and "params" not in request
             assert isinstance(request["id"], str) and ID_SHAPE.fullmatch(request["id"])
-            assert origin_of(request["id"]) == process_origin()
+            assert origin_of(request["id"]) == replica_id()
             assert router.pending.count(session) == 1
             await answer(wire, {"id": request["id"], "result": {}})
             await finished(exchange)
@@ -95,10 +96,14 @@ async def test_error_answer_is_a_typed_exception() -> None:
             await finished(exchange)
     (exc,) = RAISED
     assert isinstance(exc, ClientResponseError) and isinstance(exc, ServerRequestError)
-    assert (exc.code, exc.message, exc.data, exc.method) == (-32601, "Roots are private", {"why": ["policy"]}, "roots/list")
+    assert (exc.code, exc.client_message, exc.client_data, exc.method) == (-32601, "Roots are private", {"why": ["policy"]}, "roots/list")
     result = frames(exchange)[-1]["result"]
     assert result["isError"] is True
     assert tool_text(result) == "The client answered roots/list with error -32601: Roots are private"
+    envelope = result["_meta"]["fastapi-mcp-ctx/error"]
+    assert envelope["code"] == -32601 and envelope["data"]["reason"] == "client_error"
+    assert envelope["data"]["method"] == "roots/list" and envelope["data"]["requestId"] == 7
+    assert envelope["data"]["clientError"] == {"code": -32601, "message": "Roots are private", "data": {"why": ["policy"]}}
     assert len(router.pending) == 0
 
 
@@ -131,6 +136,8 @@ async def test_timeout_raises_and_cancels_the_request_on_the_stream() -> None:
         }
         assert final["result"]["isError"] is True
         assert tool_text(final["result"]) == "The client did not answer ping within 0.2 s"
+        envelope = final["result"]["_meta"]["fastapi-mcp-ctx/error"]["data"]
+        assert (envelope["reason"], envelope["method"], envelope["timeoutSeconds"]) == ("server_request_timeout", "ping", 0.2)
         (exc,) = RAISED
         assert isinstance(exc, ServerRequestTimeoutError) and exc.timeout == 0.2
         assert len(router.pending) == 0
@@ -234,7 +241,9 @@ async def test_a_json_only_client_fails_at_once() -> None:
     (exc,) = RAISED
     assert isinstance(exc, NoBackChannelError) and exc.code == -32600
     assert "accepts only application/json" in exc.message and "text/event-stream" in exc.message
-    assert "Cannot send ping to the client" in tool_text(json.loads(exchange.body)["result"])
+    result = json.loads(exchange.body)["result"]
+    assert "Cannot send ping to the client" in tool_text(result)
+    assert result["_meta"]["fastapi-mcp-ctx/error"]["data"]["reason"] == "no_back_channel"
     assert len(router.pending) == 0
 
 
@@ -412,7 +421,8 @@ async def test_cancelling_the_call_removes_its_entry() -> None:
             assert note.status_code == 202
             await finished(exchange)
     assert len(router.pending) == 0 and not RAISED  # cancellation, not a send_request error
-    assert frames(exchange)[-1] == {"jsonrpc": "2.0", "id": "call-1", "error": {"code": -32800, "message": "Request cancelled"}}
+    final = frames(exchange)[-1]
+    assert final["id"] == "call-1" and final["error"]["code"] == -32800
 
 
 async def test_a_disconnect_removes_the_entry() -> None:

@@ -12,14 +12,15 @@ cancelled, when its scope ends (:meth:`close_scope`: the session was deleted or 
 when the table closes, so nothing leaks (spec 2025-11-25 ``basic/lifecycle`` §Timeouts).
 
 Ids. A table made without ``origin`` (one connection: stdio) numbers its requests 1, 2, 3…
-A table made with ``origin`` (HTTP) issues string ids ``"<origin>:<n>"``: the origin names the
-process that waits, so that with several replicas behind a load balancer (DESIGN.md
+A table made with ``origin`` (HTTP: the router's, with
+:func:`~fastapi_mcp_ctx._transport.bus.replica_id`) issues string ids ``"<origin>:<n>"``: the
+origin names the replica that waits, so that with several replicas behind a load balancer (DESIGN.md
 decision 9) the replica that receives a POSTed answer knows where the waiter is
 (:func:`origin_of`). The plan for a shared deployment, which needs nothing more from this
 table:
 
-1. ``origin`` is the replica's identity (random, made at first use and again after a fork);
-   each replica subscribes to its own bus channel ``replica.<origin>``.
+1. ``origin`` is the replica's identity (``replica_id()``: random, made at first use and again
+   after a fork); each replica subscribes to its own bus channel ``replica.<origin>``.
 2. A replica receiving an answer checks the session as for every request (the shared
    ``SessionStore``: unknown → 404, another principal's → 404), then calls :meth:`resolve`
    with the session id as scope. When that returns False and :func:`origin_of` names another
@@ -35,8 +36,6 @@ table:
 from __future__ import annotations
 
 import itertools
-import os
-import secrets
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -44,23 +43,9 @@ import anyio
 
 from .._jsonrpc import JsonRpcResponse, RequestId
 
-__all__ = ["PendingRequests", "origin_of", "process_origin"]
+__all__ = ["PendingRequests", "origin_of"]
 
 _SEPARATOR = ":"
-_process: tuple[int, str] | None = None
-
-
-def process_origin() -> str:
-    """A random identity of this process (16 hex characters) for request ids.
-
-    Made at first use, never at import, and made again in a forked child (the pid changed),
-    so pre-fork workers never issue each other's ids.
-    """
-    global _process
-    pid = os.getpid()
-    if _process is None or _process[0] != pid:
-        _process = (pid, secrets.token_hex(8))
-    return _process[1]
 
 
 def origin_of(request_id: RequestId | None) -> str | None:

@@ -10,7 +10,8 @@ URL                                            backend
 =============================================  ===========================================
 
 Lifecycle: :func:`backend_from_url` does no I/O (and imports redis / SQLAlchemy only for
-their schemes). The backend connects on first use, from the event loop that uses it, and
+their schemes: without the extra, a :class:`~fastapi_mcp_ctx.errors.ConfigurationError` says
+which ``pip install`` to run). The backend connects on first use, from the event loop that uses it, and
 holds its pool (and, for SQL, an expiry sweeper task) until ``await backend.aclose()``,
 which the application calls once at shutdown.
 """
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from .._extras import missing_extra
 from .base import StateBackend
 from .memory import MemoryBackend
 
@@ -37,7 +39,7 @@ def backend_from_url(
         url: ``memory://``, ``redis://…`` / ``rediss://…``, ``sqlite+aiosqlite:///…`` or
             ``postgresql+asyncpg://…``.
         create_tables: SQL only: create the ``mcp_state`` table on first use instead of
-            relying on ``alembic upgrade head`` (``McpSettings.storage_create_tables``).
+            relying on ``fastapi-mcp-ctx migrate`` (``McpSettings.storage_create_tables``).
         clock: wall clock in seconds for TTLs (memory and SQL; Redis expires natively).
 
     Returns:
@@ -45,18 +47,23 @@ def backend_from_url(
 
     Raises:
         ValueError: unknown scheme or unsupported driver.
+        ConfigurationError: the package extra the scheme needs is not installed; the message
+            says ``pip install "fastapi-mcp-ctx[redis]"`` (or ``[sql]``).
     """
     scheme = url.split("://", 1)[0].lower() if "://" in url else ""
     if scheme == "memory":
         return MemoryBackend(clock=clock)
-    if scheme in ("redis", "rediss"):
-        from .redis import RedisBackend
+    try:
+        if scheme in ("redis", "rediss"):
+            from .redis import RedisBackend
 
-        return RedisBackend(url)
-    if scheme in ("sqlite+aiosqlite", "postgresql+asyncpg"):
-        from .sql import SqlBackend
+            return RedisBackend(url)
+        if scheme in ("sqlite+aiosqlite", "postgresql+asyncpg"):
+            from .sql import SqlBackend  # the driver itself is imported when the engine is made
 
-        return SqlBackend(url, create_tables=create_tables, clock=clock)
+            return SqlBackend(url, create_tables=create_tables, clock=clock)
+    except ModuleNotFoundError as exc:
+        raise missing_extra(exc, f"the storage URL {scheme}://") from exc
     raise ValueError(
         f"unsupported storage URL scheme {scheme or '(none)'!r}: expected memory://, redis://, rediss://, "
         "sqlite+aiosqlite:///path or postgresql+asyncpg://…"

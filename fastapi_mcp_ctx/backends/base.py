@@ -78,6 +78,16 @@ class StateBackend(Protocol):
         """Release connections and background tasks. Idempotent; the backend may not be reused."""
         ...
 
+    async def check(self) -> None:
+        """Reach the store now and verify it is usable (a start-up check; ``mcp_router.check()``).
+
+        Raises:
+            StateUnavailableError: the store cannot be reached (retryable).
+            ConfigurationError: the store is reachable but unusable as configured (SQL: schema
+                missing or outdated; the message names ``fastapi-mcp-ctx migrate``).
+        """
+        ...
+
 
 def prefix_upper_bound(prefix: str) -> str:
     """The smallest string greater than every string starting with a non-empty ``prefix``.

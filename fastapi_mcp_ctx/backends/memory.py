@@ -127,3 +127,6 @@ class MemoryBackend:
         self._data.clear()
         self._keys.clear()
         self._expiry.clear()
+
+    async def check(self) -> None:
+        """See :meth:`StateBackend.check`: always usable."""

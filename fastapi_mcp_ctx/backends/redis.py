@@ -303,6 +303,14 @@ class RedisBackend:
                 raise self._unavailable(exc) from exc
         return [(flat[i], flat[i + 1]) for i in range(0, len(flat), 2)]
 
+    async def check(self) -> None:
+        """See :meth:`StateBackend.check` (one PING)."""
+        async with self._slots:
+            try:
+                await self._exec("PING")
+            except (RedisError, OSError) as exc:
+                raise self._unavailable(exc) from exc
+
     async def aclose(self) -> None:
         """Close the connection pool when this backend created the client."""
         if self._owns:

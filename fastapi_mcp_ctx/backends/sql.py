@@ -1,8 +1,11 @@
 """SQL backend: SQLAlchemy 2 async Core on SQLite (aiosqlite) or PostgreSQL (asyncpg).
 
-One table, ``mcp_state`` (see ``_sql_models``), created by the Alembic migrations in
-``alembic/`` (``alembic upgrade head``); the backend creates it itself only with
-``create_tables=True`` (meant for the embedded SQLite default).
+One table, ``mcp_state`` (see ``_sql_models``), created by the Alembic migrations shipped in
+``fastapi_mcp_ctx/migrations/`` (``fastapi-mcp-ctx migrate``); the backend creates it itself
+only with ``create_tables=True`` (meant for the embedded SQLite default). At first use (or
+:meth:`SqlBackend.check`) the backend verifies the schema's revision: a missing or outdated
+schema is a :class:`~fastapi_mcp_ctx.errors.ConfigurationError` naming the command to run,
+logged once, never a retryable outage.
 
 Every single-key operation is one statement on an autocommit connection: ``get`` a SELECT
 filtered on ``expires_at``, ``set`` an ``INSERT … ON CONFLICT DO UPDATE``, ``take`` a
@@ -29,11 +32,12 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import OperationalError, SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
-from ..errors import StateUnavailableError
-from ._sql_models import metadata, state_table
+from ..errors import ConfigurationError, StateUnavailableError
+from ._sql_models import state_table
+from ._sql_schema import create_schema, is_missing_table, schema_problem
 from .base import Clock, prefix_upper_bound
 
-__all__ = ["SqlBackend"]
+__all__ = ["SqlBackend", "make_engine"]
 
 logger = logging.getLogger(__name__)
 
@@ -113,7 +117,7 @@ class SqlBackend:
         if engine is None:
             if url is None:
                 raise ValueError("SqlBackend needs a url or an engine")
-            engine = _make_engine(url, timeout=timeout, pool_size=pool_size, max_overflow=max_overflow)
+            engine = make_engine(url, timeout=timeout, pool_size=pool_size, max_overflow=max_overflow)
             self._owns = True
         else:
             self._owns = False
@@ -121,7 +125,8 @@ class SqlBackend:
         self._auto: AsyncEngine = engine.execution_options(isolation_level="AUTOCOMMIT")
         self._clock: Clock = clock or time.time
         self._create_tables = create_tables
-        self._ready = not create_tables
+        self._ready = False  # schema verified (and created, with create_tables)
+        self._reported: str | None = None
         self._ready_lock: asyncio.Lock | None = None
         self._sweep_interval = sweep_interval
         self._sweeper: asyncio.Task[None] | None = None
@@ -140,16 +145,40 @@ class SqlBackend:
         )
 
     # ------------------------------------------------------------------ internals
-    @staticmethod
-    def _unavailable(exc: BaseException) -> StateUnavailableError:
+    def _failure(self, exc: BaseException) -> StateUnavailableError | ConfigurationError:
+        """The error a failed statement is raised as: a table gone under a running server is a
+        configuration error (checked again on the next call), anything else a retryable outage."""
+        if is_missing_table(exc):
+            self._ready = False
+            return self._misconfigured(
+                "The ctx.state SQL schema is missing (the database has no table mcp_state): "
+                "run `fastapi-mcp-ctx migrate` with MCP_STORAGE_URL set to this database."
+            )
         logger.warning("sql state backend unavailable: %r", exc)
         return StateUnavailableError("State backend (sql) unavailable, retry later")
+
+    def _misconfigured(self, message: str) -> ConfigurationError:
+        if message != self._reported:  # once per distinct problem, not per request
+            self._reported = message
+            logger.error("ctx.state is unusable: %s", message)
+        return ConfigurationError(message)
 
     def _expires(self, ttl: float | None) -> float | None:
         return None if ttl is None else self._clock() + ttl
 
+    async def check(self) -> None:
+        """Connect and verify the schema now (a start-up check); see :meth:`StateBackend.check`.
+
+        Raises:
+            ConfigurationError: the schema is missing or not at the revision this code needs;
+                the message names ``fastapi-mcp-ctx migrate``.
+            StateUnavailableError: the database cannot be reached.
+        """
+        await self._prepare()
+
     async def _prepare(self) -> None:
-        """First use: create the table if asked, start the sweeper. Cheap after that."""
+        """First use: create the tables if asked, verify the schema revision, start the
+        sweeper. Cheap after that; a failed verification runs again on the next call."""
         if self._closed:
             raise StateUnavailableError("State backend is closed")
         if self._sweeper is None and self._sweep_interval > 0:
@@ -163,13 +192,14 @@ class SqlBackend:
                 return
             try:
                 async with self._engine.begin() as conn:
-                    # IF NOT EXISTS: several processes may race to create it.
-                    for table in metadata.sorted_tables:
-                        await conn.execute(sa.schema.CreateTable(table, if_not_exists=True))
-                        for index in table.indexes:
-                            await conn.execute(sa.schema.CreateIndex(index, if_not_exists=True))
+                    if self._create_tables:
+                        await conn.run_sync(create_schema)
+                    problem = await conn.run_sync(schema_problem)
             except (SQLAlchemyError, OSError) as exc:
-                raise self._unavailable(exc) from exc
+                raise self._failure(exc) from exc
+            if problem is not None:
+                raise self._misconfigured(problem)
+            self._reported = None
             self._ready = True
 
     async def _sweep_loop(self) -> None:
@@ -185,7 +215,7 @@ class SqlBackend:
             async with self._auto.connect() as conn:
                 result = await conn.execute(_SWEEP, {"now": self._clock()})
         except (SQLAlchemyError, OSError) as exc:
-            raise self._unavailable(exc) from exc
+            raise self._failure(exc) from exc
         return result.rowcount
 
     # ------------------------------------------------------------------ protocol
@@ -199,7 +229,7 @@ class SqlBackend:
                 result = await conn.execute(_GET, {"k": key, "now": self._clock()})
                 return result.scalar_one_or_none()
         except (SQLAlchemyError, OSError) as exc:
-            raise self._unavailable(exc) from exc
+            raise self._failure(exc) from exc
 
     @_retry_when_locked
     async def get_many(self, keys: Sequence[str]) -> dict[str, str]:
@@ -217,7 +247,7 @@ class SqlBackend:
                     for k, v in await conn.execute(stmt, {"now": now}):
                         found[k] = v
         except (SQLAlchemyError, OSError) as exc:
-            raise self._unavailable(exc) from exc
+            raise self._failure(exc) from exc
         return found
 
     @_retry_when_locked
@@ -229,7 +259,7 @@ class SqlBackend:
             async with self._auto.connect() as conn:
                 await conn.execute(self._upsert, {"key": key, "value": value, "expires_at": self._expires(ttl)})
         except (SQLAlchemyError, OSError) as exc:
-            raise self._unavailable(exc) from exc
+            raise self._failure(exc) from exc
 
     @_retry_when_locked
     async def set_many(self, items: Mapping[str, str], ttl: float | None = None) -> None:
@@ -244,7 +274,7 @@ class SqlBackend:
                 for i in range(0, len(rows), _CHUNK):
                     await conn.execute(self._upsert, rows[i : i + _CHUNK])
         except (SQLAlchemyError, OSError) as exc:
-            raise self._unavailable(exc) from exc
+            raise self._failure(exc) from exc
 
     @_retry_when_locked
     async def delete(self, key: str) -> bool:
@@ -255,7 +285,7 @@ class SqlBackend:
             async with self._auto.connect() as conn:
                 rows = (await conn.execute(_DELETE, {"k": key})).all()
         except (SQLAlchemyError, OSError) as exc:
-            raise self._unavailable(exc) from exc
+            raise self._failure(exc) from exc
         return any(r[0] is None or r[0] > now for r in rows)
 
     @_retry_when_locked
@@ -275,7 +305,7 @@ class SqlBackend:
                         if expires_at is None or expires_at > now:
                             n += 1
         except (SQLAlchemyError, OSError) as exc:
-            raise self._unavailable(exc) from exc
+            raise self._failure(exc) from exc
         return n
 
     @_retry_when_locked
@@ -286,7 +316,7 @@ class SqlBackend:
             async with self._auto.connect() as conn:
                 return (await conn.execute(_TAKE, {"k": key, "now": self._clock()})).scalar_one_or_none()
         except (SQLAlchemyError, OSError) as exc:
-            raise self._unavailable(exc) from exc
+            raise self._failure(exc) from exc
 
     @_retry_when_locked
     async def scan(self, prefix: str, after: str | None, limit: int) -> list[tuple[str, str]]:
@@ -306,7 +336,7 @@ class SqlBackend:
             async with self._auto.connect() as conn:
                 rows = (await conn.execute(stmt, {"now": self._clock()})).all()
         except (SQLAlchemyError, OSError) as exc:
-            raise self._unavailable(exc) from exc
+            raise self._failure(exc) from exc
         return [(k, v) for k, v in rows]
 
     async def aclose(self) -> None:
@@ -325,7 +355,13 @@ _SQLITE_POOL = 4
 _SQLITE_LOCK_WAIT = 30.0  # seconds a SQLite call may wait for the file's write lock or a pooled connection
 
 
-def _make_engine(url: str, *, timeout: float, pool_size: int, max_overflow: int) -> AsyncEngine:
+def make_engine(url: str, *, timeout: float, pool_size: int, max_overflow: int) -> AsyncEngine:
+    """The ``AsyncEngine`` for ``url`` (no I/O): timeouts in seconds; SQLite in WAL mode.
+
+    Raises:
+        ValueError: a database or driver other than ``sqlite+aiosqlite`` / ``postgresql+asyncpg``.
+        ModuleNotFoundError: the driver is not installed.
+    """
     parsed = sa.make_url(url)
     backend = parsed.get_backend_name()
     driver = parsed.get_driver_name()

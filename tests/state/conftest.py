@@ -12,6 +12,7 @@ which turns the skip into a failure (CI must not pass silently without its servi
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import subprocess
 import uuid
@@ -75,28 +76,44 @@ class FakeClock:
         self.now += seconds
 
 
-def alembic_config(url: str) -> Any:
-    from alembic.config import Config
-
-    cfg = Config(str(REPO / "alembic.ini"))
-    cfg.set_main_option("script_location", str(REPO / "alembic"))
-    cfg.attributes["url"] = url
-    cfg.attributes["configure_logger"] = False
-    return cfg
-
-
 def alembic(url: str, command: str, revision: str = "head") -> None:
-    """Run an Alembic command programmatically.
+    """Run an Alembic command programmatically on the packaged migrations (the ``Config``
+    ``fastapi-mcp-ctx migrate`` builds), with no shared connection: env.py's own path.
 
-    env.py runs its own event loop (``asyncio.run``), so the command runs in a worker
+    env.py then runs its own event loop (``asyncio.run``), so the command runs in a worker
     thread; this call blocks until it is done and re-raises its error.
     """
     from concurrent.futures import ThreadPoolExecutor
 
     from alembic import command as commands
 
+    from fastapi_mcp_ctx.backends.sql_migrations import alembic_config
+
     with ThreadPoolExecutor(1) as pool:
         pool.submit(getattr(commands, command), alembic_config(url), revision).result()
+
+
+@contextlib.asynccontextmanager
+async def temporary_postgres_database(prefix: str) -> AsyncIterator[str]:
+    """A fresh, empty PostgreSQL database on the server of ``MCP_TEST_POSTGRES_URL`` (skip
+    when unset), dropped afterwards: tests that need an unmigrated schema never touch the
+    shared ``mcp_test`` database. Yields its ``postgresql+asyncpg://`` URL."""
+    import sqlalchemy as sa
+    from sqlalchemy.ext.asyncio import create_async_engine
+
+    base = sa.make_url(service_url("postgres"))
+    name = f"{prefix}_{uuid.uuid4().hex[:10]}"
+    admin = create_async_engine(base, isolation_level="AUTOCOMMIT")
+    try:
+        async with admin.connect() as conn:
+            await conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
+        try:
+            yield base.set(database=name).render_as_string(hide_password=False)
+        finally:
+            async with admin.connect() as conn:
+                await conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+    finally:
+        await admin.dispose()
 
 
 _pg_migrated = False

@@ -109,14 +109,6 @@ async def test_sqlite_unreachable_file(tmp_path: Path) -> None:
         await backend.aclose()
 
 
-async def test_sqlite_without_migrations_is_unavailable_not_empty(tmp_path: Path) -> None:
-    backend = SqlBackend(f"sqlite+aiosqlite:///{tmp_path / 'state.db'}")  # create_tables=False
-    try:
-        await assert_all_unavailable(ContextState(backend, "acme"))
-    finally:
-        await backend.aclose()
-
-
 async def test_redis_nothing_listening() -> None:
     backend = RedisBackend("redis://127.0.0.1:1/0")
     try:

@@ -1,6 +1,7 @@
-"""Alembic migrations of mcp_state: upgrade, downgrade, upgrade again, and no drift between
-the migration and the SQLAlchemy models (``compare_metadata`` is empty), on SQLite and
-PostgreSQL. Migrations run programmatically, as ``alembic upgrade head`` would."""
+"""Alembic migrations of mcp_state, shipped in the package: upgrade, downgrade, upgrade again,
+and no drift between the migration and the SQLAlchemy models (``compare_metadata`` is empty),
+on SQLite and PostgreSQL. Migrations run through ``fastapi_mcp_ctx.backends.sql_migrations``
+(what ``fastapi-mcp-ctx migrate`` runs); the repository's ``alembic.ini`` keeps working."""
 
 from __future__ import annotations
 
@@ -14,11 +15,12 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import create_async_engine
 
-from fastapi_mcp_ctx.backends._sql_models import VERSION_TABLE, metadata
+from fastapi_mcp_ctx.backends import sql_migrations
+from fastapi_mcp_ctx.backends._sql_models import SCHEMA_REVISIONS, VERSION_TABLE, metadata
 from fastapi_mcp_ctx.backends.sql import SqlBackend
 from fastapi_mcp_ctx.state import ContextState
 
-from .conftest import REPO, alembic, service_url
+from .conftest import REPO, alembic, temporary_postgres_database
 
 
 async def _inspect(url: str) -> dict[str, Any]:
@@ -48,10 +50,12 @@ async def _inspect(url: str) -> dict[str, Any]:
 
 
 async def _migration_cycle(url: str) -> None:
-    await asyncio.to_thread(alembic, url, "upgrade")
+    step = await sql_migrations.upgrade(url)
+    assert (step.before, step.after, step.changed) == (None, "0001", True)
     info = await _inspect(url)
     assert "mcp_state" in info["tables"] and info["revision"] == "0001"
     assert info["diff"] == []
+    assert (await sql_migrations.upgrade(url)).changed is False  # idempotent
 
     backend = SqlBackend(url)
     s = ContextState(backend, "migrations")
@@ -61,13 +65,15 @@ async def _migration_cycle(url: str) -> None:
     finally:
         await backend.aclose()
 
-    await asyncio.to_thread(alembic, url, "downgrade", "base")
+    step = await sql_migrations.downgrade(url, "base")
+    assert (step.before, step.after) == ("0001", None)
     info = await _inspect(url)
     assert "mcp_state" not in info["tables"] and info["revision"] is None
 
-    await asyncio.to_thread(alembic, url, "upgrade")
+    await asyncio.to_thread(alembic, url, "upgrade")  # env.py's own path (no shared connection)
     info = await _inspect(url)
     assert info["revision"] == "0001" and info["diff"] == []
+    assert await sql_migrations.current_revision(url) == "0001"
 
 
 async def test_sqlite_upgrade_downgrade_upgrade_no_drift(tmp_path: Path) -> None:
@@ -76,8 +82,7 @@ async def test_sqlite_upgrade_downgrade_upgrade_no_drift(tmp_path: Path) -> None
 
 @pytest.mark.postgres
 async def test_postgres_upgrade_downgrade_upgrade_no_drift() -> None:
-    url = service_url("postgres")
-    try:
+    async with temporary_postgres_database("mcp_migrations") as url:
         await _migration_cycle(url)
         engine = create_async_engine(url)
         try:
@@ -93,8 +98,50 @@ async def test_postgres_upgrade_downgrade_upgrade_no_drift() -> None:
             assert collation == "C"  # byte order, as Redis and SQLite
         finally:
             await engine.dispose()
+
+
+def test_schema_revisions_are_the_packaged_migrations() -> None:
+    """SCHEMA_REVISIONS (what the backend checks at run time, without Alembic) lists the
+    shipped revisions in order, and they live inside the package (so in the wheel)."""
+    from alembic.script import ScriptDirectory
+
+    script = ScriptDirectory.from_config(sql_migrations.alembic_config("sqlite+aiosqlite://"))
+    walked = [rev.revision for rev in script.walk_revisions("base", "heads")]
+    assert tuple(reversed(walked)) == SCHEMA_REVISIONS
+    assert script.get_current_head() == SCHEMA_REVISIONS[-1]
+    package = Path(sql_migrations.__file__).resolve().parents[1]
+    assert sql_migrations.MIGRATIONS_DIR == package / "migrations"
+    assert (sql_migrations.MIGRATIONS_DIR / "env.py").is_file()
+
+
+def test_offline_sql_for_postgres() -> None:
+    import io
+
+    out = io.StringIO()
+    sql_migrations.upgrade_sql("postgresql+asyncpg://nobody@127.0.0.1:1/none", out)  # no connection made
+    text = out.getvalue()
+    assert 'CREATE TABLE mcp_state' in text and 'COLLATE "C"' in text
+    assert f"INSERT INTO {VERSION_TABLE} (version_num) VALUES ('0001')" in text
+
+
+async def test_upgrade_adopts_a_table_made_by_create_tables_without_a_revision(tmp_path: Path) -> None:
+    """fastapi-mcp-ctx 0.1.0's create_tables=True left mcp_state without a version row: the
+    schema check asks for `migrate`, and migrate stamps it instead of failing on CREATE TABLE."""
+    url = f"sqlite+aiosqlite:///{tmp_path / 'old.db'}"
+    engine = create_async_engine(url)
+    try:
+        async with engine.begin() as conn:
+            await conn.run_sync(metadata.create_all)
+            await conn.execute(sa.text("INSERT INTO mcp_state (key, value) VALUES ('t/a/k', '1')"))
     finally:
-        await asyncio.to_thread(alembic, url, "upgrade")  # leave the schema at head
+        await engine.dispose()
+    step = await sql_migrations.upgrade(url)
+    assert (step.before, step.after) == (None, "0001")
+    backend = SqlBackend(url)
+    try:
+        assert await ContextState(backend, "a").get("k") == 1
+    finally:
+        await backend.aclose()
 
 
 async def test_create_tables_matches_the_migration(tmp_path: Path) -> None:
@@ -105,11 +152,13 @@ async def test_create_tables_matches_the_migration(tmp_path: Path) -> None:
     finally:
         await backend.aclose()
     info = await _inspect(url)
-    assert info["diff"] == []
+    assert info["diff"] == [] and info["revision"] == "0001"  # stamped: `migrate` later starts from here
+    assert (await sql_migrations.upgrade(url)).changed is False
 
 
 def test_alembic_cli_check(tmp_path: Path) -> None:
-    """The documented command line: `alembic -x url=... upgrade head` then `alembic check`."""
+    """The developers' command line in the checkout (alembic.ini → the packaged scripts):
+    `alembic -x url=... upgrade head` then `alembic check`."""
     url = f"sqlite+aiosqlite:///{tmp_path / 'cli.db'}"
     alembic_bin = Path(sys.executable).with_name("alembic")
     for args in (["upgrade", "head"], ["check"]):

@@ -1,7 +1,10 @@
-"""Alembic environment for the ``mcp_state`` table (async engine).
+"""Alembic environment for the ``mcp_state`` table (async engine), shipped in the package.
 
-The database URL is taken, in order, from ``config.attributes["url"]`` (programmatic use),
-``-x url=...`` on the command line, then the ``MCP_STORAGE_URL`` environment variable.
+Run by ``fastapi-mcp-ctx migrate`` (:mod:`fastapi_mcp_ctx.backends.sql_migrations`), which
+builds its ``Config`` in code and hands over an open connection in
+``config.attributes["connection"]``; or by ``alembic`` with the repository's ``alembic.ini``
+(developers), where the database URL is taken, in order, from ``config.attributes["url"]``,
+``-x url=...``, then the ``MCP_STORAGE_URL`` environment variable.
 Only the tables of ``fastapi_mcp_ctx.backends._sql_models.metadata`` are compared, so
 ``alembic check`` ignores the application's own tables in a shared database.
 """
@@ -13,11 +16,11 @@ import os
 from logging.config import fileConfig
 from typing import Any
 
-from sqlalchemy.engine import Connection
-from sqlalchemy.ext.asyncio import create_async_engine
-
 from alembic import context
+from sqlalchemy.engine import Connection
+
 from fastapi_mcp_ctx.backends._sql_models import VERSION_TABLE, metadata
+from fastapi_mcp_ctx.backends.sql import make_engine
 
 config = context.config
 if config.config_file_name is not None and config.attributes.get("configure_logger", True):
@@ -58,7 +61,7 @@ def _run_sync(connection: Connection) -> None:
 
 
 async def _run_async(url: str) -> None:
-    engine = create_async_engine(url)
+    engine = make_engine(url, timeout=30.0, pool_size=1, max_overflow=0)
     try:
         async with engine.connect() as connection:
             await connection.run_sync(_run_sync)
@@ -67,7 +70,7 @@ async def _run_async(url: str) -> None:
 
 
 def run_migrations_offline() -> None:
-    """``alembic upgrade head --sql``: emit SQL without connecting."""
+    """``--sql``: emit SQL without connecting."""
     context.configure(
         url=_url(),
         target_metadata=metadata,
@@ -81,5 +84,7 @@ def run_migrations_offline() -> None:
 
 if context.is_offline_mode():
     run_migrations_offline()
+elif isinstance(shared := config.attributes.get("connection"), Connection):
+    _run_sync(shared)
 else:
     asyncio.run(_run_async(_url()))

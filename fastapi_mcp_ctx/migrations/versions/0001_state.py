@@ -10,9 +10,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import sqlalchemy as sa
-from sqlalchemy.dialects import postgresql
-
 from alembic import op
+from sqlalchemy.dialects import postgresql
 
 revision: str = "0001"
 down_revision: str | None = None
@@ -27,7 +26,7 @@ def upgrade() -> None:
         # primary-key index serves the keyset range scans of list().
         sa.Column("key", sa.Text().with_variant(postgresql.TEXT(collation="C"), "postgresql"), nullable=False),
         sa.Column("value", sa.Text(), nullable=False),
-        sa.Column("expires_at", sa.Double(), nullable=True),
+        sa.Column("expires_at", sa.Double[float](), nullable=True),
         sa.PrimaryKeyConstraint("key", name="pk_mcp_state"),
     )
     op.create_index("ix_mcp_state_expires_at", "mcp_state", ["expires_at"])

@@ -1,0 +1,316 @@
+"""``fastapi-mcp-ctx check URL``: a health and protocol probe of a running MCP server (httpx).
+
+One probe, both eras on the same endpoint:
+
+1. 2025 handshake: ``initialize`` (2025-11-25), ``notifications/initialized``, ``tools/list``
+   (every page) on the session, then ``DELETE`` of the session;
+2. 2026-07-28: ``server/discover`` and ``tools/list`` with the required headers
+   (``MCP-Protocol-Version``, ``Mcp-Method``) and the ``params._meta`` envelope.
+
+Each step is timed (milliseconds, wall clock). A transport failure (connection refused,
+421 Host refused, 401, 404…) stops the probe with a message saying what to do. Spec: 2025-11-25
+``basic/lifecycle`` and ``basic/transports``; 2026-07-28 ``server/discover`` and
+``basic/transports/streamable-http``.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+import httpx
+
+__all__ = ["ProbeReport", "Step", "probe"]
+
+LEGACY_VERSION = "2025-11-25"
+MODERN_VERSION = "2026-07-28"
+_ACCEPT = "application/json, text/event-stream"
+_MAX_PAGES = 100
+_CLIENT_INFO = {"name": "fastapi-mcp-ctx-check", "version": "1"}
+
+
+class ProbeFailure(Exception):
+    """A step failed; ``str(exc)`` is the line shown to the operator.
+
+    Attributes:
+        step: the exchange that failed (``initialize``, ``tools/list``…).
+        fatal: the failure is the same for every era (connection, Host, credentials, path).
+    """
+
+    def __init__(self, message: str, step: str, *, fatal: bool = False) -> None:
+        super().__init__(message)
+        self.step = step
+        self.fatal = fatal
+
+
+@dataclass
+class Step:
+    """One probed exchange: ``name`` (``initialize``…), outcome, time in ms, facts learned."""
+
+    era: str
+    name: str
+    ok: bool
+    ms: float
+    facts: dict[str, str] = field(default_factory=lambda: {})
+    error: str | None = None
+
+
+@dataclass
+class ProbeReport:
+    """What :func:`probe` found; ``ok`` when every step succeeded."""
+
+    url: str
+    steps: list[Step] = field(default_factory=lambda: [])
+    fatal: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        """True when the server answered every step of both eras."""
+        return self.fatal is None and bool(self.steps) and all(s.ok for s in self.steps)
+
+    def render(self) -> str:
+        """The readable report: one line per step, then its facts, then a verdict line."""
+        lines = [f"MCP server at {self.url}"]
+        era = ""
+        for step in self.steps:
+            label = step.era if step.era != era else ""
+            era = step.era
+            status = "ok" if step.ok else "FAILED"
+            lines.append(f"  {label:<18} {step.name:<16} {status:<6} {step.ms:7.1f} ms")
+            for key, value in step.facts.items():
+                lines.append(f"  {'':<18}   {key + ':':<14} {value}")
+            if step.error:
+                lines.append(f"  {'':<18}   {step.error}")
+        if self.fatal:
+            lines.append(f"FAILED: {self.fatal}")
+        elif self.ok:
+            lines.append("OK: the server answers both protocol eras")
+        else:
+            lines.append("FAILED: " + "; ".join(f"{s.era} {s.name}: {s.error}" for s in self.steps if not s.ok))
+        return "\n".join(lines)
+
+
+def _messages(response: httpx.Response) -> list[dict[str, Any]]:
+    """The JSON-RPC messages of a JSON or SSE response body."""
+    content_type = response.headers.get("content-type", "")
+    if content_type.startswith("text/event-stream"):
+        found: list[Any] = []
+        for event in response.text.replace("\r\n", "\n").split("\n\n"):
+            data = "\n".join(line[5:].lstrip(" ") for line in event.split("\n") if line.startswith("data:"))
+            if data.strip():
+                found.append(json.loads(data))
+    elif content_type.startswith("application/json"):
+        found = [response.json()]
+    else:
+        return []
+    messages = [cast("dict[str, Any]", m) for m in found if isinstance(m, dict)]
+    return [m for m in messages if m.get("jsonrpc") == "2.0"]
+
+
+def _check_status(response: httpx.Response, url: str, step: str) -> None:
+    """Raise for an HTTP status that stops the probe (fatal for 421/401/403/404 without a
+    JSON-RPC body); return to read the JSON-RPC body otherwise."""
+    status = response.status_code
+    host = httpx.URL(url).netloc.decode()
+    if status == 421:
+        raise ProbeFailure(
+            f"HTTP 421: the server's DNS-rebinding protection refused the Host header {host!r}; "
+            "add it to MCP_ALLOWED_HOSTS on the server, or probe the address it was started with",
+            step,
+            fatal=True,
+        )
+    if status == 401:
+        challenge = response.headers.get("www-authenticate")
+        hint = f" (WWW-Authenticate: {challenge})" if challenge else ""
+        raise ProbeFailure(
+            f"HTTP 401: the server requires authentication{hint}; pass -H 'Authorization: Bearer <token>'", step, fatal=True
+        )
+    if status == 403:
+        raise ProbeFailure("HTTP 403: the server refused these credentials or this Origin", step, fatal=True)
+    if status == 404 and not _messages_or_empty(response):
+        raise ProbeFailure("HTTP 404: no MCP endpoint at this URL (the path is usually /mcp)", step, fatal=True)
+    if status >= 500 and not _messages_or_empty(response):
+        raise ProbeFailure(f"HTTP {status}: the server failed ({response.text[:200]!r})", step)
+
+
+def _messages_or_empty(response: httpx.Response) -> list[dict[str, Any]]:
+    try:
+        return _messages(response)
+    except ValueError:
+        return []
+
+
+class _Prober:
+    def __init__(self, client: httpx.AsyncClient, url: str, headers: Mapping[str, str]) -> None:
+        self.client = client
+        self.url = url
+        self.headers = dict(headers)
+        self.next_id = 0
+
+    async def rpc(
+        self, method: str, params: dict[str, Any], headers: Mapping[str, str]
+    ) -> tuple[dict[str, Any], httpx.Response, float]:
+        """POST one request; its ``result``, the response and the time in ms.
+
+        Raises:
+            ProbeFailure: transport failure, HTTP status that stops the probe, JSON-RPC error.
+        """
+        self.next_id += 1
+        body = {"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params}
+        merged = {"content-type": "application/json", "accept": _ACCEPT, **self.headers, **headers}
+        started = time.perf_counter()
+        response = await self._send("POST", json.dumps(body).encode(), merged, method)
+        ms = (time.perf_counter() - started) * 1000
+        _check_status(response, self.url, method)
+        try:
+            messages = _messages(response)
+        except ValueError as exc:
+            raise ProbeFailure(f"HTTP {response.status_code}: the body is not JSON ({exc})", method) from exc
+        reply = next((m for m in messages if m.get("id") == self.next_id), None)
+        if reply is None:
+            raise ProbeFailure(f"HTTP {response.status_code}: no JSON-RPC response in the body", method)
+        if "error" in reply:
+            error = cast("dict[str, Any]", reply["error"])
+            raise ProbeFailure(f"HTTP {response.status_code}, JSON-RPC error {error.get('code')}: {error.get('message')}", method)
+        result = reply.get("result")
+        if not isinstance(result, dict):
+            raise ProbeFailure(f"HTTP {response.status_code}: the result is not an object", method)
+        return cast("dict[str, Any]", result), response, ms
+
+    async def _send(self, method: str, content: bytes | None, headers: Mapping[str, str], step: str) -> httpx.Response:
+        try:
+            return await self.client.request(method, self.url, content=content, headers=headers)
+        except httpx.ConnectError as exc:
+            where = httpx.URL(self.url).netloc.decode()
+            raise ProbeFailure(f"cannot connect to {where}: {_reason(exc)} (is the server running?)", step, fatal=True) from exc
+        except httpx.TimeoutException as exc:
+            raise ProbeFailure(f"no answer within the timeout ({type(exc).__name__})", step) from exc
+        except httpx.HTTPError as exc:
+            raise ProbeFailure(f"HTTP failure: {exc}", step) from exc
+
+    async def tools(self, era: str, headers: Mapping[str, str], meta: dict[str, Any] | None) -> Step:
+        total, ms, cursor, pages = 0, 0.0, None, 0
+        while True:
+            params: dict[str, Any] = {} if cursor is None else {"cursor": cursor}
+            if meta is not None:
+                params["_meta"] = meta
+            result, _, took = await self.rpc("tools/list", params, headers)
+            ms += took
+            pages += 1
+            total += len(result.get("tools", []))
+            cursor = result.get("nextCursor")
+            if not cursor or pages >= _MAX_PAGES:
+                break
+        return Step(era, "tools/list", True, ms, {"tools": f"{total} ({pages} page{'s' if pages > 1 else ''})"})
+
+    async def legacy(self, report: ProbeReport) -> None:
+        era = f"2025 ({LEGACY_VERSION})"
+        params = {"protocolVersion": LEGACY_VERSION, "capabilities": {}, "clientInfo": _CLIENT_INFO}
+        result, response, ms = await self.rpc("initialize", params, {})
+        info: dict[str, Any] = result.get("serverInfo") or {}
+        session = response.headers.get("mcp-session-id")
+        report.steps.append(
+            Step(
+                era,
+                "initialize",
+                True,
+                ms,
+                {
+                    "server": f"{info.get('name')} {info.get('version')}",
+                    "protocol": str(result.get("protocolVersion")),
+                    "capabilities": _capabilities(result.get("capabilities")),
+                    "session": session or "(none: stateless server)",
+                },
+            )
+        )
+        headers = {"mcp-protocol-version": str(result.get("protocolVersion"))}
+        if session:
+            headers["mcp-session-id"] = session
+        note = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+        merged = {"content-type": "application/json", "accept": _ACCEPT, **self.headers, **headers}
+        step = "notifications/initialized"
+        answer = await self._send("POST", json.dumps(note).encode(), merged, step)
+        if answer.status_code != 202:
+            raise ProbeFailure(f"expected HTTP 202, got {answer.status_code}", step)
+        report.steps.append(await self.tools(era, headers, None))
+        if session:
+            await self._send("DELETE", None, {**self.headers, **headers}, "DELETE")
+
+    async def modern(self, report: ProbeReport) -> None:
+        era = MODERN_VERSION
+        meta = {
+            "io.modelcontextprotocol/protocolVersion": MODERN_VERSION,
+            "io.modelcontextprotocol/clientCapabilities": {},
+            "io.modelcontextprotocol/clientInfo": _CLIENT_INFO,
+        }
+        headers = {"mcp-protocol-version": MODERN_VERSION, "mcp-method": "server/discover"}
+        result, _, ms = await self.rpc("server/discover", {"_meta": meta}, headers)
+        meta_out: dict[str, Any] = result.get("_meta") or {}
+        info: dict[str, Any] = meta_out.get("io.modelcontextprotocol/serverInfo") or {}
+        facts = {
+            "versions": ", ".join(result.get("supportedVersions") or []) or "(none)",
+            "capabilities": _capabilities(result.get("capabilities")),
+        }
+        if info:
+            facts["server"] = f"{info.get('name')} {info.get('version')}"
+        report.steps.append(Step(era, "server/discover", True, ms, facts))
+        report.steps.append(await self.tools(era, {**headers, "mcp-method": "tools/list"}, meta))
+
+
+def _reason(exc: BaseException) -> str:
+    """The operating system's reason behind a connect failure ("connection refused"…)."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, ConnectionRefusedError):
+            return "connection refused"
+        if isinstance(seen, OSError) and seen.strerror:
+            return seen.strerror.lower()
+        seen = seen.__cause__ or seen.__context__
+    return str(exc) or type(exc).__name__
+
+
+def _capabilities(value: Any) -> str:
+    if not isinstance(value, dict) or not value:
+        return "(none)"
+    caps = cast("dict[str, Any]", value)
+    parts: list[str] = []
+    for name in sorted(caps):
+        options = caps[name]
+        flags = sorted(k for k, v in cast("dict[str, Any]", options).items() if v is True) if isinstance(options, dict) else []
+        parts.append(f"{name}({', '.join(flags)})" if flags else name)
+    return ", ".join(parts)
+
+
+async def probe(
+    url: str,
+    *,
+    headers: Mapping[str, str] | None = None,
+    timeout: float = 10.0,
+    transport: httpx.AsyncBaseTransport | None = None,
+) -> ProbeReport:
+    """Probe the MCP endpoint at ``url`` in both eras.
+
+    Args:
+        url: the endpoint, e.g. ``http://127.0.0.1:8000/mcp``.
+        headers: extra request headers (``Authorization``…), sent on every request.
+        timeout: seconds per HTTP exchange.
+        transport: an httpx transport (tests pass ``httpx.ASGITransport(app)``).
+
+    Returns:
+        The report; never raises for a server problem (it is in ``report.fatal`` or a step).
+    """
+    report = ProbeReport(url)
+    async with httpx.AsyncClient(timeout=timeout, transport=transport, follow_redirects=False) as client:
+        prober = _Prober(client, url, headers or {})
+        for run, era in ((prober.legacy, f"2025 ({LEGACY_VERSION})"), (prober.modern, MODERN_VERSION)):
+            try:
+                await run(report)
+            except ProbeFailure as exc:
+                if exc.fatal:
+                    report.fatal = str(exc)  # the same for every era: stop here
+                    return report
+                report.steps.append(Step(era, exc.step, False, 0.0, error=str(exc)))
+    return report

@@ -1,0 +1,337 @@
+"""2026-07-28 ``subscriptions/listen``: one long-lived SSE stream per listen request.
+
+Spec 2026-07-28 ``basic/patterns/subscriptions`` and ``basic/transports/streamable-http``
+§Receiving Messages; known faults B52/B53. The rules kept here:
+
+- the filter (``params.notifications``) is required and typed (else ``-32602``); the server
+  honours the intersection of what was asked and what the application declared
+  (:class:`Served`), and acknowledges exactly that subset;
+- ``notifications/subscriptions/acknowledged`` is the first frame; every frame, the final
+  answer included, carries ``_meta["io.modelcontextprotocol/subscriptionId"]`` = the listen
+  request's id with its JSON type (``"sub-1"`` stays a string, ``7`` an integer);
+- delivery is an allow-list: the three list-changed notifications when asked for, and
+  ``notifications/resources/updated`` for the URIs asked for; never progress, logs or
+  anything else;
+- each stream buffers at most ``buffer_size`` notifications: a client that falls that far
+  behind gets a ``-32603`` error answer (``reason: listen_buffer_overflow``) and the stream
+  ends, so a slow client never grows the server's memory;
+- at most ``max_streams`` streams per process (beyond: HTTP 503 ``-32603`` + ``Retry-After``);
+- an empty honoured filter is acknowledged and answered at once; :meth:`ListenHub.close`
+  (router shutdown) ends every stream with the graceful ``{"resultType": "complete"}``
+  answer; a client closing the stream ends it silently; idle streams get ``: keep-alive``
+  comments.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final, Literal
+
+import anyio
+from starlette.background import BackgroundTask, BackgroundTasks
+from starlette.responses import Response
+from starlette.types import Receive, Scope, Send
+
+from .._jsonrpc import RequestId, notification_message
+from .._streams import SSE_HEADERS, sse_frame
+from ..errors import InvalidParamsError, StateUnavailableError
+
+__all__ = [
+    "LIST_CHANGED_METHODS",
+    "SUBSCRIPTION_ID_KEY",
+    "ChangeKind",
+    "ListenFilter",
+    "ListenHub",
+    "ListenResponse",
+    "ListenStream",
+    "Served",
+    "parse_filter",
+]
+
+ChangeKind = Literal["tools", "prompts", "resources"]
+
+SUBSCRIPTION_ID_KEY: Final = "io.modelcontextprotocol/subscriptionId"
+ACK_METHOD: Final = "notifications/subscriptions/acknowledged"
+UPDATED_METHOD: Final = "notifications/resources/updated"
+LIST_CHANGED_METHODS: Final[dict[ChangeKind, str]] = {
+    "tools": "notifications/tools/list_changed",
+    "prompts": "notifications/prompts/list_changed",
+    "resources": "notifications/resources/list_changed",
+}
+_KIND_OF_METHOD: Final[dict[str, ChangeKind]] = {method: kind for kind, method in LIST_CHANGED_METHODS.items()}
+_FILTER_FIELDS: Final[dict[ChangeKind, str]] = {
+    "tools": "toolsListChanged",
+    "prompts": "promptsListChanged",
+    "resources": "resourcesListChanged",
+}
+MAX_RESOURCE_URIS: Final = 1000
+"""URIs one listen request may name in ``resourceSubscriptions`` (more: ``-32602``)."""
+
+End = Literal["closed", "overflow", "disconnected"]
+
+
+@dataclass(frozen=True, slots=True)
+class Served:
+    """What the application declared it publishes: ``McpRouter(list_changed=..., resources_subscribe=...)``."""
+
+    list_changed: frozenset[ChangeKind] = frozenset()
+    resources_subscribe: bool = False
+
+    @property
+    def any(self) -> bool:
+        """True when at least one notification type is served (listen is offered at all)."""
+        return bool(self.list_changed) or self.resources_subscribe
+
+
+@dataclass(frozen=True, slots=True)
+class ListenFilter:
+    """The honoured subset of one listen request's filter."""
+
+    list_changed: frozenset[ChangeKind] = frozenset()
+    resource_uris: tuple[str, ...] = ()
+    _uri_set: frozenset[str] = field(default=frozenset(), repr=False, compare=False)
+
+    @property
+    def empty(self) -> bool:
+        """Nothing honoured: the stream is acknowledged and answered at once (B52)."""
+        return not self.list_changed and not self.resource_uris
+
+    def acknowledged(self) -> dict[str, Any]:
+        """The ``notifications`` member of the acknowledgement (wire field names)."""
+        ack: dict[str, Any] = {_FILTER_FIELDS[kind]: True for kind in _FILTER_FIELDS if kind in self.list_changed}
+        if self.resource_uris:
+            ack["resourceSubscriptions"] = list(self.resource_uris)
+        return ack
+
+    def admits(self, message: Mapping[str, Any]) -> bool:
+        """Allow-list check of one notification against this filter."""
+        method = message.get("method")
+        kind = _KIND_OF_METHOD.get(method) if isinstance(method, str) else None
+        if kind is not None:
+            return kind in self.list_changed
+        if method == UPDATED_METHOD:
+            params = message.get("params")
+            return isinstance(params, Mapping) and params.get("uri") in self._uri_set  # pyright: ignore[reportUnknownMemberType]
+        return False
+
+
+def parse_filter(params: Mapping[str, Any], served: Served) -> ListenFilter:
+    """The honoured filter of a ``subscriptions/listen`` request.
+
+    Raises:
+        InvalidParamsError: ``notifications`` missing or not an object, a ``*ListChanged``
+            field that is not a boolean, ``resourceSubscriptions`` not a list of non-empty
+            strings or longer than :data:`MAX_RESOURCE_URIS` (``-32602``, HTTP 400).
+    """
+    raw = params.get("notifications")
+    if not isinstance(raw, dict):
+        raise InvalidParamsError("subscriptions/listen requires a 'notifications' filter object")
+    notifications: dict[str, Any] = raw  # pyright: ignore[reportUnknownVariableType]
+    kinds: set[ChangeKind] = set()
+    for kind, name in _FILTER_FIELDS.items():
+        value = notifications.get(name)
+        if value is None:
+            continue
+        if not isinstance(value, bool):
+            raise InvalidParamsError(f"notifications.{name} must be a boolean")
+        if value and kind in served.list_changed:
+            kinds.add(kind)
+    uris: tuple[str, ...] = ()
+    requested = notifications.get("resourceSubscriptions")
+    if requested is not None:
+        if not isinstance(requested, list) or not all(isinstance(u, str) and u for u in requested):  # pyright: ignore[reportUnknownVariableType]
+            raise InvalidParamsError("notifications.resourceSubscriptions must be a list of resource URIs (strings)")
+        listed: list[str] = requested  # pyright: ignore[reportUnknownVariableType]
+        if len(listed) > MAX_RESOURCE_URIS:
+            raise InvalidParamsError(f"notifications.resourceSubscriptions lists more than {MAX_RESOURCE_URIS} URIs")
+        if served.resources_subscribe:
+            uris = tuple(dict.fromkeys(listed))
+    return ListenFilter(frozenset(kinds), uris, frozenset(uris))
+
+
+def _tag(message: Mapping[str, Any], subscription_id: RequestId) -> dict[str, Any]:
+    params: dict[str, Any] = dict(message.get("params") or {})
+    params["_meta"] = {**(params.get("_meta") or {}), SUBSCRIPTION_ID_KEY: subscription_id}
+    return notification_message(str(message["method"]), params)
+
+
+class ListenStream:
+    """The queue of one listen stream between the bus (producer) and its response (consumer)."""
+
+    def __init__(self, request_id: RequestId, listen_filter: ListenFilter, buffer_size: int) -> None:
+        self.request_id = request_id
+        self.filter = listen_filter
+        self.buffer_size = buffer_size
+        self.end: End | None = None
+        self._send, self.messages = anyio.create_memory_object_stream[dict[str, Any]](buffer_size)
+
+    def offer(self, message: Mapping[str, Any]) -> bool:
+        """Queue ``message`` (tagged) when the filter admits it; never blocks.
+
+        Returns:
+            True when queued. A full buffer ends the stream (``overflow``) instead.
+        """
+        if self.end is not None or not self.filter.admits(message):
+            return False
+        try:
+            self._send.send_nowait(_tag(message, self.request_id))
+        except anyio.WouldBlock:
+            self.finish("overflow")
+            return False
+        return True
+
+    def finish(self, reason: End) -> None:
+        """End the stream (first reason wins); queued notifications still drain unless overflowed."""
+        if self.end is None:
+            self.end = reason
+            self._send.close()
+
+    def acknowledgement(self) -> dict[str, Any]:
+        """The first frame: ``notifications/subscriptions/acknowledged`` with the honoured subset."""
+        return notification_message(
+            ACK_METHOD, {"_meta": {SUBSCRIPTION_ID_KEY: self.request_id}, "notifications": self.filter.acknowledged()}
+        )
+
+    def final_message(self) -> dict[str, Any] | None:
+        """The answer to the listen request when the stream ends, or None (client gone)."""
+        if self.end == "disconnected":
+            return None
+        if self.end == "overflow":
+            error = {
+                "code": -32603,
+                "message": f"The subscriptions/listen stream fell {self.buffer_size} notifications behind and was ended",
+                "data": {
+                    "requestId": self.request_id,
+                    "reason": "listen_buffer_overflow",
+                    "recovery": {"hint": "Listen again, then refetch the lists you depend on"},
+                },
+            }
+            return {"jsonrpc": "2.0", "id": self.request_id, "error": error}
+        result = {"resultType": "complete", "_meta": {SUBSCRIPTION_ID_KEY: self.request_id}}
+        return {"jsonrpc": "2.0", "id": self.request_id, "result": result}
+
+
+class ListenHub:
+    """The listen streams this process holds, bounded in number.
+
+    Args:
+        max_streams: open streams at most (``McpSettings.listen_max_streams``).
+        buffer_size: notifications queued per stream at most (``McpSettings.stream_buffer_size``).
+    """
+
+    def __init__(self, *, max_streams: int, buffer_size: int) -> None:
+        self._max = max_streams
+        self._buffer = buffer_size
+        self._streams: set[ListenStream] = set()
+        self._closing = False
+        self._idle: anyio.Event | None = None
+
+    def __len__(self) -> int:
+        return len(self._streams)
+
+    def open(self, request_id: RequestId, listen_filter: ListenFilter) -> ListenStream:
+        """Register a new stream (finished at once when its filter is empty).
+
+        Raises:
+            StateUnavailableError: shutting down, or ``max_streams`` streams are open
+                (HTTP 503 with ``Retry-After``).
+        """
+        if self._closing:
+            raise StateUnavailableError("The server is shutting down; listen again (another replica will answer)", retry_after=1)
+        if len(self._streams) >= self._max:
+            raise StateUnavailableError(f"Too many open subscriptions/listen streams (limit {self._max}); retry later", retry_after=5)
+        stream = ListenStream(request_id, listen_filter, self._buffer)
+        self._streams.add(stream)
+        if listen_filter.empty:
+            stream.finish("closed")
+        return stream
+
+    def release(self, stream: ListenStream) -> None:
+        """Forget a stream whose response ended."""
+        self._streams.discard(stream)
+        if not self._streams and self._idle is not None:
+            self._idle.set()
+
+    def deliver(self, message: Mapping[str, Any]) -> int:
+        """Offer ``message`` to every stream; returns how many queued it."""
+        return sum(stream.offer(message) for stream in tuple(self._streams))
+
+    async def close(self, grace_seconds: float) -> None:
+        """End every stream gracefully and wait (at most ``grace_seconds``) for their final answers;
+        later listen requests get 503."""
+        self._closing = True
+        if not self._streams:
+            return
+        self._idle = anyio.Event()
+        for stream in tuple(self._streams):
+            stream.finish("closed")
+        with anyio.move_on_after(grace_seconds):
+            await self._idle.wait()
+
+
+class ListenResponse(Response):
+    """The SSE response of one ``subscriptions/listen`` request (see the module docstring).
+
+    Args:
+        stream: the stream's queue, from :meth:`ListenHub.open`.
+        hub: released when the response ends.
+        keepalive_seconds: a ``: keep-alive`` comment after this many idle seconds.
+        headers: extra response headers.
+    """
+
+    def __init__(
+        self,
+        stream: ListenStream,
+        hub: ListenHub,
+        *,
+        keepalive_seconds: float,
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
+        self._stream = stream
+        self._hub = hub
+        self._keepalive = keepalive_seconds
+        self.status_code = 200
+        self.background: BackgroundTask | BackgroundTasks | None = None
+        self.init_headers({**SSE_HEADERS, **(headers or {}), "content-type": "text/event-stream"})
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        stream = self._stream
+        try:
+            await send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
+            await send({"type": "http.response.body", "body": sse_frame(stream.acknowledgement()), "more_body": True})
+            async with anyio.create_task_group() as tg:
+
+                async def watch() -> None:
+                    while (await receive())["type"] != "http.disconnect":
+                        pass
+                    stream.finish("disconnected")
+                    tg.cancel_scope.cancel()
+
+                tg.start_soon(watch)
+                await self._pump(send)
+                tg.cancel_scope.cancel()
+            final = stream.final_message()
+            if final is not None:
+                await send({"type": "http.response.body", "body": sse_frame(final), "more_body": False})
+        finally:
+            stream.finish("disconnected")  # no-op unless the response was cut short
+            self._hub.release(stream)
+        if self.background is not None:
+            await self.background()
+
+    async def _pump(self, send: Send) -> None:
+        stream = self._stream
+        while True:
+            message: dict[str, Any] | None = None
+            with anyio.move_on_after(self._keepalive) as idle:
+                try:
+                    message = await stream.messages.receive()
+                except (anyio.EndOfStream, anyio.ClosedResourceError):
+                    return
+            if idle.cancelled_caught or message is None:
+                await send({"type": "http.response.body", "body": b": keep-alive\r\n\r\n", "more_body": True})
+                continue
+            if stream.end == "overflow":
+                return  # the client is too far behind: skip what is queued, answer the error now
+            await send({"type": "http.response.body", "body": sse_frame(message), "more_body": True})

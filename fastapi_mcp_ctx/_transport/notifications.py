@@ -1,0 +1,254 @@
+"""Change notifications on the right stream, in both eras, through the replica bus.
+
+One :class:`Notifier` per router. What it publishes, and where each message lands:
+
+- list changes (``notifications/{tools,prompts,resources}/list_changed``): published once on
+  the bus ``events`` channel; every replica puts it on each 2025 GET stream it holds (one
+  stream per session, never a POST stream) and on each of its 2026 listen streams whose
+  filter asked for it;
+- ``notifications/resources/updated``: 2025: published to the channel of each session the
+  :class:`~._transport.subscriptions.ResourceSubscriptions` registry lists for that URI (its
+  GET stream only); 2026: on ``events``, to the listen streams that named the URI;
+- :meth:`send_to_session`: any notification to one 2025 session's GET stream, True when a
+  replica holds that stream.
+
+Only what the application declared is published (``McpRouter(list_changed=...,
+resources_subscribe=...)``): publishing an undeclared kind is a programming error
+(``RuntimeError``), because clients were told not to expect it (B53). A GET stream that falls
+``buffer_size`` notifications behind is ended (the client reconnects) rather than growing.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any, Final, get_args
+
+import anyio
+from anyio.streams.memory import MemoryObjectSendStream
+
+from .._jsonrpc import RequestId, notification_message
+from ..context import get_request_context
+from .bus import EVENTS_CHANNEL, MessageBus, Unsubscribe, encode_message, session_channel, session_prefix
+from .listen import LIST_CHANGED_METHODS, UPDATED_METHOD, ChangeKind, ListenFilter, ListenHub, ListenStream, Served
+from .subscriptions import ResourceSubscriptions
+
+__all__ = ["CALLER", "Notifier", "served_from"]
+
+logger = logging.getLogger("fastapi_mcp_ctx")
+
+_KINDS: Final[frozenset[str]] = frozenset(get_args(ChangeKind))
+CALLER: Final[Any] = object()
+"""``tenant_id`` default of the router's session methods: the tenant of the request being served."""
+
+
+def served_from(list_changed: Iterable[str], resources_subscribe: bool) -> Served:
+    """Validate the router's declaration.
+
+    Raises:
+        ValueError: ``list_changed`` is a bare string or names something other than
+            ``"tools"``, ``"prompts"``, ``"resources"``.
+    """
+    if isinstance(list_changed, str):
+        raise ValueError(f"list_changed takes a set of kinds, e.g. list_changed={{{list_changed!r}}}")
+    kinds = frozenset(list_changed)
+    unknown = kinds - _KINDS
+    if unknown:
+        raise ValueError(f"list_changed: unknown kind(s) {sorted(unknown)}; use any of 'tools', 'prompts', 'resources'")
+    return Served(frozenset(k for k in get_args(ChangeKind) if k in kinds), bool(resources_subscribe))
+
+
+@dataclass(slots=True)
+class _GetStream:
+    tenant_id: str | None
+    send: MemoryObjectSendStream[dict[str, Any]]
+    close: Callable[[], None]
+    detach: Callable[[], None] | None = None
+
+    def offer(self, message: dict[str, Any]) -> None:
+        try:
+            self.send.send_nowait(message)
+        except anyio.WouldBlock:
+            logger.warning("a 2025 GET stream fell behind its buffer and was ended; the client reconnects")
+            self.close()
+            if self.detach is not None:
+                self.detach()  # unreachable from now on: send_notification_to_session says False
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+            pass
+
+
+class Notifier:
+    """Publishes change notifications and feeds the long-lived streams of this process.
+
+    Args:
+        served: what the application declared (see :func:`served_from`).
+        bus: the replica bus (shared by every replica of the endpoint).
+        subscriptions: the 2025 resource subscription registry.
+        hub: this process's listen streams.
+    """
+
+    def __init__(self, served: Served, bus: MessageBus, subscriptions: ResourceSubscriptions, hub: ListenHub) -> None:
+        self.served = served
+        self.bus = bus
+        self.subscriptions = subscriptions
+        self.hub = hub
+        self._gets: dict[str, _GetStream] = {}
+        self._events: Unsubscribe | None = None
+        self._events_lock: anyio.Lock | None = None
+
+    # -- what is advertised ---------------------------------------------------------------
+    def capabilities(self, *, subscribe_served: bool) -> dict[str, Any]:
+        """The ``listChanged`` / ``subscribe`` members of ``ServerCapabilities``.
+
+        Args:
+            subscribe_served: whether this era can take resource subscriptions (2026: listen;
+                2025: only once ``resources/subscribe`` is a served method).
+        """
+        served = self.served
+        caps: dict[str, Any] = {"tools": {"listChanged": "tools" in served.list_changed}}
+        if "prompts" in served.list_changed:
+            caps["prompts"] = {"listChanged": True}
+        subscribe = served.resources_subscribe and subscribe_served
+        if "resources" in served.list_changed or subscribe:
+            caps["resources"] = {"listChanged": "resources" in served.list_changed, "subscribe": subscribe}
+        return caps
+
+    def _require(self, kind: str) -> None:
+        if kind == "updated":
+            if not self.served.resources_subscribe:
+                raise RuntimeError("notify_resource_updated needs McpRouter(resources_subscribe=True) (the capability clients rely on)")
+        elif kind not in self.served.list_changed:
+            raise RuntimeError(
+                f"notify_{kind}_list_changed needs McpRouter(list_changed={{{kind!r}, ...}}): "
+                f"the server does not advertise {kind}.listChanged, so clients do not expect it"
+            )
+
+    # -- publishing -------------------------------------------------------------------------
+    async def list_changed(self, kind: ChangeKind) -> None:
+        """Publish ``notifications/<kind>/list_changed`` to every stream that takes it.
+
+        Raises:
+            RuntimeError: ``kind`` was not declared in ``list_changed``.
+            StateUnavailableError: a network bus cannot be reached.
+        """
+        self._require(kind)
+        await self.bus.publish(EVENTS_CHANNEL, notification_message(LIST_CHANGED_METHODS[kind]))
+
+    async def resource_updated(self, uri: str) -> None:
+        """Publish ``notifications/resources/updated {uri}`` to the subscribers of ``uri`` only.
+
+        Raises:
+            RuntimeError: ``resources_subscribe`` was not declared.
+            TypeError: ``uri`` is not a non-empty string.
+        """
+        self._require("updated")
+        if not isinstance(uri, str) or not uri:  # pyright: ignore[reportUnnecessaryIsInstance]
+            raise TypeError("notify_resource_updated takes the resource URI as a non-empty str")
+        message = notification_message(UPDATED_METHOD, {"uri": uri})
+        for address in await self.subscriptions.subscribers(uri):
+            await self.bus.publish(session_channel(address.tenant_id, address.session_id), message)
+        await self.bus.publish(EVENTS_CHANNEL, message)
+
+    @staticmethod
+    def caller_tenant(tenant_id: Any, *, authenticated: bool) -> str | None:
+        """``tenant_id`` itself, or for :data:`CALLER`: the tenant of the MCP request being served;
+        outside a request ``"default"`` when the router does not authenticate.
+
+        Raises:
+            ValueError: :data:`CALLER` outside a request on an authenticating router (say which tenant).
+        """
+        if tenant_id is not CALLER:
+            return tenant_id
+        context = get_request_context()
+        if context is not None:
+            return context.tenant_id
+        if not authenticated:
+            return "default"
+        raise ValueError(
+            "Outside an MCP request an authenticating router cannot tell whose sessions you mean: pass tenant_id=<the tenant>"
+        )
+
+    async def send_to_session(self, tenant_id: str | None, session_id: str, method: str, params: dict[str, Any] | None) -> bool:
+        """Put one notification on a 2025 session's GET stream.
+
+        Returns:
+            True when a replica holds that session's stream (of that tenant) and queued it.
+        Raises:
+            TypeError: ``method`` is not a string, or ``params`` is not a JSON object.
+        """
+        if not isinstance(method, str) or not method:  # pyright: ignore[reportUnnecessaryIsInstance]
+            raise TypeError("method must be a non-empty str")
+        if params is not None and not isinstance(params, dict):  # pyright: ignore[reportUnnecessaryIsInstance]
+            raise TypeError("params must be a dict (a JSON object) or None")
+        message = notification_message(method, params)
+        encode_message(message)  # fail on a non-JSON value even when nobody listens
+        return await self.bus.publish(session_channel(tenant_id, session_id), message) > 0
+
+    async def active_sessions(self, tenant_id: str | None) -> list[str]:
+        """Ids of ``tenant_id``'s 2025 sessions whose GET stream is open on some replica."""
+        prefix = session_prefix(tenant_id)
+        return [name[len(prefix) :] for name in await self.bus.channels(prefix)]
+
+    # -- streams of this process -----------------------------------------------------------
+    async def _ensure_events(self) -> None:
+        if self._events is not None:
+            return
+        if self._events_lock is None:
+            self._events_lock = anyio.Lock()
+        async with self._events_lock:
+            if self._events is None:
+                self._events = await self.bus.subscribe(EVENTS_CHANNEL, self._on_event)
+
+    def _on_event(self, message: dict[str, Any]) -> None:
+        if message.get("method") != UPDATED_METHOD:  # 2025 resource updates go per session
+            for stream in tuple(self._gets.values()):
+                stream.offer(message)
+        self.hub.deliver(message)
+
+    async def attach_get_stream(
+        self,
+        tenant_id: str | None,
+        session_id: str,
+        send: MemoryObjectSendStream[dict[str, Any]],
+        close: Callable[[], None],
+    ) -> Callable[[], None]:
+        """Feed a newly opened 2025 GET stream from the bus (``close`` ends it on overflow).
+
+        Returns:
+            ``detach``, to call once when the stream ends.
+        """
+        await self._ensure_events()
+        stream = _GetStream(tenant_id, send, close)
+        self._gets[session_id] = stream
+        unsubscribe = await self.bus.subscribe(session_channel(tenant_id, session_id), stream.offer)
+
+        def detach() -> None:
+            if self._gets.get(session_id) is stream:
+                del self._gets[session_id]
+            unsubscribe()
+
+        stream.detach = detach
+        return detach
+
+    async def open_listen(self, request_id: RequestId, listen_filter: ListenFilter) -> ListenStream:
+        """Open a listen stream fed from the bus (see :meth:`ListenHub.open` for errors)."""
+        if not listen_filter.empty:
+            await self._ensure_events()
+        return self.hub.open(request_id, listen_filter)
+
+    async def session_ended(self, session_id: str) -> None:
+        """Forget the resource subscriptions of an ended 2025 session."""
+        await self.subscriptions.drop_session(session_id)
+
+    async def aclose(self, grace_seconds: float) -> None:
+        """End every listen stream gracefully (waiting at most ``grace_seconds``), end the GET
+        streams of this process, and leave the bus."""
+        await self.hub.close(grace_seconds)
+        for stream in tuple(self._gets.values()):
+            stream.close()
+            if stream.detach is not None:
+                stream.detach()
+        if self._events is not None:
+            self._events()
+            self._events = None

@@ -1,0 +1,271 @@
+"""The ``fastapi-mcp-ctx`` command line (click): ``serve``, ``migrate``, ``keygen``, ``check``, ``stdio``.
+
+    fastapi-mcp-ctx serve examples.quickstart:app        # uvicorn on 127.0.0.1:8000
+    fastapi-mcp-ctx migrate                              # the SQL schema at MCP_STORAGE_URL
+    fastapi-mcp-ctx keygen                               # a new MCP_REQUEST_STATE_KEY
+    fastapi-mcp-ctx check http://127.0.0.1:8000/mcp      # probe a running server, both eras
+    fastapi-mcp-ctx stdio examples.quickstart:app        # serve the app's McpRouter on stdin/stdout
+
+Also ``python -m fastapi_mcp_ctx``. Needs the ``cli`` extra (click, httpx); ``serve`` needs
+``server`` (uvicorn), ``migrate`` needs ``sql``: a missing extra is reported with the
+``pip install`` to run. This module sits beside the top of the package and uses the public
+surface only (plus the probe and the migrations API).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import os
+import secrets
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+import click
+from starlette.routing import NoMatchFound
+
+from . import __version__
+from ._extras import missing_extra
+from ._stdio import run_stdio
+from .backends import backend_from_url
+from .errors import AppLoadError, ConfigurationError, McpError
+
+__all__ = ["cli"]
+
+_LOG_LEVELS = ["critical", "error", "warning", "info", "debug", "trace"]
+_SQL_SCHEMES = ("sqlite+aiosqlite", "postgresql+asyncpg")
+
+
+class _Group(click.Group):
+    """A command's ``ConfigurationError`` (a missing extra…) becomes a one-line error, exit 1."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except ConfigurationError as exc:
+            raise click.ClickException(exc.message) from exc
+
+
+def _need(module: str, command: str) -> Any:
+    """Import an optional module, or raise the ``pip install`` advice for its extra."""
+    try:
+        return importlib.import_module(module)
+    except ModuleNotFoundError as exc:
+        raise missing_extra(exc, f"`fastapi-mcp-ctx {command}`") from exc
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(__version__, prog_name="fastapi-mcp-ctx")
+def cli() -> None:
+    """Serve, migrate and probe MCP servers built with fastapi-mcp-ctx."""
+
+
+# -- serve --------------------------------------------------------------------------------
+
+
+def _put_first_on_path(app_dir: str) -> None:
+    """Make APP importable from ``app_dir`` (the console script's ``sys.path`` lacks the cwd)."""
+    folder = os.path.abspath(app_dir)
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
+
+
+def _load_app(spec: str, app_dir: str) -> Any:
+    """Import ``module:attr`` (``app_dir`` first on ``sys.path``, as uvicorn does)."""
+    importer = _need("uvicorn.importer", "serve")
+    _put_first_on_path(app_dir)
+    try:
+        return importer.import_from_string(spec)
+    except importer.ImportFromStringError as exc:
+        raise click.BadParameter(str(exc), param_hint="APP") from exc
+    except ModuleNotFoundError as exc:  # a module the app itself imports
+        raise click.ClickException(f"importing {spec} failed: {exc}") from exc
+    except McpError as exc:  # e.g. McpRouter(...) with a storage URL whose extra is missing
+        raise click.ClickException(f"{spec}: {exc.message}") from exc
+
+
+def _mcp_path(app: Any) -> str:
+    """The path of the app's MCP endpoint (an ``McpRouter`` names its route ``mcp``), or ``/``."""
+    url_path_for = getattr(app, "url_path_for", None)
+    if url_path_for is None:
+        return "/"
+    try:
+        return str(url_path_for("mcp"))
+    except NoMatchFound:
+        return "/"
+
+
+def _base_url(host: str, port: int) -> str:
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+
+@cli.command()
+@click.argument("app")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Bind address (0.0.0.0: every interface).")
+@click.option("--port", default=8000, show_default=True, type=click.IntRange(1, 65535))
+@click.option("--workers", default=1, show_default=True, type=click.IntRange(min=1), help="Worker processes.")
+@click.option("--reload", is_flag=True, help="Restart on code changes (development).")
+@click.option(
+    "--proxy-headers/--no-proxy-headers",
+    default=False,
+    show_default=True,
+    help="Trust X-Forwarded-For/-Proto (only behind a proxy you run).",
+)
+@click.option("--forwarded-allow-ips", default=None, help="Proxies trusted with --proxy-headers (uvicorn's default: 127.0.0.1).")
+@click.option("--log-level", default="info", show_default=True, type=click.Choice(_LOG_LEVELS))
+@click.option(
+    "--graceful-timeout",
+    default=10.0,
+    show_default=True,
+    type=click.FloatRange(min=0),
+    help="Seconds open streams get at shutdown before they are closed.",
+)
+@click.option("--app-dir", default=".", show_default=True, help="Folder put first on sys.path to import APP.")
+def serve(
+    app: str,
+    host: str,
+    port: int,
+    workers: int,
+    reload: bool,
+    proxy_headers: bool,
+    forwarded_allow_ips: str | None,
+    log_level: str,
+    graceful_timeout: float,
+    app_dir: str,
+) -> None:
+    """Serve APP with uvicorn (APP is module:attr, e.g. examples.quickstart:app)."""
+    uvicorn = _need("uvicorn", "serve")
+    target = _load_app(app, app_dir)  # fails here, with a clear message, not in a worker
+    url = _base_url(host, port) + _mcp_path(target)
+    click.echo(f"fastapi-mcp-ctx {__version__}: serving {app}, MCP endpoint {url}", err=True)
+    uvicorn.run(
+        app if workers > 1 or reload else target,
+        host=host,
+        port=port,
+        workers=workers,
+        reload=reload,
+        proxy_headers=proxy_headers,
+        forwarded_allow_ips=forwarded_allow_ips,
+        log_level=log_level,
+        timeout_graceful_shutdown=graceful_timeout,
+    )
+
+
+# -- migrate ------------------------------------------------------------------------------
+
+
+def _sql_url(url: str | None) -> str:
+    if not url:
+        raise click.UsageError("no database URL: set MCP_STORAGE_URL or pass --url")
+    scheme = url.split("://", 1)[0].lower() if "://" in url else ""
+    if scheme not in _SQL_SCHEMES:
+        raise click.UsageError(
+            f"{scheme or url!r} has no SQL schema to migrate: migrate takes a sqlite+aiosqlite:///… "
+            "or postgresql+asyncpg://… URL (memory:// and redis:// need no migration)"
+        )
+    return url
+
+
+@cli.command()
+@click.option("--url", envvar="MCP_STORAGE_URL", help="The database (default: $MCP_STORAGE_URL).")
+@click.option("--revision", default="head", show_default=True, help="Target revision.")
+@click.option("--sql", "offline", is_flag=True, help="Print the SQL instead of running it (no connection).")
+@click.option("--check", "check_only", is_flag=True, help="Change nothing: exit 1 unless the schema is current.")
+def migrate(url: str | None, revision: str, offline: bool, check_only: bool) -> None:
+    """Create or upgrade the ctx.state SQL schema.
+
+    Runs the Alembic migrations shipped in the package, from any folder; the history is kept
+    in the table mcp_alembic_version.
+    """
+    url = _sql_url(url)
+    sa = _need("sqlalchemy", "migrate")
+    alembic_util = _need("alembic.util", "migrate")
+    migrations = _need("fastapi_mcp_ctx.backends.sql_migrations", "migrate")
+    shown = sa.make_url(url).render_as_string(hide_password=True)
+    if offline:
+        migrations.upgrade_sql(url, sys.stdout, revision)
+        return
+    try:
+        if check_only:
+            asyncio.run(_check_schema(url))
+            click.echo(f"{shown}: the ctx.state schema is current")
+            return
+        step = asyncio.run(migrations.upgrade(url, revision))
+    except McpError as exc:
+        raise click.ClickException(f"{shown}: {exc.message}") from exc
+    except (sa.exc.SQLAlchemyError, OSError, alembic_util.CommandError) as exc:
+        raise click.ClickException(f"cannot migrate {shown}: {exc}") from exc
+    if step.changed:
+        click.echo(f"{shown}: ctx.state schema upgraded from {step.before or '(none)'} to {step.after}")
+    else:
+        click.echo(f"{shown}: ctx.state schema already at {step.after}")
+
+
+async def _check_schema(url: str) -> None:
+    backend = backend_from_url(url)
+    try:
+        await backend.check()
+    finally:
+        await backend.aclose()
+
+
+# -- keygen -------------------------------------------------------------------------------
+
+
+@cli.command()
+def keygen() -> None:
+    """Print a new MCP_REQUEST_STATE_KEY.
+
+    32 random bytes, urlsafe base64. Give every replica the same key:
+
+        export MCP_REQUEST_STATE_KEY=$(fastapi-mcp-ctx keygen)
+    """
+    click.echo(secrets.token_urlsafe(32))
+
+
+# -- check --------------------------------------------------------------------------------
+
+
+def _headers(values: Sequence[str]) -> dict[str, str]:
+    headers: dict[str, str] = {}
+    for value in values:
+        name, sep, rest = value.partition(":")
+        if not sep or not name.strip():
+            raise click.BadParameter(f"{value!r}: expected 'Name: value'", param_hint="--header")
+        headers[name.strip()] = rest.strip()
+    return headers
+
+
+@cli.command()
+@click.argument("url")
+@click.option("-H", "--header", "header_values", multiple=True, help="Extra request header 'Name: value' (repeatable).")
+@click.option("--timeout", default=10.0, show_default=True, type=click.FloatRange(min=0.1), help="Seconds per exchange.")
+def check(url: str, header_values: tuple[str, ...], timeout: float) -> None:
+    """Probe a running MCP server at URL, both eras.
+
+    Runs initialize (2025), server/discover (2026-07-28) and tools/list; prints versions,
+    capabilities, tool counts, the session id and timings. Exit 0 when both eras answer.
+    """
+    headers = _headers(header_values)
+    probe = _need("fastapi_mcp_ctx._probe", "check")
+    report = asyncio.run(probe.probe(url, headers=headers, timeout=timeout))
+    click.echo(report.render())
+    sys.exit(0 if report.ok else 1)
+
+
+# -- stdio --------------------------------------------------------------------------------
+
+
+@cli.command()
+@click.argument("app")
+@click.option("--path", default=None, help="The router's full path, when APP has several McpRouters.")
+@click.option("--app-dir", default=".", show_default=True, help="Folder put first on sys.path to import APP.")
+def stdio(app: str, path: str | None, app_dir: str) -> None:
+    """Serve APP's McpRouter over stdin/stdout (APP is module:attr)."""
+    _put_first_on_path(app_dir)
+    try:
+        run_stdio(app, path)
+    except AppLoadError as exc:
+        click.echo(f"Error: {exc}", err=True)
+        raise click.exceptions.Exit(2) from exc
