@@ -68,10 +68,11 @@ def _wait_for_port(proc: subprocess.Popen[bytes], log: Path, timeout: float) -> 
 
 
 @contextmanager
-def uvicorn_thread(app: Any, start_timeout: float = 10.0) -> Iterator[str]:
-    """Serve the ASGI ``app`` with uvicorn on 127.0.0.1 (a free port) in a daemon thread, its
-    lifespan on; yield ``http://127.0.0.1:PORT/mcp``. Stops the server on exit."""
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", lifespan="on"))
+def uvicorn_thread(app: Any, start_timeout: float = 10.0, *, path: str = "/mcp", lifespan: str = "on") -> Iterator[str]:
+    """Serve the ASGI ``app`` with uvicorn on 127.0.0.1 (a free port) in a daemon thread
+    (``lifespan`` as uvicorn's option); yield ``http://127.0.0.1:PORT`` + ``path``. Stops the
+    server on exit."""
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", lifespan=lifespan))
     thread = threading.Thread(target=server.run, name="uvicorn-test", daemon=True)
     thread.start()
     deadline = time.monotonic() + start_timeout
@@ -82,7 +83,7 @@ def uvicorn_thread(app: Any, start_timeout: float = 10.0) -> Iterator[str]:
         time.sleep(0.02)
     port = server.servers[0].sockets[0].getsockname()[1]
     try:
-        yield f"http://127.0.0.1:{port}/mcp"
+        yield f"http://127.0.0.1:{port}{path}"
     finally:
         server.should_exit = True
         thread.join(timeout=5)
