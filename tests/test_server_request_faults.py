@@ -1,6 +1,7 @@
-"""Known faults of peers about server→client requests and sessions: B06 (stateless sampling or
-elicitation hangs) and B45 (pending requests leak; requests no stream can carry wait out their
-timeout). Each test is named after its case id in the project's catalogue of known faults.
+"""Known faults of peers about server→client requests and sessions: B01 and B05 in ``auto``
+session mode (unknown session 404, stable session id), B06 (stateless sampling or elicitation
+hangs) and B45 (pending requests leak; requests no stream can carry wait out their timeout).
+Each test is named after its case id in the project's catalogue of known faults.
 """
 
 from __future__ import annotations
@@ -22,6 +23,35 @@ ELICIT = {"message": "Confirm?", "requestedSchema": {"type": "object", "properti
 @pytest.fixture(autouse=True)
 def _reset() -> None:
     RAISED.clear()
+
+
+# -- B01 / B05 in auto mode ------------------------------------------------------------------------
+
+
+async def test_b01_auto_mode_unknown_session_is_404_and_a_new_initialize_works() -> None:
+    app, _ = build(session_mode="auto")
+    async with open_client(app) as client:
+        wire = Wire(client)
+        never_issued = await wire.legacy("tools/list", session="0f0f0f0f-dead-beef-0000-000000000000", check=False)
+        assert never_issued.status_code == 404 and never_issued.json()["error"]["code"] == -32600
+        assert (await wire.legacy("tools/list", session=None, check=False)).status_code == 200  # auto: served alone
+        session = await wire.initialize()
+        assert (await client.delete("/mcp", headers=wire.legacy_headers(session))).status_code == 200
+        assert (await wire.legacy("tools/list", session=session, check=False)).status_code == 404  # ended
+        assert await wire.initialize() != session
+
+
+async def test_b05_auto_mode_session_id_is_stable_across_calls() -> None:
+    app, _ = build(session_mode="auto")
+    async with in_session(app) as (wire, session):
+        seen = []
+        for _ in range(3):
+            async with calling(app, session, {"method": "ping"}) as exchange:
+                (request,) = await wait_frames(exchange, 1)
+                await answer(wire, {"id": request["id"], "result": {}})
+                await finished(exchange)
+            seen.append(exchange.headers["mcp-session-id"])
+    assert seen == [session] * 3
 
 
 # -- B06: stateless server→client requests fail fast ------------------------------------------------
