@@ -14,8 +14,8 @@ when the table closes, so nothing leaks (spec 2025-11-25 ``basic/lifecycle`` §T
 Ids. A table made without ``origin`` (one connection: stdio) numbers its requests 1, 2, 3…
 A table made with ``origin`` (HTTP: the router's, with
 :func:`~fastapi_mcp_ctx._transport.bus.replica_id`) issues string ids ``"<origin>:<n>"``: the
-origin names the replica that waits, so that with several replicas behind a load balancer (DESIGN.md
-decision 9) the replica that receives a POSTed answer knows where the waiter is
+origin names the replica that waits, so that with several replicas behind a load balancer
+(DESIGN.md decision 9) the replica that receives a POSTed answer knows where the waiter is
 (:func:`origin_of`). The plan for a shared deployment, which needs nothing more from this
 table:
 
@@ -29,7 +29,8 @@ table:
    debug level, like an unknown id).
 3. The waiting replica resolves the forwarded answer against its own table with the same
    scope and typed-id rule, so a forwarded answer runs at most once (a second delivery finds
-   no waiter) and never crosses sessions.
+   no waiter) and never crosses sessions; a forward the bus loses ends as a timeout, like any
+   unanswered request.
 4. A session ended on any replica is published once; each replica closes that scope.
 """
 
