@@ -367,7 +367,7 @@ def test_serve_log_level_given_explicitly_sets_the_library_floor(
     result = CliRunner().invoke(cli, ["serve", "examples.quickstart:app", "--app-dir", str(ROOT), *args])
     assert result.exit_code == 0, result.output
     assert os.environ.get("MCP_LOG_LEVEL") == expected
-    monkeypatch.delenv("MCP_LOG_LEVEL", raising=False)
+    os.environ.pop("MCP_LOG_LEVEL", None)  # set by the CLI, not by monkeypatch: a delenv here would record it and restore it
 
 
 def test_serve_log_level_leaves_an_explicit_mcp_log_level(monkeypatch: pytest.MonkeyPatch) -> None:
