@@ -6,6 +6,7 @@ then: scripts/conformance.sh http://127.0.0.1:8931/mcp 2025-11-25 2026-07-28   (
 
 from __future__ import annotations
 
+import json
 import sys
 from typing import Annotated, Any
 
@@ -25,6 +26,7 @@ from fastapi_mcp_ctx import (
     mcp_context,
     text_content,
 )
+from fastapi_mcp_ctx.errors import NoBackChannelError
 
 PNG_1X1 = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg=="
 WAV = "UklGRiYAAABXQVZFZm10IBAAAAABAAEAQB8AAAB9AAACABAAZGF0YQIAAAA="
@@ -105,6 +107,74 @@ async def test_missing_capability(ctx: Context = Depends(mcp_context)) -> types.
     """Needs the client's sampling capability."""
     ctx.client.require("sampling")
     return text_content("Success")
+
+
+@router.tool()
+async def test_sampling(prompt: str, ctx: Context = Depends(mcp_context)) -> types.TextContent:
+    """Asks the client's model (2025: sampling/createMessage on this call's stream)."""
+    message = {"role": "user", "content": {"type": "text", "text": prompt}}
+    result = await ctx.send_request("sampling/createMessage", {"messages": [message], "maxTokens": 100})
+    content = result.get("content")
+    return text_content(f"LLM response: {content.get('text') if isinstance(content, dict) else content}")
+
+
+async def _elicit(ctx: Context, message: str, properties: dict[str, Any], required: list[str] | None = None) -> dict[str, Any]:
+    schema: dict[str, Any] = {"type": "object", "properties": properties}
+    if required:
+        schema["required"] = required
+    return await ctx.send_request("elicitation/create", {"message": message, "requestedSchema": schema})
+
+
+@router.tool()
+async def test_elicitation(message: str, ctx: Context = Depends(mcp_context)) -> types.TextContent:
+    """Asks the user for a username and an email (2025: elicitation/create)."""
+    properties = {
+        "username": {"type": "string", "description": "User's response"},
+        "email": {"type": "string", "description": "User's email address"},
+    }
+    result = await _elicit(ctx, message, properties, ["username", "email"])
+    return text_content(f"User response: action={result['action']}, content={json.dumps(result.get('content', {}))}")
+
+
+@router.tool()
+async def test_elicitation_sep1034_defaults(ctx: Context = Depends(mcp_context)) -> types.TextContent:
+    """Elicits a form whose every field has a default (SEP-1034)."""
+    properties = {
+        "name": {"type": "string", "default": "John Doe"},
+        "age": {"type": "integer", "default": 30},
+        "score": {"type": "number", "default": 95.5},
+        "status": {"type": "string", "enum": ["active", "inactive", "pending"], "default": "active"},
+        "verified": {"type": "boolean", "default": True},
+    }
+    result = await _elicit(ctx, "Please review and update the form fields with defaults", properties)
+    return text_content(f"Elicitation completed: action={result['action']}, content={json.dumps(result.get('content', {}))}")
+
+
+@router.tool()
+async def test_elicitation_sep1330_enums(ctx: Context = Depends(mcp_context)) -> types.TextContent:
+    """Elicits the five enum shapes of SEP-1330."""
+    options = ["option1", "option2", "option3"]
+    titled = [{"const": "value1", "title": "First Option"}, {"const": "value2", "title": "Second Option"}, {"const": "value3", "title": "Third Option"}]
+    properties = {
+        "untitledSingle": {"type": "string", "enum": options},
+        "titledSingle": {"type": "string", "oneOf": titled},
+        "legacyEnum": {"type": "string", "enum": ["opt1", "opt2", "opt3"], "enumNames": ["Option One", "Option Two", "Option Three"]},
+        "untitledMulti": {"type": "array", "items": {"type": "string", "enum": options}},
+        "titledMulti": {"type": "array", "items": {"anyOf": titled}},
+    }
+    result = await _elicit(ctx, "Please select options from the enum fields", properties)
+    return text_content(f"Elicitation completed: action={result['action']}, content={json.dumps(result.get('content', {}))}")
+
+
+@router.tool()
+async def test_streaming_elicitation(ctx: Context = Depends(mcp_context)) -> types.TextContent:
+    """Tries to elicit on its own stream: 2025 sends the request, 2026 refuses at once (no
+    independent requests on a 2026 stream; the input_required path is the MRTR fixtures')."""
+    try:
+        result = await _elicit(ctx, "Your name?", {"name": {"type": "string"}}, ["name"])
+    except NoBackChannelError as exc:
+        return text_content(f"Not sent: {exc.detail}")
+    return text_content(f"Elicitation completed: action={result['action']}")
 
 
 @router.tool()

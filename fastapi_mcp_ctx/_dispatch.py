@@ -33,10 +33,12 @@ from ._jsonrpc import JsonRpcRequest, RequestId, dumps, error_message, result_me
 from ._registry import ToolDef, ToolRegistry
 from ._resolve import run_tool
 from ._results import error_result
-from ._sessions import LiveSessions, SessionRecord, SessionStore
+from ._sessions import LiveSessions, SessionRecord, SessionStore, new_session_id
 from ._streams import SSE_HEADERS, CallResponse, Outbound, Reply, Runner, sse_frame
 from ._transport.listen import ListenResponse, parse_filter
 from ._transport.notifications import Notifier
+from ._transport.pending import PendingRequests
+from ._transport.requests import BackChannel
 from .auth import Principal
 from .context import CallState, CancelSignal, Context
 from .errors import (
@@ -158,6 +160,7 @@ class Dispatcher:
     live: LiveSessions
     state_factory: Callable[[str | None], ContextState] | None = None
     notifier: Notifier | None = None
+    pending: PendingRequests | None = None
 
     # -- helpers -------------------------------------------------------------------------
     @property
@@ -218,7 +221,8 @@ class Dispatcher:
                 return await self._listen(message, headers)
             except McpError as exc:
                 return json_reply(error_reply(message.id, exc, envelope.era), headers, json_ok=json_ok)
-        outcome = await self.serve(message, envelope, request, session)
+        channel = BackChannel.http(self.pending, era=envelope.era, session_id=session.id if session else None, sse_allowed=sse_allowed)
+        outcome = await self.serve(message, envelope, request, session, back_channel=channel)
         if isinstance(outcome, Reply):
             return json_reply(outcome, headers, json_ok=json_ok)
         return CallResponse(
@@ -240,6 +244,7 @@ class Dispatcher:
         *,
         http_headers: bool = True,
         signal: CancelSignal | None = None,
+        back_channel: BackChannel | None = None,
     ) -> Reply | PreparedCall:
         """Serve one request on any transport; every exception becomes a JSON-RPC error here.
 
@@ -247,6 +252,7 @@ class Dispatcher:
             http_headers: False on a transport without headers (stdio): the 2026-07-28
                 ``Mcp-Param-*`` checks do not apply.
             signal: the call's cancellation signal, when the transport makes it (default: a new one).
+            back_channel: where the call's ``ctx.send_request`` goes (None: it fails at once).
         Returns:
             The final :class:`Reply`, or a :class:`PreparedCall` for ``tools/call``.
         """
@@ -256,7 +262,7 @@ class Dispatcher:
                 raise MethodNotFoundError(data={"method": _echo(message.method)})
             if message.method == "tools/call":
                 return await self._tools_call(
-                    message, envelope, request, session, http_headers, signal if signal is not None else CancelSignal()
+                    message, envelope, request, session, http_headers, signal if signal is not None else CancelSignal(), back_channel
                 )
             return Reply(result_message(message.id, await self._simple(message, envelope, session)))
         except McpError as exc:
@@ -334,6 +340,7 @@ class Dispatcher:
         session: SessionRecord | None,
         http_headers: bool,
         signal: CancelSignal,
+        back_channel: BackChannel | None = None,
     ) -> PreparedCall:
         params = message.params
         name = params.get("name")
@@ -367,7 +374,7 @@ class Dispatcher:
             request=call_request,
             auth=principal,
             tenant_id=principal.tenant_id if principal is not None else "default",
-            session_id=session.id if session is not None else None,
+            session_id=session.id if session is not None else self._stateless_session_id(envelope),
             operation=f"tools/call:{name}",
             logger_name=name,
             client_log_level=(lambda: session.log_level) if session is not None else (lambda: None),
@@ -375,6 +382,7 @@ class Dispatcher:
             notifications=self.notifier,
             signal=signal,
         )
+        state.back_channel = back_channel
         context = Context(state)
         if live is not None:
             live.in_flight[message.id] = state.signal
@@ -409,3 +417,10 @@ class Dispatcher:
             return Reply(error_message(request_id, RequestCancelledError()))
 
         return PreparedCall(runner, signal, background, cancelled)
+
+    def _stateless_session_id(self, envelope: RequestEnvelope) -> str | None:
+        """``ctx.session_id`` of a 2025 request served without a session: a fresh token per
+        request when ``expose_stateless_session_id`` is on, else None (2026: always None)."""
+        if envelope.era == "legacy" and self.settings.expose_stateless_session_id:
+            return new_session_id()
+        return None

@@ -40,6 +40,7 @@ from .errors import (
     McpError,
     PermissionDeniedError,
     SerializationError,
+    ServerRequestError,
     ToolError,
     ValidationError,
 )
@@ -184,6 +185,8 @@ async def run_tool(
     except (ValidationError, SerializationError, InvalidCursorError) as exc:
         # the handler misused ctx.state (bad key, unserializable value, stale cursor): a tool
         # execution error the model can read, not a fault of the client's request
+        return error_result(exc, request_id, tool)
+    except ServerRequestError as exc:  # ctx.send_request failed and the handler let it go: the model reads why
         return error_result(exc, request_id, tool)
     except McpError:
         raise

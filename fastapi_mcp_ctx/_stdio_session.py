@@ -15,7 +15,7 @@ keeps the process alive), every request runs as its own task through the router'
 so a call's notifications (progress, ``ctx.log``) precede its result and results go out as
 they complete. ``notifications/cancelled`` cancels a request, which is then never answered
 (``basic/utilities/cancellation``). Responses the client sends go to a
-:class:`~fastapi_mcp_ctx._pending.PendingRequests` table. At end of input, requests still
+:class:`~fastapi_mcp_ctx._transport.pending.PendingRequests` table. At end of input, requests still
 running get ``drain_seconds`` to finish, then are cancelled; the session then returns.
 
 Tools see a synthetic Starlette ``Request``: an HTTP ``POST`` to the router's path, no
@@ -55,9 +55,10 @@ from ._jsonrpc import (
     request_id_of,
     result_message,
 )
-from ._pending import PendingRequests
 from ._sessions import SessionRecord
 from ._streams import Reply
+from ._transport.pending import PendingRequests
+from ._transport.requests import BackChannel
 from .context import CancelSignal
 from .errors import InvalidRequestError, McpError, PayloadTooLargeError, UnsupportedVersionError
 from .router import McpRouter
@@ -334,8 +335,9 @@ class StdioSession:
     async def _serve_request(self, message: JsonRpcRequest, envelope: RequestEnvelope, body: bytes, signal: CancelSignal) -> None:
         try:
             session = self._record if envelope.era == "legacy" else None
+            channel = BackChannel.connection(self.pending, era=envelope.era)  # ctx.send_request: on this connection
             outcome = await self.router.dispatcher.serve(
-                message, envelope, self._request(body), session, http_headers=False, signal=signal
+                message, envelope, self._request(body), session, http_headers=False, signal=signal, back_channel=channel
             )
             if isinstance(outcome, Reply):
                 if not signal.cancelled:

@@ -27,13 +27,22 @@ from starlette.requests import Request
 from ._envelope import Era, RequestEnvelope, parse_traceparent
 from ._jsonrpc import notification_message
 from ._logging import ContextLogger
-from .errors import InternalError, MissingCapabilityError
+from .errors import InternalError, MissingCapabilityError, NoBackChannelError
 from .settings import McpSettings
 
 if TYPE_CHECKING:
     from .state import ContextState
 
-__all__ = ["CallState", "CancelSignal", "ChangeNotifications", "ClientView", "Context", "get_request_context", "mcp_context"]
+__all__ = [
+    "CallState",
+    "CancelSignal",
+    "ChangeNotifications",
+    "ClientRequester",
+    "ClientView",
+    "Context",
+    "get_request_context",
+    "mcp_context",
+]
 
 SCOPE_KEY: Final = "fastapi_mcp_ctx.call"
 _current: ContextVar[Context | None] = ContextVar("fastapi_mcp_ctx_context", default=None)
@@ -47,6 +56,13 @@ class ChangeNotifications(Protocol):
     async def list_changed(self, kind: Literal["tools", "prompts", "resources"]) -> None: ...
 
     async def resource_updated(self, uri: str) -> None: ...
+
+
+class ClientRequester(Protocol):
+    """Sends a call's server→client requests and returns the client's ``result``
+    (``fastapi_mcp_ctx._transport.requests.BackChannel``; see :meth:`Context.send_request`)."""
+
+    async def send_request(self, call: CallState, method: str, params: dict[str, Any] | None, timeout: float) -> dict[str, Any]: ...
 
 
 class CancelSignal:
@@ -186,6 +202,7 @@ class CallState:
     span_id: str | None = None
     last_progress: float | None = None
     notifications: ChangeNotifications | None = None
+    back_channel: ClientRequester | None = None
 
 
 class Context:
@@ -197,7 +214,7 @@ class Context:
     Client: ``era``, ``protocol_version``, ``client_info``, ``client_capabilities``,
     ``client`` (``can``/``require``), ``progress_token``, ``signal``, ``uri``.
     Actions: ``report_progress``, ``log``, ``notify``, ``notify_*_list_changed``,
-    ``notify_resource_updated``, ``state``, ``with_extra``.
+    ``notify_resource_updated``, ``state``, ``with_extra``, ``send_request``.
     """
 
     __slots__ = ("_call", "_log", "_state")
@@ -392,6 +409,31 @@ class Context:
         """
         if self._call.notifications is not None:
             await self._call.notifications.resource_updated(uri)
+
+    async def send_request(self, method: str, params: Mapping[str, Any] | None = None, *, timeout: float | None = None) -> dict[str, Any]:
+        """Send a JSON-RPC request to the client on this call's own stream; return its ``result``.
+
+        2025 era (spec 2025-11-25 ``basic/transports`` §Sending Messages item 6). ``ping`` is
+        always allowed; ``roots/list``, ``sampling/createMessage`` and ``elicitation/create``
+        need the capability the client declared (rules: ``fastapi_mcp_ctx._transport.requests``).
+        Failures no wait could cure are raised at once, before anything is sent.
+
+        Args:
+            method / params: the request (params checked against the negotiated version's schema).
+            timeout: seconds to wait for the answer (default ``MCP_SERVER_REQUEST_TIMEOUT_SECONDS``).
+        Returns:
+            The client's ``result`` object.
+        Raises:
+            NoBackChannelError: nothing can carry the request (2026 era, no session, JSON-only
+                Accept, the call or session ended). MissingCapabilityError: not declared.
+            ClientResponseError: the client answered an error. ServerRequestTimeoutError: no
+                answer in time (``notifications/cancelled`` sent). ValueError: bad method/params/timeout.
+        """
+        channel = self._call.back_channel
+        if channel is None:
+            raise NoBackChannelError(method, "this call was not served by a transport that carries server→client requests")
+        seconds = self._call.settings.server_request_timeout_seconds if timeout is None else timeout
+        return await channel.send_request(self._call, method, dict(params) if params is not None else None, seconds)
 
     @property
     def log(self) -> ContextLogger:

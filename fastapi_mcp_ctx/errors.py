@@ -36,6 +36,11 @@ Tree::
     ├── HeaderMismatchError          -32020  400  2026: MCP-Protocol-Version / Mcp-Method / Mcp-Name disagree with the body
     ├── MissingCapabilityError       -32021  400  2026: the call needs a client capability the request did not declare
     ├── UnsupportedVersionError      -32022  400  2026: protocol version not served (data.supported, data.requested)
+    ├── ServerRequestError           -32603  500  ctx.send_request got no result from the client (base; .method)
+    │   ├── NoBackChannelError       -32600  400  nothing can carry the request or its answer: JSON-only Accept, no
+    │   │                                         session (stateless), the 2026 era, the call or session ended
+    │   ├── ClientResponseError      (client's)   the client answered with a JSON-RPC error (.code; .client_message, .client_data)
+    │   └── ServerRequestTimeoutError -32603 500  no answer within the timeout (notifications/cancelled was sent)
     ├── AuthenticationError          -32001  401  missing or invalid credentials (a dependency raised HTTPException 401)
     ├── PermissionDeniedError        -32003  403  credentials lack a scope (a dependency raised HTTPException 403)
     ├── RequestCancelledError        -32800  200  2025 era: the answer to a call the client cancelled (ends its stream)
@@ -107,6 +112,10 @@ __all__ = [
     "UnsupportedVersionHeaderError",
     "ValidationError",
     "ConfigurationError",
+    "ServerRequestError",
+    "NoBackChannelError",
+    "ClientResponseError",
+    "ServerRequestTimeoutError",
 ]
 
 
@@ -510,6 +519,80 @@ class UnsupportedVersionError(McpError):
             data={"supported": supported, "requested": requested},
             recovery_hint="Send one of data.supported, or initialize for the 2025 handshake era.",
         )
+
+
+class ServerRequestError(McpError):
+    """A server→client request (``ctx.send_request``) produced no result (-32603).
+
+    Raised into the handler that sent it; left uncaught in a tool it becomes an ``isError``
+    result carrying the envelope. Spec 2025-11-25 ``basic/transports`` §Sending Messages item 6.
+
+    Attributes:
+        method: the request's method (``"elicitation/create"``...); also ``data.method``.
+    """
+
+    default_message = "The request to the client failed"
+    default_reason = "server_request_failed"
+
+    def __init__(self, method: str, message: str, *, data: Mapping[str, Any] | None = None, recovery_hint: str | None = None) -> None:
+        super().__init__(message, data={"method": method, **(data or {})}, recovery_hint=recovery_hint)
+        self.method = method
+
+
+class NoBackChannelError(ServerRequestError):
+    """Nothing can carry a server→client request, or bring its answer back (-32600): raised at
+    once, never after waiting out a timeout (known faults B06, B45).
+
+    Why (``detail``, a sentence): the client accepts only ``application/json`` on this request; the
+    request has no session (``MCP_SESSION_MODE=stateless``, or ``auto`` without
+    ``Mcp-Session-Id``), so an answer could not be routed back; the 2026-07-28 era, which has no
+    server→client requests; the call, its session or the connection ended before the answer came.
+    """
+
+    code = -32600
+    http_status = 400
+    default_reason = "no_back_channel"
+
+    def __init__(self, method: str, detail: str, *, recovery_hint: str | None = None) -> None:
+        super().__init__(method, f"Cannot send {method} to the client: {detail}", recovery_hint=recovery_hint)
+        self.detail = detail
+
+
+class ClientResponseError(ServerRequestError):
+    """The client answered a server→client request with a JSON-RPC error.
+
+    Attributes:
+        code: the client's ``error.code``.
+        client_message / client_data: its ``error.message`` and ``error.data`` as sent (``None``
+            when absent); ``data.clientError`` of the envelope holds the whole error object.
+        message: ``"The client answered <method> with error <code>: <client_message>"``.
+    """
+
+    default_reason = "client_error"
+
+    def __init__(self, method: str, code: int, message: str, data: Any = None) -> None:
+        error: dict[str, Any] = {"code": code, "message": message}
+        if data is not None:
+            error["data"] = data
+        super().__init__(method, f"The client answered {method} with error {code}: {message}", data={"clientError": error})
+        self.code = code
+        self.client_message = message
+        self.client_data = data
+
+
+class ServerRequestTimeoutError(ServerRequestError):
+    """No answer to a server→client request within its timeout; the server stopped waiting and
+    sent ``notifications/cancelled`` for it (spec 2025-11-25 ``basic/lifecycle`` §Timeouts).
+
+    Attributes:
+        timeout: the timeout, in seconds (also ``data.timeoutSeconds``).
+    """
+
+    default_reason = "server_request_timeout"
+
+    def __init__(self, method: str, timeout: float) -> None:
+        super().__init__(method, f"The client did not answer {method} within {timeout:g} s", data={"timeoutSeconds": timeout})
+        self.timeout = timeout
 
 
 class AuthenticationError(McpError):

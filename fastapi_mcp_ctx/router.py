@@ -59,14 +59,16 @@ from ._sessions import (
     SessionStore,
 )
 from ._streams import Reply, StandaloneStream
-from ._transport.bus import MemoryBus, MessageBus
+from ._transport.bus import MemoryBus, MessageBus, replica_id
 from ._transport.listen import ListenHub
 from ._transport.notifications import CALLER, Notifier, served_from
+from ._transport.pending import PendingRequests
 from ._transport.subscriptions import MemoryResourceSubscriptions, ResourceSubscriptions
 from .auth import Principal
 from .backends import StateBackend, backend_from_url
 from .errors import (
     AuthenticationError,
+    ConfigurationError,
     InvalidRequestError,
     McpError,
     MissingSessionError,
@@ -77,7 +79,7 @@ from .errors import (
     UnsupportedMediaTypeError,
     UnsupportedVersionError,
 )
-from .settings import McpSettings, get_settings
+from .settings import McpSettings, SessionMode, get_settings
 from .state import ContextState, derive_cursor_key
 
 __all__ = ["McpRouter"]
@@ -123,6 +125,12 @@ class McpRouter(APIRouter):
             (``notify_resource_updated``): advertised as ``resources.subscribe``.
         bus: the replica bus notifications travel on (default: in process; replicas share one).
         subscription_registry: 2025 ``resources/subscribe`` records (default: in process).
+        require_session_mode: the session mode this application needs (``"stateful"`` for one
+            whose tools ask the client with ``ctx.send_request``): a resolved
+            ``MCP_SESSION_MODE`` that differs raises :class:`~fastapi_mcp_ctx.errors.ConfigurationError`
+            here, at start-up, naming the setting.
+        expose_stateless_session_id: overrides ``MCP_EXPOSE_STATELESS_SESSION_ID``: 2025 requests
+            served without a session get a fresh per-request token as ``ctx.session_id``.
         **kwargs: any other ``APIRouter`` argument (``prefix``, ``tags``...).
     """
 
@@ -139,10 +147,20 @@ class McpRouter(APIRouter):
         resources_subscribe: bool = False,
         bus: MessageBus | None = None,
         subscription_registry: ResourceSubscriptions | None = None,
+        require_session_mode: SessionMode | None = None,
+        expose_stateless_session_id: bool | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         self.settings = settings or get_settings()
+        if expose_stateless_session_id is not None:
+            self.settings = self.settings.model_copy(update={"expose_stateless_session_id": expose_stateless_session_id})
+        if require_session_mode is not None and self.settings.session_mode != require_session_mode:
+            raise ConfigurationError(
+                f"This application requires session mode {require_session_mode!r} (McpRouter(require_session_mode=...)), "
+                f"but MCP_SESSION_MODE (McpSettings.session_mode) is {self.settings.session_mode!r}: "
+                f"set MCP_SESSION_MODE={require_session_mode}"
+            )
         self.mcp_path = path or self.settings.path
         self.tool_dependencies: list[params.Depends] = list(dependencies or [])
         self.registry = ToolRegistry()
@@ -178,7 +196,10 @@ class McpRouter(APIRouter):
             self.subscriptions,
             ListenHub(max_streams=self.settings.listen_max_streams, buffer_size=self.settings.stream_buffer_size),
         )
-        self.dispatcher = Dispatcher(self.registry, self.settings, self.sessions, self.live, state_factory, self.notifier)
+        self.pending = PendingRequests(origin=replica_id)  # answers to ctx.send_request, by session; ids name this replica
+        self.dispatcher = Dispatcher(
+            self.registry, self.settings, self.sessions, self.live, state_factory, self.notifier, pending=self.pending
+        )
         self._loopback = loopback_security()
         self._log_checked = False
         self._configured_security = self._security_from_settings()
@@ -380,17 +401,20 @@ class McpRouter(APIRouter):
         request_headers: HeaderMap,
         sse_allowed: bool,
     ) -> Response:
-        stateful = self.settings.session_mode == "stateful"
+        mode = self.settings.session_mode  # auto: a session when the request names one, else none
+        in_session = mode == "stateful" or (mode == "auto" and _SESSION_HEADER in request_headers)
         try:
             check_legacy_version(request_headers)
             if isinstance(message, JsonRpcRequest) and message.method == "initialize":
                 return await self._initialize(message, request.scope)
-            session = await self._session(request_headers, request.scope) if stateful else None
+            session = await self._session(request_headers, request.scope) if in_session else None
         except McpError as exc:
             exc.request_id = message.id if isinstance(message, JsonRpcRequest) else None  # type: ignore[attr-defined]
             raise
         headers = {_SESSION_HEADER: session.id} if session is not None else {}
-        if isinstance(message, JsonRpcResponse):
+        if isinstance(message, JsonRpcResponse):  # an answer to ctx.send_request, matched in its session
+            if not self.pending.resolve(message, session.id if session is not None else None):
+                logger.debug("ignored a client response to an unknown request id %r", message.id)
             return Response(status_code=202, headers=headers)
         if isinstance(message, JsonRpcNotification):
             self._legacy_notification(message, session)
@@ -409,7 +433,7 @@ class McpRouter(APIRouter):
     async def _initialize(self, message: JsonRpcRequest, request_scope: Scope) -> Response:
         result, version = self.dispatcher.initialize_result(message.params)
         headers: dict[str, str] = {}
-        if self.settings.session_mode == "stateful":
+        if self.settings.session_mode != "stateless":  # stateful and auto issue a session
             principal: Principal | None = request_scope.get(PRINCIPAL_SCOPE_KEY)
             owner = principal.owner_key if principal is not None else None
             record = SessionRecord.from_initialize(message.params, version, owner)
@@ -439,6 +463,7 @@ class McpRouter(APIRouter):
         if record is None:
             self.live.end(session_id)  # expired: its in-process companions go too
             await self.notifier.session_ended(session_id)
+            self.pending.close_scope(session_id)
             raise SessionNotFoundError()
         principal: Principal | None = scope.get(PRINCIPAL_SCOPE_KEY)
         if record.owner != (principal.owner_key if principal is not None else None):
@@ -446,8 +471,9 @@ class McpRouter(APIRouter):
         return record
 
     def _reject_modern_header(self, headers: HeaderMap) -> Response | None:
-        """GET/DELETE: the 2026 era has neither (405); a 2025 request must name a served version (400)."""
-        if choose_era(headers, None) == "modern":
+        """GET/DELETE: the 2026 era has neither (405), nor stateless mode (no stream, no session:
+        405); a 2025 request must name a served version (400)."""
+        if choose_era(headers, None) == "modern" or self.settings.session_mode == "stateless":
             return Response(status_code=405, headers={"Allow": "POST"})
         check_legacy_version(headers)
         return None
@@ -480,6 +506,7 @@ class McpRouter(APIRouter):
         await self.sessions.delete(session.id)
         self.live.end(session.id)
         await self.notifier.session_ended(session.id)
+        self.pending.close_scope(session.id)
         return Response(status_code=200)
 
     async def aclose(self, *, grace_seconds: float = 5.0) -> None:

@@ -15,6 +15,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 __all__ = ["McpSettings", "get_settings"]
 
 LogLevel = Literal["debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"]
+SessionMode = Literal["stateful", "stateless", "auto"]
 
 
 class McpSettings(BaseSettings):
@@ -26,7 +27,11 @@ class McpSettings(BaseSettings):
         path: the MCP endpoint path on the router (default ``/mcp``).
         max_body_bytes: largest accepted POST body, in bytes, counted on the bytes read (413 above).
         page_size: items per ``tools/list`` page.
-        session_mode: ``stateful`` (2025 sessions with ``Mcp-Session-Id``) or ``stateless``.
+        session_mode: ``stateful`` (2025 sessions with ``Mcp-Session-Id``: a request without
+            one is 400), ``stateless`` (no sessions: ``initialize`` issues none, every 2025
+            request stands alone, GET/DELETE are 405) or ``auto`` (``initialize`` issues a
+            session; a 2025 request carrying its id is served in it, an unknown id is 404, a
+            request without one is served alone, as in ``stateless``).
         session_idle_seconds: a 2025 session unused this long (seconds) is ended (404 afterwards).
         max_sessions: open 2025 sessions at most; a new ``initialize`` beyond gets 503.
         allowed_hosts / allowed_origins: DNS-rebinding allow-lists; ``host:*`` admits any port.
@@ -52,6 +57,10 @@ class McpSettings(BaseSettings):
             read); past it the answer is 408 (``-32600``, ``Connection: close``) and the
             connection is freed, so a short ``Content-Length`` or an endless chunked body
             cannot pin it.
+        expose_stateless_session_id: give ``ctx.session_id`` a fresh random token on each 2025
+            request served without a session (it changes on every request; default: None there).
+        server_request_timeout_seconds: how long ``ctx.send_request`` waits for the client's
+            answer by default (seconds).
     """
 
     model_config = SettingsConfigDict(env_prefix="MCP_", extra="ignore")
@@ -62,7 +71,7 @@ class McpSettings(BaseSettings):
     path: str = "/mcp"
     max_body_bytes: int = Field(default=4 * 1024 * 1024, ge=1)
     page_size: int = Field(default=100, ge=1, le=10_000)
-    session_mode: Literal["stateful", "stateless"] = "stateful"
+    session_mode: SessionMode = "stateful"
     session_idle_seconds: float = Field(default=1800.0, gt=0)
     max_sessions: int = Field(default=10_000, ge=1)
     allowed_hosts: list[str] | None = None
@@ -79,6 +88,8 @@ class McpSettings(BaseSettings):
     listen_max_streams: int = Field(default=1024, ge=1)
     stream_buffer_size: int = Field(default=1024, ge=1)
     keepalive_seconds: float = Field(default=15.0, gt=0)
+    expose_stateless_session_id: bool = False
+    server_request_timeout_seconds: float = Field(default=60.0, gt=0, allow_inf_nan=False)
 
     @field_validator("auth_mode", mode="before")
     @classmethod

@@ -77,6 +77,8 @@ def mcp_settings(**overrides: Any) -> McpSettings:
         "log_level": "debug",
         "cache_ttl_ms": 0,
         "cache_scope": "private",
+        "expose_stateless_session_id": False,
+        "server_request_timeout_seconds": 60.0,
     }
     values.update(overrides)
     return McpSettings(**values)

@@ -1,9 +1,11 @@
-"""A real uvicorn server in a child process, for the tests that drive outside clients.
+"""A real uvicorn server in a child process (or a thread), for the tests that drive outside clients.
 
 ``with uvicorn_server("examples.quickstart:app") as url:`` serves the app (``module:attribute``,
 imported from the repository root) on 127.0.0.1 at a port the OS picks, and yields its MCP
 endpoint ``http://127.0.0.1:PORT/mcp``. The port is read from uvicorn's own start-up line,
-so there is no race between picking a free port and binding it.
+so there is no race between picking a free port and binding it. ``with uvicorn_thread(app) as
+url:`` serves an app object in a thread of the test process instead (the test can then look
+inside the app while a client drives it).
 """
 
 from __future__ import annotations
@@ -12,12 +14,15 @@ import re
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
+import uvicorn
 
 ROOT = Path(__file__).resolve().parents[1]
 RUNNING = re.compile(r"Uvicorn running on http://127\.0\.0\.1:(\d+)")
@@ -60,3 +65,26 @@ def _wait_for_port(proc: subprocess.Popen[bytes], log: Path, timeout: float) -> 
             pytest.fail(f"uvicorn exited with status {proc.returncode}:\n{text[-3000:]}")
         time.sleep(0.05)
     pytest.fail(f"uvicorn did not start within {timeout} s:\n{log.read_text(errors='replace')[-3000:]}")
+
+
+@contextmanager
+def uvicorn_thread(app: Any, start_timeout: float = 10.0, *, path: str = "/mcp", lifespan: str = "on") -> Iterator[str]:
+    """Serve the ASGI ``app`` with uvicorn on 127.0.0.1 (a free port) in a daemon thread
+    (``lifespan`` as uvicorn's option); yield ``http://127.0.0.1:PORT`` + ``path``. Stops the
+    server on exit."""
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", lifespan=lifespan))
+    thread = threading.Thread(target=server.run, name="uvicorn-test", daemon=True)
+    thread.start()
+    deadline = time.monotonic() + start_timeout
+    while not server.started:
+        if time.monotonic() > deadline or not thread.is_alive():
+            server.should_exit = True
+            pytest.fail(f"uvicorn did not start within {start_timeout} s")
+        time.sleep(0.02)
+    port = server.servers[0].sockets[0].getsockname()[1]
+    try:
+        yield f"http://127.0.0.1:{port}{path}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=5)
+

@@ -161,6 +161,12 @@ def read_stdin() -> dict[str, str]:
     return {"own": own, "child": child}
 
 
+@mcp_router.tool()
+async def ask_client(method: str, params: dict[str, Any] | None = None, timeout: float = 5.0, ctx: Context = Depends(mcp_context)) -> dict[str, Any]:
+    """Send one request to the client (ctx.send_request) and return its result."""
+    return {"answer": await ctx.send_request(method, params, timeout=timeout)}
+
+
 app = FastAPI(lifespan=lifespan)
 app.include_router(mcp_router)
 app.dependency_overrides[get_greeting] = lambda: "overridden greeting"

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import re
 import sys
-import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,10 +16,10 @@ from typing import Any
 import anyio
 import mcp_types as types
 import pytest
-import uvicorn
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
+from serving import uvicorn_thread
 
 from examples import quickstart
 
@@ -31,22 +29,8 @@ MODES = ["legacy", "2026-07-28"]
 @pytest.fixture(scope="module")
 def server_url() -> Iterator[str]:
     """Serve the quickstart app with uvicorn on 127.0.0.1 (port 0 = any free port)."""
-    config = uvicorn.Config(quickstart.app, host="127.0.0.1", port=0, log_level="warning", lifespan="on")
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, name="uvicorn-quickstart", daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started:
-        if time.monotonic() > deadline or not thread.is_alive():
-            server.should_exit = True
-            pytest.fail("uvicorn did not start within 10 s")
-        time.sleep(0.02)
-    port = server.servers[0].sockets[0].getsockname()[1]
-    try:
-        yield f"http://127.0.0.1:{port}/mcp"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=5)
+    with uvicorn_thread(quickstart.app) as url:
+        yield url
 
 
 @pytest.fixture(autouse=True)

@@ -6,8 +6,6 @@ a graceful end of listen streams when the router closes.
 
 from __future__ import annotations
 
-import threading
-import time
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
@@ -15,10 +13,10 @@ import anyio
 import httpx
 import mcp_types as types
 import pytest
-import uvicorn
 from fastapi import Depends, FastAPI
 from mcp import Client
 from mcp.client.subscriptions import ResourceUpdated, ToolsListChanged
+from serving import uvicorn_thread
 
 from fastapi_mcp_ctx import Context, McpRouter, McpSettings, mcp_context
 from fastapi_mcp_ctx._transport.subscriptions import SessionAddress
@@ -71,21 +69,8 @@ def notify_app() -> FastAPI:
 
 
 def _serve(app: FastAPI) -> Iterator[str]:
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", lifespan="off"))
-    thread = threading.Thread(target=server.run, name="uvicorn-notify", daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started:
-        if time.monotonic() > deadline or not thread.is_alive():
-            server.should_exit = True
-            pytest.fail("uvicorn did not start within 10 s")
-        time.sleep(0.02)
-    port = server.servers[0].sockets[0].getsockname()[1]
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=5)
+    with uvicorn_thread(app, path="", lifespan="off") as url:
+        yield url
 
 
 @pytest.fixture(scope="module")

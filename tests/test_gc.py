@@ -17,6 +17,7 @@ from conftest import make_app, make_router, modern_meta
 from fastapi import Depends, Request
 
 from fastapi_mcp_ctx import Context, mcp_context
+from fastapi_mcp_ctx.errors import NoBackChannelError
 
 
 def _db() -> Iterator[str]:
@@ -36,6 +37,15 @@ def _app() -> Any:
         """Dependencies, a yield dependency and the Context."""
         await ctx.report_progress(1, 1)
         return f"{db}:{a}:{request.method}"
+
+    @router.tool()
+    async def asks(a: int, ctx: Context = Depends(mcp_context)) -> str:
+        """ctx.send_request refused at once (2026 era): the error path of a server→client request."""
+        try:
+            await ctx.send_request("ping")
+        except NoBackChannelError as exc:
+            return exc.detail
+        return "sent"
 
     return make_app(router)
 
@@ -74,7 +84,7 @@ async def _call(app: Any, tool: str) -> None:
     assert sent[0]["status"] == 200
 
 
-@pytest.mark.parametrize("tool", ["plain", "with_deps"])
+@pytest.mark.parametrize("tool", ["plain", "with_deps", "asks"])
 async def test_a_call_leaves_no_cyclic_garbage(tool: str) -> None:
     app = _app()
     for _ in range(20):  # warm caches
