@@ -36,6 +36,9 @@ from ._sessions import LiveSessions, SessionRecord, SessionStore
 from ._streams import SSE_HEADERS, CallResponse, Outbound, Reply, Runner, sse_frame
 from ._transport.listen import ListenResponse, parse_filter
 from ._transport.notifications import Notifier
+from ._transport.resumable import ResumableStreams
+from ._transport.resumable_call import ResumableCallResponse, answered_stream
+from ._transport.shutdown import SHUTDOWN_REASON, ShutdownCoordinator
 from .auth import Principal
 from .context import CallState, CancelSignal, Context
 from .errors import (
@@ -50,6 +53,7 @@ from .errors import (
     MethodNotFoundError,
     MissingCapabilityError,
     PermissionDeniedError,
+    ServerShuttingDownError,
     StateUnavailableError,
     UnknownToolError,
 )
@@ -137,13 +141,16 @@ class PreparedCall:
 
     ``runner(outbound)`` runs the tool and returns its final :class:`Reply` (``outbound``
     carries the call's notifications); ``signal`` cancels it; ``background`` runs after the
-    result is sent; ``cancelled_message()`` is what HTTP sends after a client cancel (2025: -32800).
+    result is sent; ``cancelled_message()`` is what HTTP sends after a client cancel (2025: -32800)
+    or once the shutdown grace ran out (503); ``state`` is the call's state (the transport sets
+    its ``stream_control``).
     """
 
     runner: Runner
     signal: CancelSignal
     background: BackgroundTasks
     cancelled_message: Callable[[], Reply | None]
+    state: CallState | None = None
 
 
 @dataclass(slots=True)
@@ -156,6 +163,8 @@ class Dispatcher:
     live: LiveSessions
     state_factory: Callable[[str | None], ContextState] | None = None
     notifier: Notifier | None = None
+    streams: ResumableStreams | None = None
+    shutdown: ShutdownCoordinator | None = None
 
     # -- helpers -------------------------------------------------------------------------
     @property
@@ -217,6 +226,11 @@ class Dispatcher:
             except McpError as exc:
                 return json_reply(error_reply(message.id, exc, envelope.era), headers, json_ok=json_ok)
         outcome = await self.serve(message, envelope, request, session)
+        streams = self.streams
+        if streams is not None and session is not None and streams.serves(envelope.era, session):
+            if isinstance(outcome, Reply):
+                return json_reply(outcome, headers) if json_ok else answered_stream(streams, outcome, session, headers)
+            return ResumableCallResponse(streams, outcome, session, headers, sse_allowed=sse_allowed, json_allowed=json_ok)
         if isinstance(outcome, Reply):
             return json_reply(outcome, headers, json_ok=json_ok)
         return CallResponse(
@@ -378,8 +392,11 @@ class Dispatcher:
         era = envelope.era
         request_id = message.id
 
+        shutdown = self.shutdown
+
         async def runner(outbound: Outbound) -> Reply | None:
             state.outbound = outbound
+            untrack = shutdown.track_call(state.signal) if shutdown is not None else None
             try:
                 result = await run_tool(tool, arguments, context, call_request, background)  # pyright: ignore[reportUnknownArgumentType]
                 return Reply(result_message(request_id, self._finish(result, envelope)))
@@ -395,14 +412,18 @@ class Dispatcher:
                 return error_reply(request_id, InternalError(), era)
             finally:
                 state.outbound = None
+                if untrack is not None:
+                    untrack()
                 if live is not None and session is not None:
                     if live.in_flight.get(request_id) is state.signal:
                         del live.in_flight[request_id]
                     self.live.release(session.id)
 
         def cancelled() -> Reply | None:
+            if state.signal.reason == SHUTDOWN_REASON:
+                return error_reply(request_id, ServerShuttingDownError(), era)
             if era == "modern":
                 return None
             return Reply({"jsonrpc": "2.0", "id": request_id, "error": {"code": -32800, "message": "Request cancelled"}})
 
-        return PreparedCall(runner, signal, background, cancelled)
+        return PreparedCall(runner, signal, background, cancelled, state)

@@ -33,7 +33,16 @@ from .settings import McpSettings
 if TYPE_CHECKING:
     from .state import ContextState
 
-__all__ = ["CallState", "CancelSignal", "ChangeNotifications", "ClientView", "Context", "get_request_context", "mcp_context"]
+__all__ = [
+    "CallState",
+    "CancelSignal",
+    "ChangeNotifications",
+    "ClientView",
+    "Context",
+    "StreamControl",
+    "get_request_context",
+    "mcp_context",
+]
 
 SCOPE_KEY: Final = "fastapi_mcp_ctx.call"
 _current: ContextVar[Context | None] = ContextVar("fastapi_mcp_ctx_context", default=None)
@@ -47,6 +56,14 @@ class ChangeNotifications(Protocol):
     async def list_changed(self, kind: Literal["tools", "prompts", "resources"]) -> None: ...
 
     async def resource_updated(self, uri: str) -> None: ...
+
+
+class StreamControl(Protocol):
+    """What ``ctx.close_sse_stream()`` reaches: the transport of a resumable 2025 call."""
+
+    async def close_connection(self) -> bool: ...
+
+    async def close_standalone(self) -> bool: ...
 
 
 class CancelSignal:
@@ -185,6 +202,7 @@ class CallState:
     span_id: str | None = None
     last_progress: float | None = None
     notifications: ChangeNotifications | None = None
+    stream_control: StreamControl | None = None
 
 
 class Context:
@@ -196,7 +214,7 @@ class Context:
     Client: ``era``, ``protocol_version``, ``client_info``, ``client_capabilities``,
     ``client`` (``can``/``require``), ``progress_token``, ``signal``, ``uri``.
     Actions: ``report_progress``, ``log``, ``notify``, ``notify_*_list_changed``,
-    ``notify_resource_updated``, ``state``, ``with_extra``.
+    ``notify_resource_updated``, ``close_sse_stream``, ``state``, ``with_extra``.
     """
 
     __slots__ = ("_call", "_log", "_state")
@@ -391,6 +409,32 @@ class Context:
         """
         if self._call.notifications is not None:
             await self._call.notifications.resource_updated(uri)
+
+    async def close_sse_stream(self) -> bool:
+        """End this call's SSE *connection*, not its stream: the client resumes with ``GET`` +
+        ``Last-Event-ID`` after the ``retry`` it was told, and gets every message the call sends
+        meanwhile, its result included. The call keeps running. Use it to poll a long call
+        instead of holding one connection open (spec 2025-11-25 ``basic/transports`` §Sending
+        Messages item 6).
+
+        Returns:
+            True when a connection was closed. False (nothing happens) in the 2026 era, for
+            clients before 2025-11-25, without a session, with ``MCP_HTTP_RESUMABILITY=false``,
+            or for a client that accepts only JSON.
+        """
+        control = self._call.stream_control
+        return control is not None and await control.close_connection()
+
+    async def close_standalone_sse_stream(self) -> bool:
+        """End the connection of this session's GET stream (after a ``retry`` hint); the client
+        resumes it with ``Last-Event-ID`` and gets what was sent meanwhile.
+
+        Returns:
+            True when a connection was closed (same conditions as :meth:`close_sse_stream`,
+            and the session's GET stream must be open).
+        """
+        control = self._call.stream_control
+        return control is not None and await control.close_standalone()
 
     @property
     def log(self) -> ContextLogger:
