@@ -2,14 +2,16 @@
 
 Tools: ``steps`` (progress, then an answer), ``quick`` (answers at once: JSON), ``hold``
 (logs, waits for a gate or ``seconds``, logs, answers), ``quiet`` (waits for a gate, says
-nothing on the way), ``poll_progress`` (progress, close, progress, answer), ``poke`` (a
-notification to a session's GET stream), ``poll`` (closes its SSE connection,
+nothing on the way), ``poll_progress`` (progress, close, progress, answer), ``poke`` / ``poke_me``
+(a notification to a session's GET stream), ``poll`` (closes its SSE connection,
 then goes on), ``close_get`` (closes the session's GET connection), ``record`` (what ``hold``
 saw at its end). Gates are ``anyio.Event`` objects a test puts in :data:`GATES`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import anyio
@@ -19,6 +21,17 @@ from fastapi_mcp_ctx import Context, McpRouter, McpSettings, mcp_context
 
 GATES: dict[str, anyio.Event] = {}
 ENDED: list[tuple[str, bool, str | None]] = []
+
+
+@contextmanager
+def fresh_gates() -> Iterator[None]:
+    """Empty :data:`GATES` and :data:`ENDED` for one test (gates belong to its event loop)."""
+    GATES.clear()
+    ENDED.clear()
+    try:
+        yield
+    finally:
+        GATES.clear()
 
 
 def build(settings: McpSettings | None = None, **kwargs: Any) -> tuple[FastAPI, McpRouter]:
@@ -84,6 +97,12 @@ def build(settings: McpSettings | None = None, **kwargs: Any) -> tuple[FastAPI, 
     async def close_get(ctx: Context = Depends(mcp_context)) -> bool:
         """Close the connection of this session's GET stream (a retry hint first)."""
         return await ctx.close_standalone_sse_stream()
+
+    @router.tool()
+    async def poke_me(text: str, ctx: Context = Depends(mcp_context)) -> bool:
+        """Send a log-shaped notification to this session's own GET stream."""
+        assert ctx.session_id is not None
+        return await router.send_notification_to_session(ctx.session_id, "notifications/message", {"level": "info", "data": text})
 
     @router.tool()
     async def poke(session_id: str, text: str = "poke") -> bool:

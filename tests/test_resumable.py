@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
 from typing import Any
 
 import anyio
 import pytest
-from conftest import LEGACY, Wire, assert_error, mcp_settings, modern_meta, open_client, rpc, sse_events
-from resume_app import ENDED, GATES, build
+from conftest import LEGACY, Wire, assert_error, guide_example, make_app, mcp_settings, modern_meta, open_client, rpc, sse_events
+from resume_app import ENDED, GATES, build, fresh_gates
 from resume_wire import (
     ID_SHAPE,
     answered,
@@ -44,11 +45,9 @@ def app(built: Any) -> Any:
 
 
 @pytest.fixture(autouse=True)
-def _clean() -> Any:
-    GATES.clear()
-    ENDED.clear()
-    yield
-    GATES.clear()
+def _clean() -> Iterator[None]:
+    with fresh_gates():
+        yield
 
 
 def _progress(m: dict[str, Any]) -> bool:
@@ -448,3 +447,16 @@ def test_the_switches_are_read_from_the_environment(monkeypatch: pytest.MonkeyPa
         9.5,
         250,
     )
+
+
+async def test_guide_resumable_example_runs_as_written() -> None:
+    app = make_app(guide_example("## Resumable streams (2025 era)")["mcp_router"])
+    sid = await new_session(app)
+    async with post_call(app, sid, "rebuild_index", request_id=1) as post:
+        await post.wait_for(lambda e: e.done.is_set())
+    assert [m["params"]["message"] for m in messages(post)] == ["started"]
+    assert events(post)[-1] == {"retry": "1000"}
+    async with get_stream(app, sid, ids(post)[-1]) as resumed:
+        await resumed.wait_for(lambda e: e.done.is_set())
+    assert messages(resumed)[0]["params"]["message"] == "done"
+    assert messages(resumed)[-1]["result"]["structuredContent"] == {"result": "rebuilt"}

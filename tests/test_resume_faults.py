@@ -9,13 +9,14 @@ shutdown without an answer; 500 instead of 503 while stopping).
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from typing import Any
 
 import anyio
 import pytest
 from conftest import ACCEPT_BOTH, LEGACY, MODERN, Wire, asgi_exchange, assert_error, mcp_settings, modern_meta, open_client, rpc
 from fastapi import Header
-from resume_app import ENDED, GATES, build
+from resume_app import ENDED, GATES, build, fresh_gates
 from resume_wire import answered, events, get_stream, id_of, ids, log_texts, messages, new_session, post_call
 
 from fastapi_mcp_ctx import Principal
@@ -23,11 +24,9 @@ from fastapi_mcp_ctx._transport.events import parse_event_id
 
 
 @pytest.fixture(autouse=True)
-def _clean() -> Any:
-    GATES.clear()
-    ENDED.clear()
-    yield
-    GATES.clear()
+def _clean() -> Iterator[None]:
+    with fresh_gates():
+        yield
 
 
 @pytest.fixture

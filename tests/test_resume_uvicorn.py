@@ -2,7 +2,8 @@
 
 - the official ``mcp`` 2.3 client (legacy mode) resumes a call whose connection the server
   closed (``ctx.close_sse_stream()``): it reconnects with ``GET`` + ``Last-Event-ID`` by itself
-  and receives the progress sent meanwhile and the result; in 2026 nothing is closed;
+  and receives the progress sent meanwhile and the result; in 2026 nothing is closed; likewise
+  its GET stream (``ctx.close_standalone_sse_stream()``): what was sent meanwhile arrives once;
 - SIGTERM while a GET stream, an idle official legacy client (it holds its own GET stream), an
   in-flight resumable 2025 call and an in-flight 2026 call are open ends the process within
   5 s, gracefully (uvicorn's "Finished server process", no traceback): the streams end after a ``retry`` hint, the 2026 call is answered
@@ -48,6 +49,26 @@ async def test_official_client_resumes_a_call_whose_connection_the_server_closed
             async with Client(url, mode="2026-07-28") as client:
                 result = await client.call_tool("poll_progress", {})
             assert _text(result) == "polled closed=False", "2026 streams are not resumable: nothing is closed"
+
+
+async def test_official_client_resumes_its_get_stream_and_gets_what_was_sent_meanwhile() -> None:
+    with uvicorn_process("resume_app:app", app_dir=TESTS, env={"MCP_SSE_RETRY_MS": "100"}) as (_, url, log):
+        received: list[Any] = []
+
+        async def on_log(params: types.LoggingMessageNotificationParams) -> None:
+            received.append(params.data)
+
+        with anyio.fail_after(20):
+            async with Client(url, mode="legacy", logging_callback=on_log) as client:
+                while not (await client.call_tool("close_get", {})).structured_content == {"result": True}:
+                    await anyio.sleep(0.05)  # until the client's GET stream is attached, then it is closed
+                assert (await client.call_tool("poke_me", {"text": "while away"})).structured_content == {"result": True}
+                while "while away" not in received:
+                    await anyio.sleep(0.05)  # delivered once the client resumed with Last-Event-ID
+                await client.call_tool("poke_me", {"text": "live again"})
+                while "live again" not in received:
+                    await anyio.sleep(0.05)
+        assert received.count("while away") == 1, log.read_text()
 
 
 async def _collect(response: httpx.Response, into: bytearray) -> None:

@@ -17,7 +17,7 @@ import anyio
 import pytest
 from conftest import ACCEPT_BOTH, LEGACY, MODERN, asgi_exchange, assert_error, mcp_settings, modern_meta, open_client, rpc
 from notify_app import listening
-from resume_app import ENDED, GATES, build
+from resume_app import ENDED, GATES, build, fresh_gates
 from resume_wire import events, get_stream, ids, messages, new_session, post_call
 
 from fastapi_mcp_ctx._transport.events import StreamKey, parse_event_id
@@ -26,10 +26,8 @@ from fastapi_mcp_ctx._transport.shutdown import SHUTDOWN_REASON, ShutdownCoordin
 
 @pytest.fixture(autouse=True)
 def _clean() -> Iterator[None]:
-    GATES.clear()
-    ENDED.clear()
-    yield
-    GATES.clear()
+    with fresh_gates():
+        yield
 
 
 def _modern_call(name: str, arguments: dict[str, Any], request_id: int) -> tuple[dict[str, str], bytes]:

@@ -162,7 +162,7 @@ class ResumableStreams:
         def on_bus_close() -> None:  # the notifier: this stream fell behind, or it shuts down
             if self.coordinator.shutting_down:
                 connection = self.attachments.get(log.key)
-                if connection is not None and not connection.close():
+                if isinstance(connection, Connection) and not connection.close():
                     connection.drop("dropped")
             else:
                 log.send.close()
@@ -218,15 +218,15 @@ class ResumableStreams:
         return key in self._retired
 
     # -- closing --------------------------------------------------------------------------------
-    def close_connection(self, key: StreamKey) -> bool:
+    async def close_connection(self, key: StreamKey) -> bool:
         """Close the connection attached to ``key`` (not the stream), after a ``retry`` hint."""
         connection = self.attachments.get(key)
-        return connection is not None and connection.close()
+        return connection is not None and await connection.aclose()
 
-    def close_get_connection(self, session_id: str) -> bool:
+    async def close_get_connection(self, session_id: str) -> bool:
         """Close the connection of ``session_id``'s GET stream, after a ``retry`` hint."""
         log = self._gets.get(session_id)
-        return log is not None and self.close_connection(log.key)
+        return log is not None and await self.close_connection(log.key)
 
     async def session_ended(self, session_id: str) -> None:
         """Forget an ended session: its GET stream and GET connections now; its stored events
@@ -302,8 +302,8 @@ class _GetResponse(Response):
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         streams = self.streams
-        await send({"type": "http.response.start", "status": 200, "headers": sse_headers(self._extra_headers)})
         try:
+            await send({"type": "http.response.start", "status": 200, "headers": sse_headers(self._extra_headers)})
             async with anyio.create_task_group() as tg:
 
                 async def watch() -> None:

@@ -12,13 +12,14 @@ after its ``Last-Event-ID``, in emission order, then whatever the stream still p
   stored is flushed, a ``retry: <ms>`` field follows, and the response ends, so the client
   resumes with ``GET`` + ``Last-Event-ID`` after that many milliseconds.
 - At most one connection is attached to a stream (:class:`Attachments`); a newer one (a
-  resume) takes over, and the older one ends. Idle connections get ``: keep-alive`` comments.
+  resume) takes over, and the older one stops. Idle connections get ``: keep-alive`` comments.
+  A call's own POST response is attached too, but writes as the call runs (no tail).
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Final, Literal
+from typing import Final, Literal, Protocol
 
 import anyio
 from starlette.types import Send
@@ -26,7 +27,7 @@ from starlette.types import Send
 from .._streams import sse_frame
 from .events import EventStore, StoredEvent, StreamKey, UnknownStreamError
 
-__all__ = ["Attachments", "Connection", "End", "closer", "event_frame", "retry_frame", "tail"]
+__all__ = ["Attached", "Attachments", "Connection", "End", "closer", "event_frame", "retry_frame", "tail"]
 
 End = Literal["ended", "closed", "gone", "replaced", "dropped"]
 """Why a connection ended: its stream ended (final event sent), the server closed it (retry
@@ -65,7 +66,7 @@ class Connection:
     def __init__(self, key: StreamKey, retry_ms: int | None, kind: Literal["post", "get"] = "get") -> None:
         self.key = key
         self.retry_ms = retry_ms
-        self.kind = kind
+        self.kind: Literal["post", "get"] = kind
         self.reason: End | None = None
         self.finished = anyio.Event()
         self._hard = anyio.CancelScope()
@@ -85,6 +86,10 @@ class Connection:
             self._waiting.cancel()
         self._hard.deadline = anyio.current_time() + _FLUSH_SECONDS  # a stuck client cannot hold it
         return True
+
+    async def aclose(self) -> bool:
+        """:meth:`close`, for callers that hold any :class:`Attached`."""
+        return self.close()
 
     def drop(self, reason: End) -> None:
         """Stop writing at once (client gone, taken over, stream dropped)."""
@@ -160,6 +165,30 @@ async def tail(store: EventStore, connection: Connection, send: Send, after: int
     return connection.reason or "gone"
 
 
+class Attached(Protocol):
+    """A connection attached to a stream: a GET tailing it (:class:`Connection`), or a call's
+    own POST response writing it as the call runs (``_transport.resumable_call``)."""
+
+    @property
+    def key(self) -> StreamKey: ...
+    @property
+    def kind(self) -> Literal["post", "get"]: ...
+    @property
+    def reason(self) -> End | None: ...
+
+    async def aclose(self) -> bool:
+        """End the connection (not the stream) after a ``retry`` hint; False when it cannot."""
+        ...
+
+    def drop(self, reason: End) -> None:
+        """Stop writing at once."""
+        ...
+
+    async def wait_finished(self) -> None:
+        """Return once nothing more is written."""
+        ...
+
+
 class Attachments:
     """Which connection is attached to which stream, in this process (one each at most).
 
@@ -168,19 +197,19 @@ class Attachments:
             detaches (the shutdown registry uses it, see ``_transport.shutdown``).
     """
 
-    def __init__(self, on_attach: Callable[[Connection], Callable[[], None]]) -> None:
-        self._by_key: dict[StreamKey, Connection] = {}
+    def __init__(self, on_attach: Callable[[Attached], Callable[[], None]]) -> None:
+        self._by_key: dict[StreamKey, Attached] = {}
         self._on_attach = on_attach
 
-    def get(self, key: StreamKey) -> Connection | None:
+    def get(self, key: StreamKey) -> Attached | None:
         """The connection attached to ``key``, if any."""
         return self._by_key.get(key)
 
-    def connections(self, session_id: str | None = None) -> list[Connection]:
+    def connections(self, session_id: str | None = None) -> list[Attached]:
         """Every attached connection (of one session, when given)."""
         return [c for k, c in self._by_key.items() if session_id is None or k.session_id == session_id]
 
-    def attach(self, connection: Connection) -> Callable[[], None]:
+    def attach(self, connection: Attached) -> Callable[[], None]:
         """Attach ``connection`` to its stream (a previous connection of it is taken over).
 
         Returns:
@@ -210,13 +239,13 @@ class Attachments:
             detach()
 
 
-def closer(connection: Connection) -> Callable[[], Awaitable[None]]:
+def closer(connection: Attached) -> Callable[[], Awaitable[None]]:
     """An async closer for the shutdown registry: close the connection after a ``retry`` hint
     and wait for its writer. A connection without ``retry`` (a client before 2025-11-25) is
     ended when it is a GET; a call's own response is left to finish within the grace."""
 
     async def close() -> None:
-        if connection.reason is None and not connection.close():
+        if connection.reason is None and not await connection.aclose():
             if connection.kind == "post":
                 return
             connection.drop("dropped")
