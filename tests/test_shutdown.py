@@ -22,6 +22,7 @@ from resume_wire import events, get_stream, ids, messages, new_session, post_cal
 
 from fastapi_mcp_ctx._transport.events import StreamKey, parse_event_id
 from fastapi_mcp_ctx._transport.shutdown import SHUTDOWN_REASON, ShutdownCoordinator, install_signal_hook
+from fastapi_mcp_ctx.context import CancelSignal
 
 
 @pytest.fixture(autouse=True)
@@ -120,6 +121,30 @@ async def test_streams_opened_after_shutdown_began_are_closed_too() -> None:
     with anyio.fail_after(1):
         await closed.wait()
     remove()
+
+
+async def test_calls_get_the_grace_then_are_cancelled_and_later_ones_at_once() -> None:
+    coordinator = ShutdownCoordinator(grace_seconds=0.2)
+    running = CancelSignal()
+    untrack = coordinator.track_call(running)
+    unwound: list[float] = []
+
+    async def call() -> None:
+        await running.wait()
+        await anyio.sleep(0.05)  # a call takes a moment to unwind
+        unwound.append(anyio.current_time())
+        untrack()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(call)
+        started = anyio.current_time()
+        await coordinator.shutdown()
+        returned = anyio.current_time()
+    assert running.reason == SHUTDOWN_REASON
+    assert 0.2 <= unwound[0] - started < 1.0 and returned >= unwound[0], "shutdown() waits for the call to unwind"
+    late = CancelSignal()
+    coordinator.track_call(late)
+    assert late.reason == SHUTDOWN_REASON, "past the grace, a new call is cancelled at once"
 
 
 # -- the signal hook -------------------------------------------------------------------------------

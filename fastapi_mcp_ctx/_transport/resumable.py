@@ -100,8 +100,15 @@ class ResumableStreams:
 
     # -- policy -------------------------------------------------------------------------------
     def serves(self, era: str, session: SessionRecord | None) -> bool:
-        """Whether a request of ``era`` on ``session`` gets resumable streams."""
-        return self.settings.http_resumability and era == "legacy" and session is not None
+        """Whether a request of ``era`` on ``session`` gets resumable streams (on asyncio: the
+        GET streams' storage runs in tasks of their own; other event loops get plain streams)."""
+        if not (self.settings.http_resumability and era == "legacy" and session is not None):
+            return False
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return False
+        return True
 
     def retry_ms(self, version: str) -> int | None:
         """The ``retry`` announced to a client at ``version``: None before 2025-11-25 (no priming,
@@ -184,7 +191,7 @@ class ResumableStreams:
         try:
             while True:
                 message: dict[str, Any] | None = None
-                with anyio.move_on_after(retention):
+                with anyio.move_on_after(retention / 2):
                     try:
                         message = await log.receive.receive()
                     except (anyio.EndOfStream, anyio.ClosedResourceError):

@@ -176,8 +176,12 @@ class ShutdownCoordinator:
             self._calls_idle = anyio.Event()
             with anyio.move_on_after(self.grace_seconds):
                 await self._calls_idle.wait()
-        for call_signal in tuple(self._calls):
-            call_signal.cancel(SHUTDOWN_REASON)
+        if self._calls:
+            self._calls_idle = anyio.Event()
+            for call_signal in tuple(self._calls):
+                call_signal.cancel(SHUTDOWN_REASON)
+            with anyio.move_on_after(_CLOSE_SECONDS):  # they answer 503 and unwind
+                await self._calls_idle.wait()
 
     async def _run_close(self, close: Closer) -> None:
         try:
