@@ -162,9 +162,14 @@ class ResumableStreams:
         self._gets[session.id] = log  # claimed before any await: a concurrent GET gets 409
         if previous is not None:
             previous.send.close()
-        await self.store.open(log.key)
-        if self.retry_ms(session.protocol_version) is not None:
-            await self.store.append(log.key, None)  # the priming event
+        try:
+            await self.store.open(log.key)
+            if self.retry_ms(session.protocol_version) is not None:
+                await self.store.append(log.key, None)  # the priming event
+        except BaseException:
+            if self._gets.get(session.id) is log:
+                del self._gets[session.id]
+            raise
 
         def on_bus_close() -> None:  # the notifier: this stream fell behind, or it shuts down
             if self.coordinator.shutting_down:
