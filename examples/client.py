@@ -1,4 +1,4 @@
-"""Call add_note with the official MCP client (`pip install mcp`) in both protocol eras.
+"""Call add_note with the official MCP client (`pip install "mcp==2.3.*"`) in both protocol eras.
 
 Run: python examples/client.py [URL]   (a server first: `make run`, or `uvicorn app:app`)
 """

@@ -32,6 +32,7 @@ from ._http import BODY_SCOPE_KEY, replaying_receive
 from ._jsonrpc import JsonRpcRequest, RequestId, dumps, error_message, result_message
 from ._registry import ToolDef, ToolRegistry
 from ._resolve import run_tool
+from ._results import error_result
 from ._sessions import LiveSessions, SessionRecord, SessionStore
 from ._streams import SSE_HEADERS, CallResponse, Outbound, Reply, Runner, sse_frame
 from ._transport.listen import ListenResponse, parse_filter
@@ -53,6 +54,7 @@ from .errors import (
     MethodNotFoundError,
     MissingCapabilityError,
     PermissionDeniedError,
+    RequestCancelledError,
     ServerShuttingDownError,
     StateUnavailableError,
     UnknownToolError,
@@ -265,7 +267,7 @@ class Dispatcher:
         try:
             table = MODERN_METHODS if envelope.era == "modern" else LEGACY_METHODS
             if message.method not in table:
-                raise MethodNotFoundError(data=_echo(message.method))
+                raise MethodNotFoundError(data={"method": _echo(message.method)})
             if message.method == "tools/call":
                 return await self._tools_call(
                     message, envelope, request, session, http_headers, signal if signal is not None else CancelSignal()
@@ -296,14 +298,14 @@ class Dispatcher:
                 session.log_level = level
                 await self.sessions.update(session)
             return {}
-        raise MethodNotFoundError(data=method)
+        raise MethodNotFoundError(data={"method": _echo(method)})
 
     async def _listen(self, message: JsonRpcRequest, headers: Mapping[str, str]) -> Response:
         """2026 ``subscriptions/listen``: ``-32601`` when the application declared nothing to
         listen for (B52), else the stream (see ``_transport.listen``)."""
         notifier = self.notifier
         if notifier is None or not notifier.served.any:
-            raise MethodNotFoundError(data=message.method)
+            raise MethodNotFoundError(data={"method": message.method})
         stream = await notifier.open_listen(message.id, parse_filter(message.params, notifier.served))
         return ListenResponse(stream, notifier.hub, keepalive_seconds=self.settings.keepalive_seconds, headers=headers)
 
@@ -381,6 +383,7 @@ class Dispatcher:
             tenant_id=principal.tenant_id if principal is not None else "default",
             session_id=session.id if session is not None else None,
             operation=f"tools/call:{name}",
+            logger_name=name,
             client_log_level=(lambda: session.log_level) if session is not None else (lambda: None),
             state_factory=self.state_factory,
             notifications=self.notifier,
@@ -398,13 +401,13 @@ class Dispatcher:
             state.outbound = outbound
             untrack = shutdown.track_call(state.signal) if shutdown is not None else None
             try:
-                result = await run_tool(tool, arguments, context, call_request, background)  # pyright: ignore[reportUnknownArgumentType]
+                result = await run_tool(tool, arguments, context, call_request, background, message.out_of_range)  # pyright: ignore[reportUnknownArgumentType]
                 return Reply(result_message(request_id, self._finish(result, envelope)))
             except MissingCapabilityError as exc:
                 if era == "modern":
                     return error_reply(request_id, exc, era)
-                text = f"{exc.message}. Reconnect with a client that declares it."
-                return Reply(result_message(request_id, {"content": [{"type": "text", "text": text}], "isError": True}))
+                exc.recovery_hint = "Reconnect with a client that declares it."
+                return Reply(result_message(request_id, error_result(exc, request_id, tool)))
             except McpError as exc:
                 return error_reply(request_id, exc, era)
             except Exception:
@@ -424,6 +427,6 @@ class Dispatcher:
                 return error_reply(request_id, ServerShuttingDownError(), era)
             if era == "modern":
                 return None
-            return Reply({"jsonrpc": "2.0", "id": request_id, "error": {"code": -32800, "message": "Request cancelled"}})
+            return Reply(error_message(request_id, RequestCancelledError()))
 
         return PreparedCall(runner, signal, background, cancelled, state)

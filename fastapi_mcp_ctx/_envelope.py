@@ -4,7 +4,8 @@
 modern (2026-07-28) era when the ``MCP-Protocol-Version`` header names a non-handshake
 version, or when the header is absent, there is no ``Mcp-Session-Id`` and
 ``params._meta`` carries ``io.modelcontextprotocol/protocolVersion``; otherwise in the
-handshake (2025) era.
+handshake (2025) era. A version the server does not know at all is the modern era's
+``-32022`` without a session id, and a 2025 request (400, :func:`check_legacy_version`) with one.
 
 ``read_modern_envelope`` runs the modern validation ladder (checklist §4.5 steps 8-11):
 duplicate headers → ``-32020``; ``_meta`` object with both required keys → ``-32602``;
@@ -24,13 +25,14 @@ from typing import Any, Final, Literal
 
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
 
-from .errors import HeaderMismatchError, InvalidParamsError, UnsupportedVersionError
+from .errors import HeaderMismatchError, InvalidParamsError, UnsupportedVersionError, UnsupportedVersionHeaderError
 
 __all__ = [
     "LOG_LEVELS",
     "Era",
     "RequestEnvelope",
     "HeaderMap",
+    "check_legacy_version",
     "choose_era",
     "header_map",
     "decode_header_value",
@@ -121,14 +123,44 @@ def choose_era(headers: HeaderMap, params: dict[str, Any] | None) -> Era:
         ``"modern"`` or ``"legacy"``.
     """
     version = headers.get("mcp-protocol-version")
+    has_session = headers.get("mcp-session-id") is not None
     if version is not None:
-        return "legacy" if version.strip() in HANDSHAKE_PROTOCOL_VERSIONS else "modern"
-    if headers.get("mcp-session-id") is not None or params is None:
+        value = version.strip()
+        if value in HANDSHAKE_PROTOCOL_VERSIONS:
+            return "legacy"
+        if value in MODERN_PROTOCOL_VERSIONS:
+            return "modern"
+        return "legacy" if has_session else "modern"  # unknown: a session says 2025
+    if has_session or params is None:
         return "legacy"
     meta = _meta_of(params)
     if isinstance(meta, dict) and META_VERSION in meta:
         return "modern"
     return "legacy"
+
+
+def check_legacy_version(headers: HeaderMap) -> None:
+    """A 2025-era ``MCP-Protocol-Version`` header, when present, must name a handshake version.
+
+    Spec 2025-11-25 ``basic/transports`` §Protocol Version Header (absent: assume 2025-03-26).
+
+    Raises:
+        UnsupportedVersionHeaderError: 400, ``data.supported`` (the handshake versions) and
+            ``data.requested``.
+    """
+    version = headers.get("mcp-protocol-version")
+    if version is not None and version.strip() not in HANDSHAKE_PROTOCOL_VERSIONS:
+        raise UnsupportedVersionHeaderError(version.strip()[:64], list(HANDSHAKE_PROTOCOL_VERSIONS))
+
+
+def _refuse_unknown_version(headers: HeaderMap) -> None:
+    """``read_modern_envelope``'s one addition to the ladder: when ``_meta`` lacks the envelope
+    and the header names a version this server does not serve, the answer is ``-32022``
+    (``data.supported``), not ``-32602``: without an envelope the version is the fault a client
+    can act on."""
+    header_version = headers.get("mcp-protocol-version")
+    if header_version is not None and header_version.strip(" \t") not in MODERN_PROTOCOL_VERSIONS:
+        raise UnsupportedVersionError(header_version.strip(" \t")[:64], list(MODERN_PROTOCOL_VERSIONS))
 
 
 def decode_header_value(raw: str) -> str:
@@ -227,6 +259,7 @@ def read_modern_envelope(
                 raise HeaderMismatchError(f"{name} header appears more than once")
     raw_meta = _meta_of(params)
     if not isinstance(raw_meta, dict):
+        _refuse_unknown_version(headers)
         raise InvalidParamsError(
             "params._meta must be an object carrying the required "
             f"'{META_VERSION}' and '{META_CAPABILITIES}' envelope keys"
@@ -234,6 +267,7 @@ def read_modern_envelope(
     meta: dict[str, Any] = raw_meta  # pyright: ignore[reportUnknownVariableType]
     missing = [key for key in (META_VERSION, META_CAPABILITIES) if key not in meta]
     if missing:
+        _refuse_unknown_version(headers)
         raise InvalidParamsError(f"params._meta is missing the required envelope key(s): {', '.join(missing)}")
     capabilities = meta[META_CAPABILITIES]
     if not isinstance(capabilities, dict):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 
+import anyio
 from starlette.requests import ClientDisconnect, Request
 from starlette.types import Message, Receive
 
@@ -21,6 +22,7 @@ from .errors import (
     McpError,
     OriginNotAllowedError,
     PayloadTooLargeError,
+    RequestTimeoutError,
 )
 
 __all__ = ["BODY_SCOPE_KEY", "accepted", "read_body", "reject_repeated", "replaying_receive"]
@@ -69,12 +71,14 @@ def reject_repeated(repeated: set[str]) -> None:
             raise error(f"The {name} header must appear exactly once")
 
 
-async def read_body(request: Request, headers: HeaderMap, limit: int) -> bytes:
+async def read_body(request: Request, headers: HeaderMap, limit: int, timeout: float) -> bytes:
     """The whole body, refused with 413 past ``limit`` bytes: a larger ``Content-Length`` before
-    reading, else counted on the bytes read (a body may be chunked or lie about its length).
+    reading, else counted on the bytes read (a body may be chunked or lie about its length);
+    refused with 408 when it has not arrived in full ``timeout`` seconds after the read began.
 
     Raises:
-        PayloadTooLargeError, InvalidRequestError (malformed Content-Length), ClientDisconnect.
+        PayloadTooLargeError (413), RequestTimeoutError (408, ``Connection: close``),
+        InvalidRequestError (malformed Content-Length), ClientDisconnect.
     """
     declared = headers.get("content-length")
     if declared is not None:
@@ -82,6 +86,16 @@ async def read_body(request: Request, headers: HeaderMap, limit: int) -> bytes:
             raise InvalidRequestError("Invalid Content-Length header")
         if int(declared) > limit:
             raise PayloadTooLargeError(f"Payload Too Large: the body exceeds {limit} bytes")
+    try:
+        with anyio.fail_after(timeout):
+            return await _read(request, limit)
+    except TimeoutError:
+        raise RequestTimeoutError(
+            f"Request Timeout: the request body did not arrive in full within {timeout:g} s (MCP_BODY_TIMEOUT_SECONDS)"
+        ) from None
+
+
+async def _read(request: Request, limit: int) -> bytes:
     if not request.scope.get(LEAN_SCOPE_KEY):
         # FastAPI ran HTTP-level dependencies first: one may have read (and cached) the body,
         # which Request.stream() replays; otherwise it streams from receive, still bounded.

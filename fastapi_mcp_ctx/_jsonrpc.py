@@ -8,21 +8,33 @@ or raises :class:`~fastapi_mcp_ctx.errors.ParseError` (invalid UTF-8 or JSON) /
 
 Ids are kept exactly as sent: ``0``, ``7`` and ``"7"`` are three different ids
 (spec 2025-11-25 ``basic`` §Requests). Encoding uses ``pydantic_core.to_json``.
+
+Numbers: no ``inf`` or ``nan`` ever reaches a handler. ``Infinity`` and ``NaN`` are not JSON
+(RFC 8259 §6), so a body holding them is a parse error (``-32700``). A literal such as
+``1e400`` *is* JSON, but beyond the range this server accepts (RFC 8259 §6 and §9 let an
+implementation limit it; here: finite IEEE 754 doubles, as RFC 8259 §6 advises for
+interoperability). It is therefore a fault of the value, not of the text: ``-32602`` with the
+id echoed when it sits in ``params``, ``-32600`` elsewhere, and inside the ``arguments`` of a
+``tools/call`` an argument error (an ``isError`` result naming the field, spec 2025-11-25
+``server/tools`` §Error Handling), carried as :attr:`JsonRpcRequest.out_of_range`.
 """
 
 from __future__ import annotations
 
+import math
+import re
 from dataclasses import dataclass
 from typing import Any, Final
 
 from pydantic_core import from_json, to_json
 
-from .errors import InvalidRequestError, McpError, ParseError
+from .errors import InvalidParamsError, InvalidRequestError, McpError, ParseError
 
 __all__ = [
     "JsonRpcNotification",
     "JsonRpcRequest",
     "JsonRpcResponse",
+    "MAY_OVERFLOW",
     "RequestId",
     "dumps",
     "error_message",
@@ -35,6 +47,10 @@ RequestId = str | int
 """A JSON-RPC request id: a string or an integer, never null, never a float or a bool."""
 
 _BATCH_MESSAGE: Final = "Body must be a single JSON-RPC request or notification object"
+# A number overflows a double only with a 3-digit exponent or 200+ digits before it (the
+# value is below 10**(digits + exponent)): bodies without either skip the walk.
+MAY_OVERFLOW: Final = re.compile(rb"[eE][+-]?[0-9]{3}|[0-9]{200}")
+_OUT_OF_RANGE: Final = "number out of range (JSON numbers must fit a finite IEEE 754 double)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +61,8 @@ class JsonRpcRequest:
     method: str
     params: dict[str, Any]
     has_params: bool
+    out_of_range: tuple[str, ...] = ()
+    """``tools/call`` only: dotted paths inside ``params.arguments`` whose number overflowed."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +107,7 @@ def parse_message(body: bytes) -> Message:
         raw: Any = from_json(text, allow_inf_nan=False)
     except ValueError as exc:
         raise ParseError("Parse error: body is not valid JSON (or nests too deeply)") from exc
+    overflowed = _non_finite_paths(raw) if MAY_OVERFLOW.search(body) else []
     if isinstance(raw, list):
         raise InvalidRequestError(_BATCH_MESSAGE)
     if not isinstance(raw, dict):
@@ -105,6 +124,8 @@ def parse_message(body: bytes) -> Message:
             error = obj.get("error")
             if error is not None and not isinstance(error, dict):
                 raise InvalidRequestError('The "error" member must be an object')
+            if overflowed:
+                raise InvalidRequestError(f"{overflowed[0]}: {_OUT_OF_RANGE}")
             return JsonRpcResponse(rid, obj.get("result"), error)  # pyright: ignore[reportUnknownArgumentType]
         raise _invalid('The "method" member is required', obj)
     if not isinstance(method, str):
@@ -116,11 +137,50 @@ def parse_message(body: bytes) -> Message:
     elif not isinstance(params, dict):
         raise _invalid('The "params" member must be an object', obj)
     if "id" not in obj:
+        _refuse_overflow(overflowed, None)
         return JsonRpcNotification(method, params)  # pyright: ignore[reportUnknownArgumentType]
     rid = obj["id"]
     if not _valid_id(rid):
         raise InvalidRequestError('The "id" member must be a string or an integer')
-    return JsonRpcRequest(rid, method, params, has_params)  # pyright: ignore[reportUnknownArgumentType]
+    in_arguments: tuple[str, ...] = ()
+    request_params: dict[str, Any] = params  # pyright: ignore[reportUnknownVariableType]
+    if overflowed and method == "tools/call" and isinstance(request_params.get("arguments"), dict):
+        prefix = "params.arguments."
+        in_arguments = tuple(p[len(prefix) :] for p in overflowed if p.startswith(prefix))
+        overflowed = [p for p in overflowed if not p.startswith(prefix)]
+    _refuse_overflow(overflowed, rid)
+    return JsonRpcRequest(rid, method, request_params, has_params, in_arguments)
+
+
+def _non_finite_paths(value: Any) -> list[str]:
+    """Dotted paths (``params.arguments.x.0``) of every ``inf``/``nan`` float in ``value``."""
+    found: list[str] = []
+    stack: list[tuple[str, Any]] = [("", value)]
+    while stack:
+        path, node = stack.pop()
+        if isinstance(node, float):
+            if not math.isfinite(node):
+                found.append(path)
+        elif isinstance(node, dict):
+            items: dict[str, Any] = node  # pyright: ignore[reportUnknownVariableType]
+            stack.extend((f"{path}.{key}" if path else key, child) for key, child in items.items())
+        elif isinstance(node, list):
+            children: list[Any] = node  # pyright: ignore[reportUnknownVariableType]
+            stack.extend((f"{path}.{index}" if path else str(index), child) for index, child in enumerate(children))
+    return sorted(found)
+
+
+def _refuse_overflow(paths: list[str], request_id: RequestId | None) -> None:
+    if not paths:
+        return
+    where = paths[0]
+    exc: McpError = (
+        InvalidParamsError(f"Invalid params: {where}: {_OUT_OF_RANGE}", reason="number_out_of_range", data={"path": where})
+        if where.startswith("params.")
+        else InvalidRequestError(f"{where}: {_OUT_OF_RANGE}", reason="number_out_of_range", data={"path": where})
+    )
+    exc.request_id = request_id  # type: ignore[attr-defined]
+    raise exc
 
 
 def _invalid(message: str, obj: dict[str, Any]) -> InvalidRequestError:
@@ -147,8 +207,11 @@ def result_message(request_id: RequestId, result: dict[str, Any]) -> dict[str, A
 
 
 def error_message(request_id: RequestId | None, error: McpError) -> dict[str, Any]:
-    """``{"jsonrpc": "2.0", "id": id | null, "error": {...}}``; ``id`` is kept even when null."""
-    return {"jsonrpc": "2.0", "id": request_id, "error": error.to_error()}
+    """``{"jsonrpc": "2.0", "id": id | null, "error": {"code", "message", "data": {"requestId": id, ...}}}``.
+
+    ``id`` is kept even when null; ``error`` is the one envelope of ``errors.py``.
+    """
+    return {"jsonrpc": "2.0", "id": request_id, "error": error.to_error(request_id)}
 
 
 def notification_message(method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:

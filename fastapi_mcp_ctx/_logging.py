@@ -5,19 +5,32 @@ client's own level (2025: ``logging/setLevel``; 2026-07-28: ``_meta`` ``logLevel
 messages at all without it) can only narrow it. Sensitive fields are masked as
 ``[REDACTED]`` at any depth in both sinks; the caller's data is never modified.
 Spec 2025-11-25 ``server/utilities/logging``; 2026-07-28 ``basic/index`` (logLevel opt-in).
+
+The server log is the ``fastapi_mcp_ctx`` logger (its children too). Each ``ctx.log`` record
+carries ``record.mcp = {"level": <RFC 5424 name>, "request_id", "tenant_id", "session_id",
+"trace_id", "logger", "data": {...}}`` for the application's own formatters. Where the
+application configured no handler for it (none on ``fastapi_mcp_ctx`` nor on any ancestor it
+propagates to, root included: plain ``uvicorn app:app`` is such a case), the library adds one
+at first use, writing ``LEVEL: fastapi_mcp_ctx - message request_id=… tenant_id=…
+session_id=… trace_id=… key=<json>…`` to stderr at ``MCP_LOG_LEVEL``; it falls silent as soon
+as any other handler appears on that path. ``logging.config.dictConfig`` naming
+``fastapi_mcp_ctx`` replaces it; a ``logging.NullHandler()`` on it prevents it.
 """
 
 from __future__ import annotations
 
 import logging
 import re
+import sys
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Final
+
+from pydantic_core import to_json
 
 from ._envelope import LOG_LEVELS
 from ._jsonrpc import notification_message
 
-__all__ = ["ContextLogger", "level_allows", "redact"]
+__all__ = ["ContextLogger", "install_default_handler", "level_allows", "redact"]
 
 _PY_LEVELS: Final[dict[str, int]] = {
     "debug": logging.DEBUG,
@@ -36,6 +49,68 @@ _WORD_SPLIT: Final = re.compile(r"[_\-\s.]+|(?<=[a-z0-9])(?=[A-Z])")
 REDACTED: Final = "[REDACTED]"
 
 server_logger = logging.getLogger("fastapi_mcp_ctx")
+_CONTEXT_FIELDS: Final = ("request_id", "tenant_id", "session_id", "trace_id")
+
+
+def _has_other_handler(logger: logging.Logger, own: logging.Handler | None = None) -> bool:
+    """True when a record of ``logger`` reaches a handler other than ``own`` (not counting
+    ``logging.lastResort``, which prints only the message of warnings and worse)."""
+    current: logging.Logger | None = logger
+    while current is not None:
+        if any(handler is not own for handler in current.handlers):
+            return True
+        if not current.propagate:
+            return False
+        current = current.parent
+    return False
+
+
+class _Formatter(logging.Formatter):
+    """``LEVEL:    logger - message request_id=… tenant_id=… session_id=… trace_id=… key=<json>``."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        fields: Any = getattr(record, "mcp", None)
+        level = record.levelname
+        text = record.getMessage()
+        if isinstance(fields, dict):
+            mcp: dict[str, Any] = fields  # pyright: ignore[reportUnknownVariableType]
+            level = str(mcp.get("level", level)).upper()
+            parts = [f"{name}={mcp.get(name) if mcp.get(name) is not None else '-'}" for name in _CONTEXT_FIELDS]
+            data: Any = mcp.get("data") or {}
+            parts.extend(f"{key}={to_json(value, fallback=str).decode()}" for key, value in dict(data).items())
+            text = f"{text} {' '.join(parts)}"
+        line = f"{level + ':':<9} {record.name} - {text}"
+        if record.exc_info:
+            line = f"{line}\n{self.formatException(record.exc_info)}"
+        if record.stack_info:
+            line = f"{line}\n{self.formatStack(record.stack_info)}"
+        return line
+
+
+class _DefaultHandler(logging.StreamHandler):  # pyright: ignore[reportMissingTypeArgument]
+    """stderr, used only while no other handler receives the library's records."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if _has_other_handler(server_logger, self):
+            return  # the application configured logging after all: its handlers get the record
+        super().emit(record)
+
+
+def install_default_handler(level: str) -> bool:
+    """Give the ``fastapi_mcp_ctx`` logger a stderr handler when the application configured none
+    (module docstring); its level becomes ``level`` (an RFC 5424 name) when it had none.
+
+    Returns:
+        True when the handler was added (at most once per process).
+    """
+    if _has_other_handler(server_logger):
+        return False
+    handler = _DefaultHandler(sys.stderr)
+    handler.setFormatter(_Formatter())
+    server_logger.addHandler(handler)
+    if server_logger.level == logging.NOTSET:
+        server_logger.setLevel(_PY_LEVELS[level])
+    return True
 
 
 def _is_sensitive(key: str) -> bool:
@@ -70,9 +145,11 @@ def level_allows(level: str, minimum: str | None) -> bool:
 class ContextLogger:
     """``ctx.log``: ``debug`` … ``emergency`` (each ``(message: str, **data)``).
 
-    Every line carries ``requestId``, ``tenantId``, ``traceId`` in the server log; the wire
-    payload is ``{"message": message, **data}`` (redacted). Delivery is fire-and-forget: a
-    failed send never fails the handler.
+    Server log: a record of ``fastapi_mcp_ctx`` whose ``record.mcp`` holds the level, the
+    ``correlation`` fields (``request_id``, ``tenant_id``, ``session_id``, ``trace_id``), the
+    ``logger`` name and ``data``. Wire: ``notifications/message`` with ``{"level", "logger",
+    "data": {"message": message, **data}}`` (redacted); ``logger`` is ``logger_name`` (the tool's
+    name). Delivery is fire-and-forget: a failed send never fails the handler.
     """
 
     def __init__(
@@ -99,7 +176,8 @@ class ContextLogger:
         if not level_allows(level, self._floor):
             return
         safe = redact(data)
-        server_logger.log(_PY_LEVELS[level], "%s", message, extra={"mcp": {**safe, **self._correlation}})
+        fields = {"level": level, **self._correlation, "logger": self._logger_name, "data": safe}
+        server_logger.log(_PY_LEVELS[level], "%s", message, extra={"mcp": fields})
         if self._send is None or not self._client_opted_in:
             return
         if not level_allows(level, self._client_level()):

@@ -1,27 +1,38 @@
 """Run one tool: validate arguments, resolve dependencies with FastAPI's solver, call, shape.
 
 Errors follow spec 2025-11-25 ``server/tools`` §Error Handling (SEP-1303): invalid arguments
-and execution failures are ``isError`` results the model can read; a dependency raising
-``HTTPException(401)`` / ``(403)`` is an authentication / authorization error of the request;
-a crash is logged with its traceback and the model sees a generic message.
+and execution failures are ``isError`` results the model can read, each built by
+``_results.error_result`` (the one envelope); a dependency raising ``HTTPException(401)`` /
+``(403)`` is an authentication / authorization error of the request; a crash is logged with its
+traceback and the model sees a generic message.
+
+Tool-result codes: invalid arguments ``-32602`` (``invalid_arguments``), a failed
+``Header``/``Query`` dependency ``-32600`` (``invalid_request``), a dependency's other 4xx
+``-32600`` (``rejected``, ``data.status``), ``ctx.state`` misuse the error's own code, a crash or a
+dependency's 5xx ``-32603`` (``internal_error``), a :class:`ToolError` its own code (default 1).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
+import math
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import anyio.to_thread
 from fastapi import HTTPException
 from fastapi.background import BackgroundTasks
+from pydantic import BaseModel
 from pydantic import ValidationError as PydanticValidationError
 from pydantic_core import to_json
 from starlette.requests import Request
 
 from ._fastapi_compat import solve
+from ._jsonrpc import MAY_OVERFLOW
 from ._registry import ToolDef
-from ._results import error_result, shape_result, text_result
+from ._results import error_result, shape_result
 from .context import SCOPE_KEY, Context, bind_context, unbind_context
 from .errors import (
     AuthenticationError,
@@ -52,8 +63,9 @@ async def _invoke(tool: ToolDef, kwargs: dict[str, Any]) -> Any:
     return await anyio.to_thread.run_sync(functools.partial(tool.handler, **kwargs))
 
 
-def from_http_exception(exc: HTTPException) -> McpError | dict[str, Any]:
-    """401 → AuthenticationError, 403 → PermissionDeniedError (headers kept), else an isError result."""
+def from_http_exception(exc: HTTPException) -> McpError | ToolError:
+    """401 → AuthenticationError, 403 → PermissionDeniedError (headers kept); another status →
+    the :class:`ToolError` of an ``isError`` result (a 5xx keeps its detail out of it)."""
     headers = dict(exc.headers or {})
     detail = str(exc.detail)
     if exc.status_code == 401:
@@ -62,8 +74,57 @@ def from_http_exception(exc: HTTPException) -> McpError | dict[str, Any]:
     if exc.status_code == 403:
         return PermissionDeniedError(detail, headers=headers)
     if exc.status_code >= 500:
-        return text_result("Internal error", is_error=True)
-    return text_result(detail, is_error=True)
+        return ToolError("Internal error", code=-32603, reason="internal_error", data={"status": exc.status_code})
+    return ToolError(detail, code=-32600, reason="rejected", data={"status": exc.status_code})
+
+
+def _children(value: Any) -> Iterable[tuple[Any, Any]]:
+    if isinstance(value, BaseModel):
+        return ((name, getattr(value, name, None)) for name in type(value).model_fields)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return ((f.name, getattr(value, f.name, None)) for f in dataclasses.fields(value))
+    if isinstance(value, Mapping):
+        mapping: Mapping[Any, Any] = value  # pyright: ignore[reportUnknownVariableType]
+        return mapping.items()
+    if isinstance(value, (list, tuple, set, frozenset)):
+        sequence: list[Any] = list(value)  # pyright: ignore[reportUnknownArgumentType]
+        return enumerate(sequence)
+    return ()
+
+
+def _non_finite(kwargs: Mapping[str, Any]) -> list[str]:
+    """Paths of validated values that are ``inf``/``nan`` floats: a JSON integer too large for a
+    double becomes ``inf`` in a ``float`` field of the tool's own models (bounded to 64 levels)."""
+    found: list[str] = []
+    stack: list[tuple[str, Any, int]] = [(name, value, 0) for name, value in kwargs.items()]
+    while stack:
+        path, value, depth = stack.pop()
+        if isinstance(value, float):
+            if not math.isfinite(value):
+                found.append(path)
+        elif depth < 64:
+            stack.extend((f"{path}.{key}", child, depth + 1) for key, child in _children(value))
+    return sorted(found)
+
+
+def _invalid_arguments(tool: ToolDef, problems: str) -> ToolError:
+    return ToolError(
+        f"Invalid arguments for tool {tool.name!r}: {problems}",
+        code=-32602,
+        reason="invalid_arguments",
+        recovery_hint="Call the tool again with arguments that match its inputSchema.",
+    )
+
+
+def _out_of_range(paths: Iterable[str]) -> str:
+    return "; ".join(f"{path}: number out of range (JSON numbers must fit a finite IEEE 754 double)" for path in paths)
+
+
+def _shaped(tool: ToolDef, value: Any, request_id: str | int) -> dict[str, Any]:
+    try:
+        return shape_result(tool, value)
+    except ToolError as exc:  # output breaking its schema: yield dependencies still see a normal exit
+        return error_result(exc, request_id, tool)
 
 
 async def run_tool(
@@ -72,53 +133,68 @@ async def run_tool(
     context: Context,
     request: Request,
     background_tasks: BackgroundTasks,
+    out_of_range: tuple[str, ...] = (),
 ) -> dict[str, Any]:
     """Run ``tool`` for one ``tools/call`` and return the ``CallToolResult`` dict.
 
     ``request`` must be private to this call (its scope carries the call's exit stacks and
-    the :class:`Context` under ``SCOPE_KEY``).
+    the :class:`Context` under ``SCOPE_KEY``). ``out_of_range`` names arguments whose JSON
+    number overflowed a double (``_jsonrpc``): the tool does not run, the result is an
+    ``isError`` naming them.
 
     Raises:
         AuthenticationError / PermissionDeniedError: a dependency raised HTTPException 401/403.
         McpError: a handler or dependency raised a protocol error (e.g. -32021).
     """
+    request_id = context.request_id
+    if out_of_range:
+        return error_result(_invalid_arguments(tool, _out_of_range(out_of_range)), request_id, tool)
+    raw = to_json(arguments)
     try:
         # JSON-mode strict validation: the arguments are JSON, judged by JSON Schema's rules
         # ("5" is not an integer, true is not a number) while ISO dates, UUIDs and enum values
         # still parse from their JSON spelling.
-        parsed = tool.arguments_model.model_validate_json(to_json(arguments), strict=True)
+        parsed = tool.arguments_model.model_validate_json(raw, strict=True)
     except PydanticValidationError as exc:
-        return text_result(f"Invalid arguments for tool {tool.name!r}: {_describe_errors(exc)}", is_error=True)
+        return error_result(_invalid_arguments(tool, _describe_errors(exc)), request_id, tool)
     kwargs = {name: getattr(parsed, name) for name in tool.argument_names}
+    if MAY_OVERFLOW.search(raw):  # only a huge literal can turn into inf: most calls skip the walk
+        overflowed = _non_finite(kwargs)
+        if overflowed:
+            return error_result(_invalid_arguments(tool, _out_of_range(overflowed)), request_id, tool)
     request.scope[SCOPE_KEY] = context
     token = bind_context(context)
     try:
         if tool.dependant is None:
-            return shape_result(tool, await _invoke(tool, kwargs))
+            return _shaped(tool, await _invoke(tool, kwargs), request_id)
         async with solve(tool.dependant, request, request.scope.get("app"), background_tasks) as solved:
             if solved.errors:
                 problems = "; ".join(f"{'.'.join(map(str, e.get('loc', ())))}: {e.get('msg', '')}" for e in solved.errors)
-                return text_result(f"Invalid request for tool {tool.name!r}: {problems}", is_error=True)
-            result = shape_result(tool, await _invoke(tool, {**kwargs, **solved.values}))
+                failure = ToolError(f"Invalid request for tool {tool.name!r}: {problems}", code=-32600, reason="invalid_request")
+                return error_result(failure, request_id, tool)
+            result = _shaped(tool, await _invoke(tool, {**kwargs, **solved.values}), request_id)
         return result
     except ToolError as exc:
-        return error_result(exc)
+        return error_result(exc, request_id, tool)
     except HTTPException as exc:
         translated = from_http_exception(exc)
         if isinstance(translated, McpError):
             raise translated from exc
-        return translated
+        return error_result(translated, request_id, tool)
     except (ValidationError, SerializationError, InvalidCursorError) as exc:
         # the handler misused ctx.state (bad key, unserializable value, stale cursor): a tool
         # execution error the model can read, not a fault of the client's request
-        return text_result(exc.message, is_error=True)
+        return error_result(exc, request_id, tool)
     except McpError:
         raise
     except anyio.get_cancelled_exc_class():
         raise
     except Exception:
-        logger.exception("tool %r crashed (request id %r)", tool.name, context.request_id)
-        return text_result(f"Tool {tool.name!r} failed with an internal error (request id {context.request_id!r})", is_error=True)
+        logger.exception("tool %r crashed (request id %r)", tool.name, request_id)
+        crash = ToolError(
+            f"Tool {tool.name!r} failed with an internal error (request id {request_id!r})", code=-32603, reason="internal_error"
+        )
+        return error_result(crash, request_id, tool)
     finally:
         unbind_context(token)
         request.scope.pop(SCOPE_KEY, None)  # scope → context → call → request → scope: no cycle left for the GC

@@ -8,15 +8,23 @@
   (spec 2025-11-25 ``server/tools`` §Structured Content: SHOULD also serialize it as text);
 - without one: ``str`` → one text block, ``None`` → no content, anything else → its JSON text.
 
-A :class:`~fastapi_mcp_ctx.errors.ToolError` becomes ``isError: true`` with its message
-(and ``recovery_hint``); with an output schema no ``structuredContent`` is required on an
-error result (2025-11-25 §Output Schema applies to successful results only).
+Every failure of a call that is a tool result (a :class:`~fastapi_mcp_ctx.errors.ToolError`,
+invalid arguments, a crash...) is built by :func:`error_result`, the tool-result half of the
+one error envelope (``errors.py``): ``isError: true``, the message as a text block (plus
+``Recovery: <hint>``), the envelope ``{code, message, data}`` in ``_meta["fastapi-mcp-ctx/error"]``
+on every error result, and as ``structuredContent.error`` too when the tool declares no
+``outputSchema``. A tool with an ``outputSchema`` gets no ``structuredContent`` on an error:
+the spec's schema types successful results (2025-11-25 ``server/tools`` §Output Schema), but
+the TypeScript SDK v1 client (1.32) and the MCP Inspector check any ``structuredContent``
+against ``outputSchema``, error results included, and turn a non-conforming one into a
+client-side ``-32602``: the model would never read the message. A ``CallToolResult`` the
+handler returns itself is sent as it is, errors included.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Any, Final
 
 import mcp_types as types
 from pydantic import BaseModel, ValidationError
@@ -27,13 +35,16 @@ from pydantic_core import (
     to_jsonable_python,
 )
 
+from ._jsonrpc import RequestId
 from ._registry import ToolDef
-from .errors import ToolError
+from .errors import McpError, ToolError
 
-__all__ = ["error_result", "shape_result", "text_result"]
+__all__ = ["ERROR_META_KEY", "error_result", "shape_result", "text_result"]
 
 logger = logging.getLogger("fastapi_mcp_ctx")
 
+ERROR_META_KEY: Final = "fastapi-mcp-ctx/error"
+"""The ``_meta`` key holding the error envelope of every ``isError`` result the framework builds."""
 _BLOCK_TYPES = (types.TextContent, types.ImageContent, types.AudioContent, types.EmbeddedResource, types.ResourceLink)
 
 
@@ -46,12 +57,24 @@ def text_result(text: str, *, is_error: bool = False) -> dict[str, Any]:
     return {"content": [{"type": "text", "text": text}], "isError": is_error}
 
 
-def error_result(exc: ToolError) -> dict[str, Any]:
-    """The ``isError`` result of an anticipated tool failure."""
-    content: list[dict[str, Any]] = [{"type": "text", "text": exc.message}]
-    if exc.recovery_hint:
-        content.append({"type": "text", "text": f"Recovery: {exc.recovery_hint}"})
-    return {"content": content, "isError": True}
+def error_result(error: ToolError | McpError, request_id: RequestId, tool: ToolDef) -> dict[str, Any]:
+    """The ``isError`` result of a failed call of ``tool``::
+
+        {"content": [{"type": "text", "text": message}, {"type": "text", "text": "Recovery: <hint>"}?],
+         "isError": true,
+         "_meta": {"fastapi-mcp-ctx/error": <envelope>},
+         "structuredContent": {"error": <envelope>}}      # only when the tool has no outputSchema
+
+    where ``<envelope>`` is ``{"code": int, "message": str, "data": {"requestId": request_id, ...}}``.
+    """
+    content: list[dict[str, Any]] = [{"type": "text", "text": error.message}]
+    if error.recovery_hint:
+        content.append({"type": "text", "text": f"Recovery: {error.recovery_hint}"})
+    envelope = error.to_error(request_id)
+    result: dict[str, Any] = {"content": content, "isError": True, "_meta": {ERROR_META_KEY: envelope}}
+    if "outputSchema" not in tool.listing:
+        result["structuredContent"] = {"error": envelope}
+    return result
 
 
 def _is_block_list(value: Any) -> bool:
@@ -62,7 +85,12 @@ def _is_block_list(value: Any) -> bool:
 
 
 def shape_result(tool: ToolDef, value: Any) -> dict[str, Any]:
-    """Shape the handler's return ``value`` into a ``CallToolResult`` dict (wire spelling)."""
+    """Shape the handler's return ``value`` into a ``CallToolResult`` dict (wire spelling).
+
+    Raises:
+        ToolError: ``-32603`` / ``invalid_output``: the value does not match the tool's own
+            ``outputSchema`` (the server's bug, logged; never a non-conforming result).
+    """
     if isinstance(value, types.CallToolResult):
         return value.model_dump(by_alias=True, exclude_none=True, mode="json", exclude={"result_type"})
     if isinstance(value, _BLOCK_TYPES):
@@ -73,9 +101,13 @@ def shape_result(tool: ToolDef, value: Any) -> dict[str, Any]:
     if adapter is not None:
         try:
             structured: Any = adapter.dump_python(adapter.validate_python(value, strict=True), mode="json", by_alias=True, warnings="error")
-        except (ValidationError, PydanticSerializationError, PydanticSerializationUnexpectedValue):
+        except (ValidationError, PydanticSerializationError, PydanticSerializationUnexpectedValue) as exc:
             logger.exception("tool %r returned output that does not match its outputSchema", tool.name)
-            return text_result(f"Tool {tool.name!r} returned output that does not match its outputSchema", is_error=True)
+            raise ToolError(
+                f"Tool {tool.name!r} returned output that does not match its outputSchema",
+                code=-32603,
+                reason="invalid_output",
+            ) from exc
         if tool.wrap_output:
             structured = {"result": structured}
         text = value if isinstance(value, str) else to_json(structured if not tool.wrap_output else structured["result"]).decode()

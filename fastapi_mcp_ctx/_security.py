@@ -6,10 +6,16 @@ gets 421 Misdirected Request. An absent ``Origin`` (non-browser clients) is allo
 
 Patterns: ``"127.0.0.1:8000"`` (exact), ``"localhost:*"`` (any port, or none),
 ``"http://localhost:*"`` for origins. Matching is case-insensitive.
+
+A refusal says what to set: the 421 names ``MCP_ALLOWED_HOSTS`` (the 403 ``MCP_ALLOWED_ORIGINS``),
+and the server log names each refused ``Host`` once (at most 64 of them), with the setting that
+admits it: behind a reverse proxy on the same machine every call comes from loopback with the
+public ``Host``.
 """
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -21,6 +27,21 @@ __all__ = ["LOOPBACK_HOSTS", "TransportSecurity", "loopback_security"]
 
 _PORT: Final = re.compile(r"(?:[1-9][0-9]{0,3}|[1-5][0-9]{4}|6[0-4][0-9]{3}|65[0-4][0-9]{2}|655[0-2][0-9]|6553[0-5])")
 LOOPBACK_HOSTS: Final[frozenset[str]] = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
+_REPORTED_HOSTS: set[str] = set()
+logger = logging.getLogger("fastapi_mcp_ctx")
+
+
+def _report_refused_host(host: str | None) -> None:
+    name = (host or "")[:256]
+    if name in _REPORTED_HOSTS or len(_REPORTED_HOSTS) >= 64:
+        return
+    _REPORTED_HOSTS.add(name)
+    logger.warning(
+        "refused Host %r (421, DNS-rebinding protection): if this server is reached under that name "
+        "(a reverse proxy), set MCP_ALLOWED_HOSTS='[\"%s\"]'",
+        name,
+        name,
+    )
 
 
 def _matches(value: str, patterns: tuple[str, ...]) -> bool:
@@ -56,6 +77,7 @@ class TransportSecurity:
             return
         host = headers.get("host")
         if host is None or not _matches(host, self.allowed_hosts):
+            _report_refused_host(host)
             raise HostNotAllowedError()
         origin = headers.get("origin")
         if origin is not None and not _matches(origin, self.allowed_origins):

@@ -30,19 +30,17 @@ import signal
 import sys
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any, Final
 
 import anyio
 from fastapi import FastAPI
-from starlette.routing import Mount
 
-from ._fastapi_compat import flat_routes
+from ._discovery import McpTarget, find_targets
 from ._stdio_session import StdioSession
 from .errors import AppLoadError
 from .router import McpRouter
 
-__all__ = ["DRAIN_SECONDS", "EXIT_DEADLINE_SECONDS", "StdioTarget", "find_targets", "load_app", "main", "run_stdio"]
+__all__ = ["DRAIN_SECONDS", "EXIT_DEADLINE_SECONDS", "load_app", "main", "run_stdio"]
 
 logger = logging.getLogger("fastapi_mcp_ctx.stdio")
 
@@ -50,16 +48,6 @@ DRAIN_SECONDS: Final = 0.5
 """At end of input, how long running requests may still finish before they are cancelled."""
 EXIT_DEADLINE_SECONDS: Final = 1.8
 """The process exits at the latest this long after the end of input (or a stop signal)."""
-
-
-@dataclass(frozen=True, slots=True)
-class StdioTarget:
-    """An ``McpRouter`` found in an app: the router, the app whose routes hold it (the
-    ``dependency_overrides`` provider), and its full HTTP path."""
-
-    router: McpRouter
-    app: Any
-    path: str
 
 
 def reserve_stdio() -> tuple[int, int]:
@@ -108,25 +96,7 @@ def load_app(spec: str) -> Any:
     return obj
 
 
-def find_targets(app: Any) -> list[StdioTarget]:
-    """Every ``McpRouter`` route of ``app``: included routers flattened, mounted apps searched."""
-    found: list[StdioTarget] = []
-
-    def walk(current: Any, prefix: str) -> None:
-        for path, route in flat_routes(getattr(current, "routes", [])):
-            owner = getattr(getattr(route, "endpoint", None), "__self__", None)
-            if isinstance(owner, McpRouter) and path is not None:
-                target = StdioTarget(owner, current, prefix + path)
-                if target not in found:
-                    found.append(target)
-            elif isinstance(route, Mount) and route.app is not None:
-                walk(route.app, prefix + route.path)
-
-    walk(app, "")
-    return found
-
-
-def _choose(app: Any, spec: str, path: str | None) -> StdioTarget:
+def _choose(app: Any, spec: str, path: str | None) -> McpTarget:
     targets = find_targets(app)
     paths = ", ".join(sorted(t.path for t in targets))
     if path is not None:
@@ -141,7 +111,7 @@ def _choose(app: Any, spec: str, path: str | None) -> StdioTarget:
     return targets[0]
 
 
-def resolve_app(obj: Any, spec: str, path: str | None) -> tuple[Any, StdioTarget]:
+def resolve_app(obj: Any, spec: str, path: str | None) -> tuple[Any, McpTarget]:
     """``(app, target)`` for a loaded object: an app holding an McpRouter, or an McpRouter.
 
     Raises:
@@ -168,7 +138,7 @@ async def _stop_on_signals(session: StdioSession) -> None:
         return
 
 
-async def serve_app(app: Any, target: StdioTarget, read_fd: int, write_fd: int, on_shutdown: Callable[[], None]) -> None:
+async def serve_app(app: Any, target: McpTarget, read_fd: int, write_fd: int, on_shutdown: Callable[[], None]) -> None:
     """Run the app's lifespan around one stdio session of ``target``; ``aclose`` the router last."""
     try:
         async with app.router.lifespan_context(app) as state:

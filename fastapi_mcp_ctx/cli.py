@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib
+import logging
 import os
 import secrets
 import sys
@@ -26,9 +27,12 @@ import click
 from starlette.routing import NoMatchFound
 
 from . import __version__
+from ._discovery import find_targets
 from ._extras import missing_extra
+from ._sessions import MemorySessionStore
 from ._stdio import run_stdio
 from .backends import backend_from_url
+from .backends.memory import MemoryBackend
 from .errors import AppLoadError, ConfigurationError, McpError
 
 __all__ = ["cli"]
@@ -96,6 +100,21 @@ def _mcp_path(app: Any) -> str:
         return "/"
 
 
+def _per_process_parts(app: Any) -> list[str]:
+    """What of ``app``'s routers lives in one process only (so ``--workers N`` would split it)."""
+    problems: list[str] = []
+    for target in find_targets(app):
+        router = target.router
+        if router.settings.session_mode != "stateless" and isinstance(router.sessions, MemorySessionStore):
+            problems.append(
+                f"{target.path}: 2025 sessions are kept in this process's memory (MCP_SESSION_MODE="
+                f"{router.settings.session_mode}), so a request reaching another worker gets 404 'Session not found'"
+            )
+        if isinstance(router.state_backend, MemoryBackend):
+            problems.append(f"{target.path}: ctx.state is in this process's memory (MCP_STORAGE_URL=memory://)")
+    return problems
+
+
 def _base_url(host: str, port: int) -> str:
     return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
 
@@ -113,7 +132,13 @@ def _base_url(host: str, port: int) -> str:
     help="Trust X-Forwarded-For/-Proto (only behind a proxy you run).",
 )
 @click.option("--forwarded-allow-ips", default=None, help="Proxies trusted with --proxy-headers (uvicorn's default: 127.0.0.1).")
-@click.option("--log-level", default="info", show_default=True, type=click.Choice(_LOG_LEVELS))
+@click.option(
+    "--log-level",
+    default="info",
+    show_default=True,
+    type=click.Choice(_LOG_LEVELS),
+    help="uvicorn's level; given explicitly, also MCP_LOG_LEVEL (the library's floor) unless that is set.",
+)
 @click.option(
     "--graceful-timeout",
     default=10.0,
@@ -136,7 +161,18 @@ def serve(
 ) -> None:
     """Serve APP with uvicorn (APP is module:attr, e.g. examples.quickstart:app)."""
     uvicorn = _need("uvicorn", "serve")
+    explicit = click.get_current_context().get_parameter_source("log_level") is click.core.ParameterSource.COMMANDLINE
+    if explicit and "MCP_LOG_LEVEL" not in os.environ:  # before the app (and its settings) load
+        os.environ["MCP_LOG_LEVEL"] = "debug" if log_level == "trace" else log_level
     target = _load_app(app, app_dir)  # fails here, with a clear message, not in a worker
+    if workers > 1 and (problems := _per_process_parts(target)):
+        raise click.UsageError(
+            f"--workers {workers} would split state that lives in one process:\n  - "
+            + "\n  - ".join(problems)
+            + "\nServe with --workers 1, or set MCP_SESSION_MODE=stateless (2026-07-28 clients and stateless 2025 "
+            "requests need no session) and MCP_STORAGE_URL=redis://…, postgresql+asyncpg://… or sqlite+aiosqlite:///… "
+            "(after `fastapi-mcp-ctx migrate`). Sessions shared between processes come with a later release."
+        )
     url = _base_url(host, port) + _mcp_path(target)
     click.echo(f"fastapi-mcp-ctx {__version__}: serving {app}, MCP endpoint {url}", err=True)
     uvicorn.run(
@@ -188,6 +224,9 @@ def migrate(url: str | None, revision: str, offline: bool, check_only: bool) -> 
         return
     try:
         if check_only:
+            database = sa.make_url(url).database
+            if url.lower().startswith("sqlite") and database and database != ":memory:" and not os.path.exists(database):
+                raise click.ClickException(f"{shown}: no database file at {database} (`fastapi-mcp-ctx migrate` creates it)")
             asyncio.run(_check_schema(url))
             click.echo(f"{shown}: the ctx.state schema is current")
             return
@@ -203,6 +242,8 @@ def migrate(url: str | None, revision: str, offline: bool, check_only: bool) -> 
 
 
 async def _check_schema(url: str) -> None:
+    # The backend also logs a failed check for server operators; here the command's own message says it.
+    logging.getLogger("fastapi_mcp_ctx").addHandler(logging.NullHandler())
     backend = backend_from_url(url)
     try:
         await backend.check()

@@ -192,6 +192,7 @@ class CallState:
     tenant_id: str | None = "default"
     auth: Any = None
     operation: str | None = None
+    logger_name: str | None = None
     uri: str | None = None
     extra: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
     outbound: Outbound | None = None
@@ -438,7 +439,12 @@ class Context:
 
     @property
     def log(self) -> ContextLogger:
-        """Dual-sink logger: ``await ctx.log.info("message", key=value)``."""
+        """Dual-sink logger: ``await ctx.log.info("message", key=value)``.
+
+        Server log: logger ``fastapi_mcp_ctx`` with ``request_id``, ``tenant_id``,
+        ``session_id``, ``trace_id``; ``notifications/message``: ``logger`` is the tool's name
+        (the server name outside a tool).
+        """
         if self._log is None:
             call = self._call
             opted_in = call.envelope.era == "legacy" or call.envelope.log_level is not None
@@ -450,7 +456,13 @@ class Context:
                 client_level=level_source,
                 client_opted_in=opted_in,
                 send=self._send_if_live,
-                correlation={"requestId": call.request_id, "tenantId": call.tenant_id, "traceId": self.trace_id},
+                correlation={
+                    "request_id": call.request_id,
+                    "tenant_id": call.tenant_id,
+                    "session_id": call.session_id,
+                    "trace_id": self.trace_id,
+                },
+                logger_name=call.logger_name or call.settings.server_name,
             )
         return self._log
 

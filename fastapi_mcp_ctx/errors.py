@@ -8,7 +8,7 @@ translated at the edge that calls the library, ``raise ... from exc``.
 
 Tree::
 
-    McpError                         base: code, http_status, message, data
+    McpError                         base: code, http_status, message, reason, recovery_hint, data
     ├── ParseError                   -32700  400  body is not UTF-8 JSON
     ├── InvalidRequestError          -32600  400  not a single JSON-RPC request / notification
     │   ├── MissingSessionError      -32600  400  2025 era: no Mcp-Session-Id on a non-initialize request
@@ -18,6 +18,8 @@ Tree::
     │   ├── NotAcceptableError       -32600  406  Accept lacks application/json / text/event-stream
     │   ├── UnsupportedMediaTypeError -32600 415  POST Content-Type is not application/json
     │   ├── PayloadTooLargeError     -32600  413  body larger than MCP_MAX_BODY_BYTES
+    │   ├── RequestTimeoutError      -32600  408  body not complete within MCP_BODY_TIMEOUT_SECONDS
+    │   ├── UnsupportedVersionHeaderError -32600 400 2025 era: MCP-Protocol-Version not served (data.supported)
     │   ├── HostNotAllowedError      -32600  421  Host header outside the allow-list (DNS rebinding)
     │   ├── OriginNotAllowedError    -32600  403  Origin header outside the allow-list
     │   ├── TenantRequiredError      -32600  403  authenticated caller without a tenant claim (fail closed)
@@ -38,7 +40,8 @@ Tree::
     ├── UnsupportedVersionError      -32022  400  2026: protocol version not served (data.supported, data.requested)
     ├── AuthenticationError          -32001  401  missing or invalid credentials (a dependency raised HTTPException 401)
     ├── PermissionDeniedError        -32003  403  credentials lack a scope (a dependency raised HTTPException 403)
-    └── ToolError                    (no code) an anticipated failure shown to the model as an ``isError`` result
+    ├── RequestCancelledError        -32800  200  2025 era: the answer to a call the client cancelled (ends its stream)
+    └── ToolError                    1 (app)  an anticipated failure shown to the model as an ``isError`` result
 
     McpResponseError                 client side: ``fastapi_mcp_ctx.testing`` received an error answer
                                      (the JSON-RPC code, message, data and the HTTP status as sent)
@@ -47,11 +50,29 @@ Tree::
 A handler raises :class:`ToolError` (or a subclass) for failures the model should read and
 recover from; any other exception is a crash: the model sees a generic message and the
 server log gets the traceback.
+
+The error envelope (one shape for every failure a caller can see). As a JSON-RPC error's
+``error``, and in an ``isError`` tool result as ``_meta["fastapi-mcp-ctx/error"]`` (plus
+``structuredContent.error`` when the tool has no ``outputSchema``, see ``_results``)::
+
+    {"code": int, "message": str,
+     "data": {"requestId": <the request's id, null when unreadable>,
+              "reason": "snake_case_reason",          # when known
+              "recovery": {"hint": "what to do"},     # when known
+              "retryAfter": seconds,                  # retryable errors (503 + Retry-After)
+              ...the raiser's fields}}                # ToolError(data={...}), McpError(data={...})
+
+``data`` given by a raiser is a mapping with string keys; anything else is a ``TypeError``
+and a reserved key (``requestId``, ``reason``, ``recovery``, ``retryAfter``) a ``ValueError``,
+both at raise time. Values that are not JSON become their ``str()`` (bytes: base64).
 """
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from collections.abc import Mapping
+from typing import Any, ClassVar, Final
+
+from pydantic_core import to_jsonable_python
 
 __all__ = [
     "AppLoadError",
@@ -72,7 +93,10 @@ __all__ = [
     "ParseError",
     "PayloadTooLargeError",
     "PermissionDeniedError",
+    "RESERVED_DATA_KEYS",
+    "RequestCancelledError",
     "RequestRejectedError",
+    "RequestTimeoutError",
     "SerializationError",
     "SessionNotFoundError",
     "StateUnavailableError",
@@ -82,6 +106,7 @@ __all__ = [
     "UnknownToolError",
     "UnsupportedMediaTypeError",
     "UnsupportedVersionError",
+    "UnsupportedVersionHeaderError",
     "ValidationError",
     "ConfigurationError",
     "InvalidEventIdError",
@@ -89,42 +114,104 @@ __all__ = [
 ]
 
 
-class McpError(Exception):
+RESERVED_DATA_KEYS: Final[frozenset[str]] = frozenset({"requestId", "reason", "recovery", "retryAfter"})
+"""Keys of ``error.data`` the framework fills; a raiser's ``data`` may not set them."""
+
+
+def _raiser_fields(data: object) -> dict[str, Any]:
+    """The raiser's ``data`` as a JSON-able dict (checked at raise time, see the module docstring)."""
+    if data is None:
+        return {}
+    if not isinstance(data, Mapping):
+        raise TypeError(f"error data must be a mapping of field names to JSON values, not {type(data).__name__}")
+    items: Mapping[Any, Any] = data  # pyright: ignore[reportUnknownVariableType]
+    if not all(isinstance(key, str) for key in items):
+        raise TypeError("error data keys must be strings")
+    clash = RESERVED_DATA_KEYS.intersection(items)
+    if clash:
+        raise ValueError(f"error data must not set the reserved key(s) {', '.join(sorted(clash))}: the framework fills them")
+    try:
+        fields: dict[str, Any] = to_jsonable_python(dict(items), fallback=str, bytes_mode="base64")
+    except ValueError:  # e.g. a value whose str() fails: keep the key, never the 500
+        fields = {key: repr(value) for key, value in items.items()}
+    return fields
+
+
+class _Failure(Exception):
+    """What every failure a caller can see carries; :meth:`to_error` builds the envelope."""
+
+    code: int
+    default_message: ClassVar[str] = "Error"
+    default_reason: ClassVar[str | None] = None
+    default_hint: ClassVar[str | None] = None
+    retry_after: int | None = None
+
+    def __init__(
+        self,
+        message: str | None = None,
+        *,
+        reason: str | None = None,
+        recovery_hint: str | None = None,
+        data: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.message = message if message is not None else self.default_message
+        self.reason = reason if reason is not None else self.default_reason
+        self.recovery_hint = recovery_hint if recovery_hint is not None else self.default_hint
+        self.data: dict[str, Any] = _raiser_fields(data)
+        super().__init__(self.message)
+
+    def to_error(self, request_id: str | int | None = None) -> dict[str, Any]:
+        """The error envelope: ``{"code": int, "message": str, "data": {"requestId": request_id, ...}}``.
+
+        ``data`` holds ``reason``, ``recovery.hint`` and ``retryAfter`` (seconds) when known, then
+        the raiser's fields (module docstring).
+        """
+        data: dict[str, Any] = {"requestId": request_id}
+        if self.reason is not None:
+            data["reason"] = self.reason
+        if self.recovery_hint is not None:
+            data["recovery"] = {"hint": self.recovery_hint}
+        if self.retry_after is not None:
+            data["retryAfter"] = self.retry_after
+        data.update(self.data)
+        return {"code": self.code, "message": self.message, "data": data}
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(code={self.code}, message={self.message!r})"
+
+
+class McpError(_Failure):
     """Base of every framework error: a JSON-RPC error with its HTTP status.
 
     Attributes:
         code: JSON-RPC error code (int).
         http_status: HTTP status the error is answered with on Streamable HTTP.
         message: human-readable message sent on the wire.
-        data: optional JSON value sent as ``error.data``.
+        reason: machine-readable ``data.reason`` (snake_case), or None.
+        recovery_hint: ``data.recovery.hint``, or None.
+        data: the raiser's extra ``error.data`` fields (a dict, see the module docstring).
         headers: extra HTTP response headers (``Retry-After``, ``WWW-Authenticate``...).
+
+    Raises (at construction):
+        TypeError / ValueError: ``data`` is not a mapping with string keys / sets a reserved key.
     """
 
-    code: ClassVar[int] = -32603
+    code: int = -32603
     http_status: int = 500
     default_message: ClassVar[str] = "Internal error"
+    default_reason: ClassVar[str | None] = "internal_error"
 
     def __init__(
         self,
         message: str | None = None,
         *,
-        data: Any = None,
+        data: Mapping[str, Any] | None = None,
+        reason: str | None = None,
+        recovery_hint: str | None = None,
         headers: dict[str, str] | None = None,
     ) -> None:
-        self.message = message if message is not None else self.default_message
-        self.data = data
+        super().__init__(message, reason=reason, recovery_hint=recovery_hint, data=data)
         self.headers: dict[str, str] = dict(headers or {})
-        super().__init__(self.message)
-
-    def to_error(self) -> dict[str, Any]:
-        """The JSON-RPC ``error`` member: ``{"code": int, "message": str, "data"?: Any}``."""
-        error: dict[str, Any] = {"code": self.code, "message": self.message}
-        if self.data is not None:
-            error["data"] = self.data
-        return error
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}(code={self.code}, message={self.message!r})"
 
 
 class ParseError(McpError):
@@ -133,6 +220,7 @@ class ParseError(McpError):
     code = -32700
     http_status = 400
     default_message = "Parse error"
+    default_reason = "parse_error"
 
 
 class InvalidRequestError(McpError):
@@ -141,6 +229,7 @@ class InvalidRequestError(McpError):
     code = -32600
     http_status = 400
     default_message = "Invalid Request"
+    default_reason = "invalid_request"
 
 
 class MissingSessionError(InvalidRequestError):
@@ -150,6 +239,8 @@ class MissingSessionError(InvalidRequestError):
     """
 
     default_message = "Bad Request: Missing session ID (send initialize first, then echo its Mcp-Session-Id)"
+    default_reason = "missing_session"
+    default_hint = "Send initialize first, then echo its Mcp-Session-Id header on every request."
 
 
 class SessionNotFoundError(InvalidRequestError):
@@ -160,6 +251,8 @@ class SessionNotFoundError(InvalidRequestError):
 
     http_status = 404
     default_message = "Session not found"
+    default_reason = "session_not_found"
+    default_hint = "Send initialize again (without Mcp-Session-Id) to open a new session."
 
 
 class StreamConflictError(InvalidRequestError):
@@ -167,6 +260,8 @@ class StreamConflictError(InvalidRequestError):
 
     http_status = 409
     default_message = "Conflict: Only one SSE stream is allowed per session"
+    default_reason = "stream_conflict"
+    default_hint = "Close the open GET stream of this session first."
 
 
 class NotAcceptableError(InvalidRequestError):
@@ -174,6 +269,8 @@ class NotAcceptableError(InvalidRequestError):
 
     http_status = 406
     default_message = "Not Acceptable: Client must accept application/json and text/event-stream"
+    default_reason = "not_acceptable"
+    default_hint = "Send Accept: application/json, text/event-stream (text/event-stream for GET)."
 
 
 class UnsupportedMediaTypeError(InvalidRequestError):
@@ -181,6 +278,8 @@ class UnsupportedMediaTypeError(InvalidRequestError):
 
     http_status = 415
     default_message = "Unsupported Media Type: Content-Type must be application/json"
+    default_reason = "unsupported_media_type"
+    default_hint = "Send Content-Type: application/json."
 
 
 class PayloadTooLargeError(InvalidRequestError):
@@ -188,6 +287,43 @@ class PayloadTooLargeError(InvalidRequestError):
 
     http_status = 413
     default_message = "Payload Too Large"
+    default_reason = "payload_too_large"
+
+
+class RequestTimeoutError(InvalidRequestError):
+    """The body did not arrive in full within ``MCP_BODY_TIMEOUT_SECONDS`` (HTTP 408).
+
+    A body shorter than its ``Content-Length`` or a chunked body that never ends would
+    otherwise hold the connection; the response carries ``Connection: close`` so the server
+    frees it (RFC 9110 §15.5.9).
+    """
+
+    http_status = 408
+    default_message = "Request Timeout: the request body did not arrive in time"
+    default_reason = "body_timeout"
+    default_hint = "Send the whole body at once, with a Content-Length that matches it."
+
+    def __init__(self, message: str | None = None) -> None:
+        super().__init__(message, headers={"Connection": "close"})
+
+
+class UnsupportedVersionHeaderError(InvalidRequestError):
+    """2025 era: ``MCP-Protocol-Version`` names a version this server does not serve (HTTP 400).
+
+    A request carrying ``Mcp-Session-Id`` and an unknown version is a 2025 request (DESIGN.md
+    decision 2); ``data`` is ``{"supported": [str, ...], "requested": <echo>}``. Spec
+    2025-11-25 ``basic/transports`` §Protocol Version Header: invalid or unsupported → 400.
+    """
+
+    default_message = "Bad Request: Unsupported MCP-Protocol-Version header"
+    default_reason = "unsupported_version"
+
+    def __init__(self, requested: str, supported: list[str]) -> None:
+        super().__init__(
+            f"Bad Request: Unsupported MCP-Protocol-Version {requested!r}; supported: {', '.join(supported)}",
+            data={"supported": supported, "requested": requested},
+            recovery_hint="Send the version negotiated by initialize in MCP-Protocol-Version.",
+        )
 
 
 class HostNotAllowedError(InvalidRequestError):
@@ -197,7 +333,9 @@ class HostNotAllowedError(InvalidRequestError):
     """
 
     http_status = 421
-    default_message = "Invalid Host header"
+    default_message = "Invalid Host header: this host is not in MCP_ALLOWED_HOSTS"
+    default_reason = "host_not_allowed"
+    default_hint = 'Behind a reverse proxy, list the Host it forwards in MCP_ALLOWED_HOSTS, e.g. ["mcp.example.com"].'
 
 
 class OriginNotAllowedError(InvalidRequestError):
@@ -207,7 +345,9 @@ class OriginNotAllowedError(InvalidRequestError):
     """
 
     http_status = 403
-    default_message = "Invalid Origin header"
+    default_message = "Invalid Origin header: this origin is not in MCP_ALLOWED_ORIGINS"
+    default_reason = "origin_not_allowed"
+    default_hint = 'List the browser origin in MCP_ALLOWED_ORIGINS, e.g. ["https://mcp.example.com"].'
 
 
 class TenantRequiredError(InvalidRequestError):
@@ -215,6 +355,7 @@ class TenantRequiredError(InvalidRequestError):
 
     http_status = 403
     default_message = "No tenant for this caller: tenant-scoped state is unavailable"
+    default_reason = "tenant_required"
 
 
 class RequestRejectedError(InvalidRequestError):
@@ -227,6 +368,8 @@ class RequestRejectedError(InvalidRequestError):
         headers: the exception's headers.
     """
 
+    default_reason = "rejected"
+
     def __init__(self, status: int, message: str, headers: dict[str, str] | None = None) -> None:
         super().__init__(message, headers=headers)
         self.http_status = status
@@ -238,6 +381,7 @@ class MethodNotFoundError(McpError):
     code = -32601
     http_status = 404
     default_message = "Method not found"
+    default_reason = "method_not_found"
 
 
 class InvalidParamsError(McpError):
@@ -246,30 +390,37 @@ class InvalidParamsError(McpError):
     code = -32602
     http_status = 400
     default_message = "Invalid params"
+    default_reason = "invalid_params"
 
 
 class UnknownToolError(InvalidParamsError):
     """``tools/call`` names a tool that is not registered (spec: protocol error -32602)."""
 
     default_message = "Unknown tool"
+    default_reason = "unknown_tool"
+    default_hint = "Call tools/list for the tool names this server serves."
 
 
 class InvalidCursorError(InvalidParamsError):
     """A pagination cursor that this server did not issue for this listing (-32602)."""
 
     default_message = "Invalid cursor"
+    default_reason = "invalid_cursor"
+    default_hint = "Restart the listing without a cursor."
 
 
 class ValidationError(InvalidParamsError):
     """A ``ctx.state`` key or prefix outside ``^[a-zA-Z0-9_.\\-/]+$`` (≤ 1024 chars, no ``..``)."""
 
     default_message = "Invalid key"
+    default_reason = "invalid_key"
 
 
 class SerializationError(InvalidParamsError):
     """A ``ctx.state`` value that does not round-trip as JSON; nothing was written."""
 
     default_message = "Value is not JSON-serializable"
+    default_reason = "not_serializable"
 
 
 class InternalError(McpError):
@@ -278,23 +429,42 @@ class InternalError(McpError):
     code = -32603
     http_status = 500
     default_message = "Internal error"
+    default_reason = "internal_error"
 
 
 class StateUnavailableError(InternalError):
     """A state backend (Redis, SQL) could not be reached; retry later (HTTP 503, ``Retry-After``).
 
+    On the wire: ``data.reason`` ``"backend_unavailable"`` (or the given ``reason``) and
+    ``data.retryAfter`` (seconds, the same value as the ``Retry-After`` header, which a
+    client on an already started SSE stream cannot see).
+
     Attributes:
         retryable: always True.
-        retry_after: seconds a client should wait before retrying.
+        retry_after: seconds a client should wait before retrying (int ≥ 0).
     """
 
     http_status = 503
     default_message = "State backend unavailable, retry later"
+    default_reason = "backend_unavailable"
     retryable: ClassVar[bool] = True
 
-    def __init__(self, message: str | None = None, *, retry_after: int = 1, data: Any = None) -> None:
+    def __init__(
+        self,
+        message: str | None = None,
+        *,
+        retry_after: int = 1,
+        reason: str | None = None,
+        data: Mapping[str, Any] | None = None,
+    ) -> None:
         self.retry_after = retry_after
-        super().__init__(message, data=data, headers={"Retry-After": str(retry_after)})
+        super().__init__(
+            message,
+            data=data,
+            reason=reason,
+            recovery_hint=f"Retry after {retry_after} s.",
+            headers={"Retry-After": str(retry_after)},
+        )
 
 
 class HeaderMismatchError(McpError):
@@ -303,6 +473,7 @@ class HeaderMismatchError(McpError):
     code = -32020
     http_status = 400
     default_message = "Header mismatch"
+    default_reason = "header_mismatch"
 
 
 class MissingCapabilityError(McpError):
@@ -315,6 +486,7 @@ class MissingCapabilityError(McpError):
     code = -32021
     http_status = 400
     default_message = "Missing required client capability"
+    default_reason = "missing_capability"
 
     def __init__(self, required: dict[str, Any], message: str | None = None) -> None:
         names = ", ".join(sorted(required))
@@ -334,9 +506,14 @@ class UnsupportedVersionError(McpError):
     code = -32022
     http_status = 400
     default_message = "Unsupported protocol version"
+    default_reason = "unsupported_version"
 
     def __init__(self, requested: Any, supported: list[str]) -> None:
-        super().__init__(data={"supported": supported, "requested": requested})
+        super().__init__(
+            f"Unsupported protocol version; supported: {', '.join(supported)}",
+            data={"supported": supported, "requested": requested},
+            recovery_hint="Send one of data.supported, or initialize for the 2025 handshake era.",
+        )
 
 
 class AuthenticationError(McpError):
@@ -348,6 +525,7 @@ class AuthenticationError(McpError):
     code = -32001
     http_status = 401
     default_message = "Unauthorized"
+    default_reason = "unauthenticated"
 
 
 class PermissionDeniedError(McpError):
@@ -356,26 +534,58 @@ class PermissionDeniedError(McpError):
     code = -32003
     http_status = 403
     default_message = "Forbidden"
+    default_reason = "permission_denied"
 
 
-class ToolError(Exception):
-    """An anticipated tool failure, returned to the model as ``{"isError": true}`` with the message.
+class RequestCancelledError(McpError):
+    """2025 era: the answer to a call cancelled by ``notifications/cancelled`` while its
+    connection is open, so its stream ends (-32800, the official SDK's code; never sent in
+    2026-07-28, where a cancelled request gets no answer)."""
 
-    Spec 2025-11-25 ``server/tools`` §Error Handling: execution errors are tool results,
-    not protocol errors.
+    code = -32800
+    http_status = 200
+    default_message = "Request cancelled"
+    default_reason = "cancelled"
+
+
+class ToolError(_Failure):
+    """An anticipated tool failure, returned to the model as an ``isError`` result.
+
+    The result: ``{"content": [{"type": "text", "text": message}, {"type": "text", "text":
+    "Recovery: <hint>"}?], "isError": true, "_meta": {"fastapi-mcp-ctx/error": <envelope>}}``,
+    plus ``"structuredContent": {"error": <envelope>}`` when the tool has no ``outputSchema``
+    (some clients check any ``structuredContent`` against it, error results included). The
+    envelope is in the module docstring. Spec 2025-11-25 ``server/tools`` §Error Handling:
+    execution errors are tool results, not protocol errors.
 
     Args:
         message: text the model reads.
-        recovery_hint: optional advice on how to recover; sent as a second text line and in
-            ``structuredContent.error.recovery.hint`` when the tool has structured output.
-        data: optional JSON value put in ``structuredContent.error.data``.
+        reason: machine-readable ``data.reason`` (snake_case, e.g. ``"not_found"``).
+        recovery_hint: advice on how to recover: a second text block and ``data.recovery.hint``.
+        data: extra fields of the envelope's ``data`` (a mapping with string keys).
+        code: ``error.code``; default :attr:`code` (``1``: application-defined, outside the
+            range JSON-RPC reserves). The framework's own tool failures use ``-32602``
+            (invalid arguments) and ``-32603`` (a crash, an output breaking its schema).
+    Raises:
+        TypeError: ``data`` is not a mapping with string keys.
+        ValueError: ``data`` sets a reserved key (``requestId``, ``reason``, ``recovery``, ``retryAfter``).
     """
 
-    def __init__(self, message: str, *, recovery_hint: str | None = None, data: Any = None) -> None:
-        super().__init__(message)
-        self.message = message
-        self.recovery_hint = recovery_hint
-        self.data = data
+    code: int = 1
+    default_reason: ClassVar[str | None] = "tool_error"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        reason: str | None = None,
+        recovery_hint: str | None = None,
+        data: Mapping[str, Any] | None = None,
+        code: int | None = None,
+    ) -> None:
+        super().__init__(message, reason=reason, recovery_hint=recovery_hint, data=data)
+        if code is not None:
+            self.code = code
 
 
 class McpResponseError(Exception):
@@ -449,6 +659,8 @@ class InvalidEventIdError(InvalidRequestError):
     """
 
     default_message = "Invalid Last-Event-ID: expected <stream id>:<sequence> as sent by this server"
+    default_reason = "invalid_event_id"
+    default_hint = "Resume with the id of an event this session received, or GET without Last-Event-ID."
 
 
 class ServerShuttingDownError(StateUnavailableError):
@@ -457,10 +669,4 @@ class ServerShuttingDownError(StateUnavailableError):
     ``data.reason`` is ``"server_shutting_down"``; retrying reaches another replica."""
 
     default_message = "The server is shutting down; retry (another replica will answer)"
-
-    def __init__(self, message: str | None = None, *, retry_after: int = 1) -> None:
-        super().__init__(
-            message,
-            retry_after=retry_after,
-            data={"reason": "server_shutting_down", "retryAfter": retry_after, "recovery": {"hint": "Retry the request"}},
-        )
+    default_reason = "server_shutting_down"

@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 
 import mcp_types as types
 from fastapi import APIRouter, Depends, params
-from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.types import Scope
@@ -33,6 +33,7 @@ from ._dispatch import (
 from ._envelope import (
     HeaderMap,
     RequestEnvelope,
+    check_legacy_version,
     choose_era,
     header_map,
     read_legacy_envelope,
@@ -44,9 +45,11 @@ from ._jsonrpc import (
     JsonRpcNotification,
     JsonRpcRequest,
     JsonRpcResponse,
+    error_message,
     parse_message,
     request_id_of,
 )
+from ._logging import install_default_handler
 from ._registry import ToolRegistry, build_tool
 from ._security import LOOPBACK_HOSTS, TransportSecurity, loopback_security
 from ._sessions import (
@@ -94,7 +97,7 @@ def _tenant_of(scope: Scope) -> str | None:
 
 
 def _error_response(exc: McpError, request_id: Any = None, headers: dict[str, str] | None = None) -> Response:
-    return json_reply(Reply({"jsonrpc": "2.0", "id": request_id, "error": exc.to_error()}, exc.http_status, exc.headers), headers)
+    return json_reply(Reply(error_message(request_id, exc), exc.http_status, exc.headers), headers)
 
 
 class McpRouter(APIRouter):
@@ -195,6 +198,7 @@ class McpRouter(APIRouter):
             self.registry, conf, self.sessions, self.live, state_factory, self.notifier, self.streams, self.shutdown_coordinator
         )
         self._loopback = loopback_security()
+        self._log_checked = False
         self._configured_security = self._security_from_settings()
         self.routes.append(
             LeanRoute(
@@ -309,6 +313,9 @@ class McpRouter(APIRouter):
 
     # -- HTTP ----------------------------------------------------------------------------
     async def _endpoint(self, request: Request) -> Response:
+        if not self._log_checked:  # at first use: by now the application configured its logging, or not
+            self._log_checked = True
+            install_default_handler(self.settings.log_level)
         outcome: AuthOutcome | None = None
         self.shutdown_coordinator.first_use()
         try:
@@ -319,7 +326,9 @@ class McpRouter(APIRouter):
             if headers.repeated and request.method != "POST":
                 reject_repeated(headers.repeated)
             if request.method == "POST":  # read once, bounded; dependencies and tools get it replayed
-                request.scope[BODY_SCOPE_KEY] = await read_body(request, headers, self.settings.max_body_bytes)
+                request.scope[BODY_SCOPE_KEY] = await read_body(
+                    request, headers, self.settings.max_body_bytes, self.settings.body_timeout_seconds
+                )
             if self._authenticate is not None:
                 outcome = await resolve_principal(self._authenticate, request)
                 if outcome.principal is None:
@@ -390,10 +399,11 @@ class McpRouter(APIRouter):
         request_headers: HeaderMap,
         sse_allowed: bool,
     ) -> Response:
-        if isinstance(message, JsonRpcRequest) and message.method == "initialize":
-            return await self._initialize(message, request.scope)
         stateful = self.settings.session_mode == "stateful"
         try:
+            check_legacy_version(request_headers)
+            if isinstance(message, JsonRpcRequest) and message.method == "initialize":
+                return await self._initialize(message, request.scope)
             session = await self._session(request_headers, request.scope) if stateful else None
         except McpError as exc:
             exc.request_id = message.id if isinstance(message, JsonRpcRequest) else None  # type: ignore[attr-defined]
@@ -427,7 +437,9 @@ class McpRouter(APIRouter):
             try:
                 await self.sessions.create(record)
             except OverflowError:
-                return _error_response(StateUnavailableError("Too many open sessions", retry_after=5), message.id)
+                return _error_response(
+                    StateUnavailableError("Too many open sessions", retry_after=5, reason="too_many_sessions"), message.id
+                )
             headers[_SESSION_HEADER] = record.id
         return json_reply(Reply({"jsonrpc": "2.0", "id": message.id, "result": result}), headers)
 
@@ -456,9 +468,10 @@ class McpRouter(APIRouter):
         return record
 
     def _reject_modern_header(self, headers: HeaderMap) -> Response | None:
-        version = headers.get("mcp-protocol-version")
-        if version is not None and version.strip() not in HANDSHAKE_PROTOCOL_VERSIONS:
+        """GET/DELETE: the 2026 era has neither (405); a 2025 request must name a served version (400)."""
+        if choose_era(headers, None) == "modern":
             return Response(status_code=405, headers={"Allow": "POST"})
+        check_legacy_version(headers)
         return None
 
     async def _get(self, request: Request, headers: HeaderMap) -> Response:
@@ -507,7 +520,8 @@ class McpRouter(APIRouter):
         Every 2026 listen stream is ended gracefully (its answer ``{"resultType": "complete"}``
         is sent; at most ``grace_seconds`` are spent waiting for the answers to go out), the
         2025 GET streams of this process end, later listen requests get 503, then the bus
-        (when the router made it) and the state backend's pools are closed.
+        (when the router made it) and the state backend's pools are closed (its data is kept;
+        its next call reconnects, docs/state.md "Lifecycle").
         """
         await self.streams.aclose()
         await self.notifier.aclose(grace_seconds)

@@ -40,7 +40,8 @@ class McpSettings(BaseSettings):
             ``McpRouter(authenticate=...)``).
         request_state_key: server secret; signs ``ctx.state`` list cursors (so they work on every
             replica); random per process when unset.
-        log_level: floor for both log sinks (server log and ``notifications/message``).
+        log_level: floor for both log sinks (server log and ``notifications/message``), and the
+            level of the stderr handler the library adds when the application configured none.
         cache_ttl_ms / cache_scope: 2026 cache hints (``ttlMs``, ``cacheScope``) on list results.
         listen_max_streams: open 2026 ``subscriptions/listen`` streams per process at most; one
             more gets HTTP 503 (``-32603``, ``Retry-After``).
@@ -58,6 +59,10 @@ class McpSettings(BaseSettings):
             to finish, then they are cancelled (answered 503, ``Retry-After``).
         shutdown_signals: learn that shutdown began from SIGTERM/SIGINT, chaining the server's own
             handlers (uvicorn, gunicorn, hypercorn); false: call ``mcp_router.begin_shutdown()``.
+        body_timeout_seconds: seconds a POST body may take to arrive in full (from the first
+            read); past it the answer is 408 (``-32600``, ``Connection: close``) and the
+            connection is freed, so a short ``Content-Length`` or an endless chunked body
+            cannot pin it.
     """
 
     model_config = SettingsConfigDict(env_prefix="MCP_", extra="ignore")
@@ -81,6 +86,7 @@ class McpSettings(BaseSettings):
     log_level: LogLevel = "debug"
     cache_ttl_ms: int = Field(default=0, ge=0)
     cache_scope: Literal["public", "private"] = "private"
+    body_timeout_seconds: float = Field(default=10.0, gt=0)
     listen_max_streams: int = Field(default=1024, ge=1)
     stream_buffer_size: int = Field(default=1024, ge=1)
     keepalive_seconds: float = Field(default=15.0, gt=0)

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Create .venv and install the project (idempotent; says what it does).
 #
-#   scripts/bootstrap.sh run            the example server's needs only: the package + its `server` extra
+#   scripts/bootstrap.sh run            the example server and the CLI only: the package + its `server`, `cli` extras
 #   scripts/bootstrap.sh test           everything the test suite needs (`test` extra: all extras, the
 #                                       official mcp client, pytest, pyright, ruff)
 #   scripts/bootstrap.sh test --with-node   also Node.js + npm (the conformance suite and the node clients)
@@ -39,8 +39,8 @@ fi
 hash="$(sha1sum pyproject.toml | cut -c1-12)"
 if [ ! -f ".venv/.installed-test-$hash" ] && [ ! -f ".venv/.installed-$profile-$hash" ]; then
   if [ "$profile" = run ]; then
-    extras='.[server]'; what="the package and uvicorn (extra: server)"
-    check='import fastapi_mcp_ctx, uvicorn'
+    extras='.[server,cli]'; what="the package, uvicorn and the fastapi-mcp-ctx command (extras: server, cli)"
+    check='import fastapi_mcp_ctx, uvicorn, click, httpx'
   else
     extras='.[test]'; what="the package with every extra and the test tools (extra: test; about 250 MB)"
     check='import fastapi_mcp_ctx, mcp, uvicorn, redis, sqlalchemy'

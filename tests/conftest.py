@@ -63,6 +63,7 @@ def mcp_settings(**overrides: Any) -> McpSettings:
         "instructions": None,
         "path": "/mcp",
         "max_body_bytes": 1024 * 1024,
+        "body_timeout_seconds": 10.0,
         "page_size": 100,
         "session_mode": "stateful",
         "session_idle_seconds": 1800.0,

@@ -54,6 +54,11 @@ def test_migrate_sqlite_from_any_folder(tmp_path: Path, monkeypatch: pytest.Monk
     env = {"MCP_STORAGE_URL": "sqlite+aiosqlite:///state.db"}  # relative: in the current folder
     unmigrated = runner.invoke(cli, ["migrate", "--check"], env=env)
     assert unmigrated.exit_code == 1 and "fastapi-mcp-ctx migrate" in unmigrated.output
+    assert "no database file" in unmigrated.output and unmigrated.output.count("migrate") == 1
+    assert not (tmp_path / "state.db").exists()  # a check creates nothing
+    (tmp_path / "state.db").touch()
+    empty = runner.invoke(cli, ["migrate", "--check"], env=env)
+    assert empty.exit_code == 1 and empty.output.count("fastapi-mcp-ctx migrate") == 1, empty.output
     first = runner.invoke(cli, ["migrate"], env=env)
     assert first.exit_code == 0, first.output
     assert "upgraded from (none) to 0001" in first.output
@@ -143,16 +148,34 @@ def test_serve_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
     assert seen["timeout_graceful_shutdown"] == 10.0
 
 
-def test_serve_with_workers_passes_the_import_string(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_serve_with_workers_passes_the_import_string(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     import uvicorn
 
+    (tmp_path / "shared_app.py").write_text(
+        "from fastapi import FastAPI\n"
+        "from fastapi_mcp_ctx import McpRouter, McpSettings\n"
+        f"settings = McpSettings(session_mode='stateless', storage_url='sqlite+aiosqlite:///{tmp_path}/s.db')\n"
+        "app = FastAPI()\n"
+        "app.include_router(McpRouter(settings=settings))\n"
+    )
     seen: dict[str, Any] = {}
     monkeypatch.setattr(uvicorn, "run", lambda app, **kwargs: seen.update(app=app, **kwargs))
-    args = ["serve", "examples.quickstart:app", "--app-dir", str(ROOT), "--host", "::1", "--port", "9001", "--workers", "2"]
+    args = ["serve", "shared_app:app", "--app-dir", str(tmp_path), "--host", "::1", "--port", "9001", "--workers", "2"]
     result = CliRunner().invoke(cli, args)
     assert result.exit_code == 0, result.output
     assert "http://[::1]:9001/mcp" in result.output
-    assert seen["app"] == "examples.quickstart:app" and seen["workers"] == 2
+    assert seen["app"] == "shared_app:app" and seen["workers"] == 2
+
+
+def test_serve_with_workers_refuses_state_that_lives_in_one_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    import uvicorn
+
+    monkeypatch.setattr(uvicorn, "run", lambda app, **kwargs: pytest.fail("uvicorn must not start"))
+    result = CliRunner().invoke(cli, ["serve", "examples.quickstart:app", "--app-dir", str(ROOT), "--workers", "2"])
+    assert result.exit_code == 2
+    assert "2025 sessions are kept in this process's memory" in result.output
+    assert "MCP_STORAGE_URL=memory://" in result.output
+    assert "MCP_SESSION_MODE=stateless" in result.output and "--workers 1" in result.output
 
 
 @pytest.mark.parametrize(
@@ -331,3 +354,26 @@ def test_serve_then_check() -> None:
         assert needle in result.output, (needle, result.output)
     assert f"MCP endpoint http://127.0.0.1:{port}/mcp" in served.output, served.output
     assert served.returncode in (0, -15), served.output  # uvicorn re-raises the SIGTERM it handled
+
+
+@pytest.mark.parametrize(("args", "expected"), [([], None), (["--log-level", "warning"], "warning"), (["--log-level", "trace"], "debug")])
+def test_serve_log_level_given_explicitly_sets_the_library_floor(
+    monkeypatch: pytest.MonkeyPatch, args: list[str], expected: str | None
+) -> None:
+    import uvicorn
+
+    monkeypatch.setenv("MCP_LOG_LEVEL", "recorded")  # so that monkeypatch restores the absence afterwards
+    monkeypatch.delenv("MCP_LOG_LEVEL")
+    monkeypatch.setattr(uvicorn, "run", lambda app, **kwargs: None)
+    result = CliRunner().invoke(cli, ["serve", "examples.quickstart:app", "--app-dir", str(ROOT), *args])
+    assert result.exit_code == 0, result.output
+    assert os.environ.get("MCP_LOG_LEVEL") == expected
+
+
+def test_serve_log_level_leaves_an_explicit_mcp_log_level(monkeypatch: pytest.MonkeyPatch) -> None:
+    import uvicorn
+
+    monkeypatch.setenv("MCP_LOG_LEVEL", "error")
+    monkeypatch.setattr(uvicorn, "run", lambda app, **kwargs: None)
+    assert CliRunner().invoke(cli, ["serve", "examples.quickstart:app", "--app-dir", str(ROOT), "--log-level", "debug"]).exit_code == 0
+    assert os.environ["MCP_LOG_LEVEL"] == "error"

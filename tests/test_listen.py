@@ -209,3 +209,24 @@ def test_settings_bound_the_listen_machinery() -> None:
     assert (settings.listen_max_streams, settings.stream_buffer_size, settings.keepalive_seconds) == (7, 9, 1.5)
     with pytest.raises(ValueError):
         mcp_settings(stream_buffer_size=0)
+
+
+def test_a_closed_router_serves_listen_again_on_the_next_server_run() -> None:
+    """aclose() refuses listens for the rest of that run only (its event loop); the next run
+    (a new lifespan, the next test's loop) opens streams again instead of 503 forever."""
+    import asyncio
+
+    app, router = build()
+
+    async def run(request_id: int) -> list[str | None]:
+        async with listening(app, request_id, {"toolsListChanged": True}) as ex:
+            await wait_frames(ex, 1)
+            await router.notify_tools_list_changed()
+            await wait_frames(ex, 2)
+            await router.aclose()
+            await ex.wait_for(lambda e: e.done.is_set())
+        return methods(ex)
+
+    expected = ["notifications/subscriptions/acknowledged", "notifications/tools/list_changed", None]
+    assert asyncio.run(run(1)) == expected
+    assert asyncio.run(run(2)) == expected

@@ -103,10 +103,10 @@ def test_make_run_installs_only_the_server_and_serves_both_eras(clone: Path) -> 
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             output, _ = proc.communicate()
-    assert "bootstrap: installing the package and uvicorn (extra: server)" in output
+    assert "bootstrap: installing the package, uvicorn and the fastapi-mcp-ctx command (extras: server, cli)" in output
     installed = subprocess.run(
         [str(clone / ".venv" / "bin" / "python"), "-m", "pip", "list", "--format=json"], capture_output=True, text=True, check=True
     )
     names = {p["name"].lower() for p in json.loads(installed.stdout)}
-    assert {"fastapi-mcp-ctx", "uvicorn"} <= names
+    assert {"fastapi-mcp-ctx", "uvicorn", "click", "httpx"} <= names
     assert not names & {"pytest", "pyright", "ruff", "mcp", "hypothesis", "fakeredis", "sqlalchemy", "redis"}, names

@@ -91,7 +91,7 @@ async def test_b52_static_server_advertises_no_list_changed_and_refuses_listen()
         response = await client.post("/mcp", content=listen_body(9, {"toolsListChanged": True}), headers=listen_headers())
     assert discover["capabilities"] == {"tools": {"listChanged": False}, "logging": {}}
     error = assert_error(response, 404, -32601, request_id=9)
-    assert error["data"] == "subscriptions/listen"
+    assert error["data"]["method"] == "subscriptions/listen" and error["data"]["reason"] == "method_not_found"
 
 
 async def test_b52_empty_honoured_filter_is_acknowledged_and_answered_at_once() -> None:

@@ -53,7 +53,7 @@ NOT_YET_CHECKED_MAKE_RULES: tuple[str, ...] = ()
 ROOTS = "work root home Users mnt media srv opt tmp var usr etc private nix Volumes proc dev run bin sbin lib lib64 boot data scratch workspace"
 ABSOLUTE = re.compile(r"(?<![\w.~%$}{)\]<>*/:@-])/(?:" + "|".join(ROOTS.split()) + r")(?![\w.-])(?:/[\w.@+-]*)*")
 # Genuine system paths, and the documented placeholder user "you" (a client config needs absolute paths).
-ALLOWED = ("/usr/bin/env", "/usr/bin/", "/usr/lib/", "/dev/", "/proc", "/var/tmp", "/etc/", "/etc", "/home/you/", "/Users/you/")
+ALLOWED = ("/usr/bin/env", "/usr/bin/", "/usr/sbin/", "/usr/lib/", "/dev/", "/proc", "/var/tmp", "/etc/", "/etc", "/home/you/", "/Users/you/")
 SIBLING = re.compile(r"(?:\.\.[/\\]|\.parent\s*/\s*[\"'])" + "shared")
 
 

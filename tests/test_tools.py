@@ -234,10 +234,15 @@ async def test_b35_missing_name_is_invalid_params(wire: Wire) -> None:
 
 
 async def test_b36_tool_error_with_output_schema_stays_is_error(wire: Wire, era: str) -> None:
-    result = result_of(await wire.call_tool(era, "divide", {"a": 1, "b": 0}))
+    result = result_of(await wire.call_tool(era, "divide", {"a": 1, "b": 0}, request_id=36))
     assert result["isError"] is True
     assert tool_text(result) == "division by zero"
+    # no structuredContent that breaks the outputSchema (clients check it even on errors); the
+    # error envelope (docs/guide.md#errors) rides in _meta
     assert "structuredContent" not in result
+    assert result["_meta"]["fastapi-mcp-ctx/error"] == {
+        "code": 1, "message": "division by zero", "data": {"requestId": 36, "reason": "tool_error"}
+    }
 
 
 async def test_b36_call_tool_result_error_passes_through(wire: Wire, era: str) -> None:

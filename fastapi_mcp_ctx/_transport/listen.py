@@ -24,6 +24,7 @@ Spec 2026-07-28 ``basic/patterns/subscriptions`` and ``basic/transports/streamab
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
@@ -212,6 +213,13 @@ class ListenStream:
         return {"jsonrpc": "2.0", "id": self.request_id, "result": result}
 
 
+def _running_loop() -> object:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:  # not on asyncio
+        return None
+
+
 class ListenHub:
     """The listen streams this process holds, bounded in number.
 
@@ -224,7 +232,7 @@ class ListenHub:
         self._max = max_streams
         self._buffer = buffer_size
         self._streams: set[ListenStream] = set()
-        self._closing = False
+        self._closed_on: object | None = None  # the event loop of the server run that closed the hub
         self._idle: anyio.Event | None = None
 
     def __len__(self) -> int:
@@ -237,7 +245,7 @@ class ListenHub:
             StateUnavailableError: shutting down, or ``max_streams`` streams are open
                 (HTTP 503 with ``Retry-After``).
         """
-        if self._closing:
+        if self._closed_on is not None and self._closed_on is _running_loop():
             raise StateUnavailableError("The server is shutting down; listen again (another replica will answer)", retry_after=1)
         if len(self._streams) >= self._max:
             raise StateUnavailableError(f"Too many open subscriptions/listen streams (limit {self._max}); retry later", retry_after=5)
@@ -259,8 +267,9 @@ class ListenHub:
 
     async def close(self, grace_seconds: float) -> None:
         """End every stream gracefully and wait (at most ``grace_seconds``) for their final answers;
-        later listen requests get 503."""
-        self._closing = True
+        later listen requests of this server run (this event loop) get 503; a new run (another
+        loop: the next lifespan, the next test) opens streams again."""
+        self._closed_on = _running_loop()
         if not self._streams:
             return
         self._idle = anyio.Event()

@@ -11,9 +11,10 @@ URL                                            backend
 
 Lifecycle: :func:`backend_from_url` does no I/O (and imports redis / SQLAlchemy only for
 their schemes: without the extra, a :class:`~fastapi_mcp_ctx.errors.ConfigurationError` says
-which ``pip install`` to run). The backend connects on first use, from the event loop that uses it, and
-holds its pool (and, for SQL, an expiry sweeper task) until ``await backend.aclose()``,
-which the application calls once at shutdown.
+which ``pip install`` to run). The backend connects on first use, one pool per event loop
+that uses it, and holds its pools (and, for SQL, an expiry sweeper task per loop) until
+``await backend.aclose()``, which the application calls at shutdown; a call after that
+reconnects. ``aclose`` never deletes data (the memory backend's included).
 """
 
 from __future__ import annotations

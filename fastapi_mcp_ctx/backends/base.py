@@ -7,10 +7,11 @@ once, above it, in :mod:`fastapi_mcp_ctx.state`. Keys handed to a backend are AS
 (``ZRANGEBYLEX``) and SQL (``COLLATE "C"`` / SQLite ``BINARY``).
 
 Lifecycle: constructing a backend does no I/O; it connects on first use and keeps its pool
-until :meth:`StateBackend.aclose`. A backend is bound to the event loop it is first used
-on. Every failure to reach the store is raised as
-:class:`~fastapi_mcp_ctx.errors.StateUnavailableError` (never a silent miss, never a
-partial batch), within a bounded time.
+until :meth:`StateBackend.aclose`; the next call after that reconnects, as the first did.
+A pool belongs to the event loop it was made on: a backend used from another running loop
+(``asyncio.run`` twice, one loop per test) makes a pool for that loop. Every failure to
+reach the store is raised as :class:`~fastapi_mcp_ctx.errors.StateUnavailableError` (never
+a silent miss, never a partial batch), within a bounded time.
 """
 
 from __future__ import annotations
@@ -75,7 +76,10 @@ class StateBackend(Protocol):
         ...
 
     async def aclose(self) -> None:
-        """Release connections and background tasks. Idempotent; the backend may not be reused."""
+        """Release connections and background tasks; idempotent. Keeps the data.
+
+        The backend stays usable: the next call reconnects lazily, as the first call did.
+        """
         ...
 
     async def check(self) -> None:

@@ -1,7 +1,8 @@
 """In-process backend: a dict plus a sorted key list and an expiry heap.
 
 For tests, single-process servers and stdio. Nothing is shared between processes and
-nothing survives a restart. Every method runs without awaiting in the middle, so each is
+nothing survives a restart; :meth:`MemoryBackend.aclose` keeps the data (it is the store,
+not a connection to one). Every method runs without awaiting in the middle, so each is
 atomic with respect to other tasks on the loop (``take`` included) without a lock.
 """
 
@@ -123,10 +124,14 @@ class MemoryBackend:
         return out
 
     async def aclose(self) -> None:
-        """Drop every entry."""
-        self._data.clear()
-        self._keys.clear()
-        self._expiry.clear()
+        """Nothing to release: the entries stay, as they would in Redis or SQL.
+
+        The backend holds no connection and no event-loop resource, so it serves any loop
+        before and after ``aclose`` with the same data. Empty it with
+        :func:`fastapi_mcp_ctx.state.clear_state` (in tests:
+        :func:`fastapi_mcp_ctx.testing.reset_state`); the data ends with the process.
+        """
+        self._purge()
 
     async def check(self) -> None:
         """See :meth:`StateBackend.check`: always usable."""

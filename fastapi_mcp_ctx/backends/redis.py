@@ -22,6 +22,7 @@ arrived, the value is gone and the caller gets :class:`StateUnavailableError`.
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -34,6 +35,7 @@ from redis.backoff import ExponentialBackoff
 from redis.exceptions import NoScriptError, RedisError
 
 from ..errors import StateUnavailableError
+from ._loops import OneLoop, PerLoop
 from .base import prefix_upper_bound
 
 __all__ = ["RedisBackend"]
@@ -151,14 +153,45 @@ class _Slots:
         self._sem.release()
 
 
+class _Client:
+    """The redis-py client of one event loop, with that loop's command slots."""
+
+    __slots__ = ("exec", "owned", "redis", "slots")
+
+    def __init__(self, redis: Redis, owned: bool, slots: _Slots) -> None:
+        self.redis = redis
+        self.owned = owned
+        self.exec = cast("Callable[..., Awaitable[Any]]", getattr(redis, "execute_command"))
+        self.slots = slots
+
+    async def eval(self, script: _Script, keys: Sequence[str], args: Sequence[str | int]) -> Any:
+        try:
+            return await self.exec("EVALSHA", script.sha, len(keys), *keys, *args)
+        except NoScriptError:  # script cache empty (restart, SCRIPT FLUSH): EVAL loads it
+            return await self.exec("EVAL", script.source, len(keys), *keys, *args)
+
+    async def aclose(self) -> None:
+        if self.owned:
+            try:
+                await self.redis.aclose()
+            except (RedisError, OSError):  # pragma: no cover - closing a dead pool
+                pass
+
+
 class RedisBackend:
     """A :class:`~fastapi_mcp_ctx.backends.base.StateBackend` on Redis ≥ 6.2 (GETDEL).
 
     Args:
-        url: ``redis://[user:pass@]host:port/db`` or ``rediss://…``; used when ``client`` is None.
-        client: an existing ``redis.asyncio.Redis`` created with ``decode_responses=True``
-            (e.g. ``fakeredis.FakeAsyncRedis(decode_responses=True)``); the backend then
-            does not own it unless ``owns_client=True``.
+        url: ``redis://[user:pass@]host:port/db`` or ``rediss://…``.
+        client: an existing ``redis.asyncio.Redis`` created with ``decode_responses=True``;
+            the backend then does not own it unless ``owns_client=True``. A redis-py asyncio
+            client belongs to one event loop: the backend uses it on the loop it is first
+            used on, and a call from another loop raises ``RuntimeError`` (use ``url`` or
+            ``client_factory`` when several loops share the backend).
+        client_factory: builds a ``decode_responses=True`` client (no I/O), called once per
+            event loop that uses the backend (e.g. ``lambda:
+            fakeredis.FakeAsyncRedis(server=server, decode_responses=True)``); the backend owns
+            and closes what it builds.
         namespace: prefix of every Redis key this backend writes.
         timeout: socket connect / read timeout in seconds; bounds how long a call to a dead
             server takes before :class:`StateUnavailableError`.
@@ -166,7 +199,10 @@ class RedisBackend:
         pool_timeout: longest wait for a free connection, in seconds (then
             :class:`StateUnavailableError`).
 
-    No I/O happens here: the pool connects on first use. :meth:`aclose` closes the pool.
+    Exactly one of ``url``, ``client`` and ``client_factory`` is given (else ``ValueError``).
+    No I/O happens here: a pool connects on first use, one pool per event loop (built from
+    ``url`` or ``client_factory``; see :mod:`._loops`). :meth:`aclose` closes the pools; the
+    next call opens a new one.
     """
 
     def __init__(
@@ -174,48 +210,61 @@ class RedisBackend:
         url: str | None = None,
         *,
         client: Redis | None = None,
+        client_factory: Callable[[], Redis] | None = None,
         owns_client: bool | None = None,
         namespace: str = "mcp:",
         timeout: float = 2.0,
         max_connections: int = 64,
         pool_timeout: float = 5.0,
     ) -> None:
-        if client is None:
-            if url is None:
-                raise ValueError("RedisBackend needs a url or a client")
-            from_url = cast("Callable[..., ConnectionPool]", getattr(ConnectionPool, "from_url"))
-            pool = from_url(
-                url,
-                max_connections=max_connections,
-                decode_responses=True,
-                socket_timeout=timeout,
-                socket_connect_timeout=timeout,
-                retry=Retry(ExponentialBackoff(cap=0.2, base=0.02), 1),
-            )
-            client = Redis.from_pool(pool)
-            owns_client = True if owns_client is None else owns_client
-        self._r: Redis = client
+        if sum(x is not None for x in (url, client, client_factory)) != 1:
+            raise ValueError("RedisBackend needs exactly one of url, client or client_factory")
+        self._spare: Redis | None = None
+        if url is not None:
+            client_factory = functools.partial(_client_from_url, url, timeout, max_connections)
+            self._spare = client_factory()  # parses the URL now: a bad one fails here, not at first use
+        self._factory = client_factory
+        self._client = client
         self._owns = bool(owns_client)
-        self._exec = cast("Callable[..., Awaitable[Any]]", getattr(client, "execute_command"))
+        self._one_loop = OneLoop(
+            "RedisBackend(client=...)",
+            "a redis-py asyncio client cannot move between event loops",
+            "Build the backend with RedisBackend(url) or RedisBackend(client_factory=...) to get a client per loop.",
+        )
+        self._max_connections = max_connections
+        self._pool_timeout = pool_timeout
+        self._loops: PerLoop[_Client] = PerLoop(self._open, _Client.aclose)
         self._vp = f"{namespace}v:"
         self._idx = f"{namespace}idx"
-        self._slots = _Slots(max_connections, pool_timeout)
         self._set = _Script(_SET)
         self._set_many = _Script(_SET_MANY)
         self._take = _Script(_TAKE)
         self._delete_many = _Script(_DELETE_MANY)
         self._scan = _Script(_SCAN)
 
+    def _open(self) -> _Client:
+        """The client of a loop that has none yet (no I/O)."""
+        slots = _Slots(self._max_connections, self._pool_timeout)
+        if self._factory is not None:
+            spare, self._spare = self._spare, None
+            return _Client(spare or self._factory(), True, slots)
+        assert self._client is not None
+        self._one_loop.claim()
+        return _Client(self._client, self._owns, slots)
+
+    @property
+    def client(self) -> Redis:
+        """The redis-py client serving the running event loop (made now if this loop has none).
+
+        Raises:
+            RuntimeError: no running loop, or a ``client=`` used from a second loop.
+        """
+        return self._loops.get().redis
+
     @staticmethod
     def _unavailable(exc: BaseException) -> StateUnavailableError:
         logger.warning("redis state backend unavailable: %r", exc)
         return StateUnavailableError("State backend (redis) unavailable, retry later")
-
-    async def _eval(self, script: _Script, keys: Sequence[str], args: Sequence[str | int]) -> Any:
-        try:
-            return await self._exec("EVALSHA", script.sha, len(keys), *keys, *args)
-        except NoScriptError:  # script cache empty (restart, SCRIPT FLUSH): EVAL loads it
-            return await self._exec("EVAL", script.source, len(keys), *keys, *args)
 
     @staticmethod
     def _ttl_ms(ttl: float | None) -> str:
@@ -223,9 +272,10 @@ class RedisBackend:
 
     async def get(self, key: str) -> str | None:
         """See :meth:`StateBackend.get` (one GET)."""
-        async with self._slots:
+        c = self._loops.get()
+        async with c.slots:
             try:
-                return cast("str | None", await self._exec("GET", self._vp + key))
+                return cast("str | None", await c.exec("GET", self._vp + key))
             except (RedisError, OSError) as exc:
                 raise self._unavailable(exc) from exc
 
@@ -233,19 +283,20 @@ class RedisBackend:
         """See :meth:`StateBackend.get_many` (one MGET)."""
         if not keys:
             return {}
-        vp = self._vp
-        async with self._slots:
+        vp, c = self._vp, self._loops.get()
+        async with c.slots:
             try:
-                values = cast("list[str | None]", await self._exec("MGET", *[vp + k for k in keys]))
+                values = cast("list[str | None]", await c.exec("MGET", *[vp + k for k in keys]))
             except (RedisError, OSError) as exc:
                 raise self._unavailable(exc) from exc
         return {k: v for k, v in zip(keys, values) if v is not None}
 
     async def set(self, key: str, value: str, ttl: float | None = None) -> None:
         """See :meth:`StateBackend.set` (one script: SET [PX] + ZADD)."""
-        async with self._slots:
+        c = self._loops.get()
+        async with c.slots:
             try:
-                await self._eval(self._set, [self._vp + key, self._idx], [value, self._ttl_ms(ttl), key])
+                await c.eval(self._set, [self._vp + key, self._idx], [value, self._ttl_ms(ttl), key])
             except (RedisError, OSError) as exc:
                 raise self._unavailable(exc) from exc
 
@@ -259,9 +310,10 @@ class RedisBackend:
         for k, v in items.items():
             args.append(k)
             args.append(v)
-        async with self._slots:
+        c = self._loops.get()
+        async with c.slots:
             try:
-                await self._eval(self._set_many, keys, args)
+                await c.eval(self._set_many, keys, args)
             except (RedisError, OSError) as exc:
                 raise self._unavailable(exc) from exc
 
@@ -274,19 +326,20 @@ class RedisBackend:
         unique = list(dict.fromkeys(keys))
         if not unique:
             return 0
-        vp = self._vp
-        async with self._slots:
+        vp, c = self._vp, self._loops.get()
+        async with c.slots:
             try:
-                n = await self._eval(self._delete_many, [self._idx, *[vp + k for k in unique]], unique)
+                n = await c.eval(self._delete_many, [self._idx, *[vp + k for k in unique]], unique)
             except (RedisError, OSError) as exc:
                 raise self._unavailable(exc) from exc
         return int(n)
 
     async def take(self, key: str) -> str | None:
         """See :meth:`StateBackend.take` (one script: GETDEL + ZREM)."""
-        async with self._slots:
+        c = self._loops.get()
+        async with c.slots:
             try:
-                return cast("str | None", await self._eval(self._take, [self._vp + key, self._idx], [key]))
+                return cast("str | None", await c.eval(self._take, [self._vp + key, self._idx], [key]))
             except (RedisError, OSError) as exc:
                 raise self._unavailable(exc) from exc
 
@@ -296,25 +349,40 @@ class RedisBackend:
             return []
         lo = f"({after}" if after is not None and after >= prefix else f"[{prefix}"
         hi = f"({prefix_upper_bound(prefix)}" if prefix else "+"
-        async with self._slots:
+        c = self._loops.get()
+        async with c.slots:
             try:
-                flat = cast("list[str]", await self._eval(self._scan, [self._idx], [self._vp, lo, hi, limit]))
+                flat = cast("list[str]", await c.eval(self._scan, [self._idx], [self._vp, lo, hi, limit]))
             except (RedisError, OSError) as exc:
                 raise self._unavailable(exc) from exc
         return [(flat[i], flat[i + 1]) for i in range(0, len(flat), 2)]
 
     async def check(self) -> None:
         """See :meth:`StateBackend.check` (one PING)."""
-        async with self._slots:
+        c = self._loops.get()
+        async with c.slots:
             try:
-                await self._exec("PING")
+                await c.exec("PING")
             except (RedisError, OSError) as exc:
                 raise self._unavailable(exc) from exc
 
     async def aclose(self) -> None:
-        """Close the connection pool when this backend created the client."""
-        if self._owns:
-            try:
-                await self._r.aclose()
-            except (RedisError, OSError):  # pragma: no cover - closing a dead pool
-                pass
+        """Close the pools this backend opened (a ``client=`` only with ``owns_client=True``).
+
+        Idempotent. Data stays in Redis; the next call opens a new pool. Each other event
+        loop's pool is closed by that loop (see :mod:`._loops`).
+        """
+        await self._loops.aclose()
+
+
+def _client_from_url(url: str, timeout: float, max_connections: int) -> Redis:
+    from_url = cast("Callable[..., ConnectionPool]", getattr(ConnectionPool, "from_url"))
+    pool = from_url(
+        url,
+        max_connections=max_connections,
+        decode_responses=True,
+        socket_timeout=timeout,
+        socket_connect_timeout=timeout,
+        retry=Retry(ExponentialBackoff(cap=0.2, base=0.02), 1),
+    )
+    return Redis.from_pool(pool)

@@ -13,6 +13,9 @@ filtered on ``expires_at``, ``set`` an ``INSERT … ON CONFLICT DO UPDATE``, ``t
 one deletes the row). Batches run in one transaction. Expiry uses the backend's clock
 (``time.time``), is filtered on every read and swept by a background task (started on
 first use, cancelled by :meth:`SqlBackend.aclose`).
+
+An ``AsyncEngine``'s pool belongs to one event loop, so the backend keeps one engine (and
+one sweeper) per running loop, made on first use there (see :mod:`._loops`).
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from sqlalchemy.exc import OperationalError, SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from ..errors import ConfigurationError, StateUnavailableError
+from ._loops import OneLoop, PerLoop
 from ._sql_models import state_table
 from ._sql_schema import create_schema, is_missing_table, schema_problem
 from .base import Clock, prefix_upper_bound
@@ -87,6 +91,23 @@ def _retry_when_locked(
     return wrapper
 
 
+class _LoopEngine:
+    """The engine of one event loop, with its autocommit view and table-creation lock."""
+
+    __slots__ = ("auto", "engine", "owned", "ready_lock")
+
+    def __init__(self, engine: AsyncEngine, owned: bool) -> None:
+        self.engine = engine
+        self.auto: AsyncEngine = engine.execution_options(isolation_level="AUTOCOMMIT")
+        self.owned = owned
+        self.ready_lock = asyncio.Lock()
+
+    async def aclose(self) -> None:
+        """On its own loop: dispose of the engine if the backend made it."""
+        if self.owned:
+            await self.engine.dispose()
+
+
 class SqlBackend:
     """A :class:`~fastapi_mcp_ctx.backends.base.StateBackend` on a SQL database.
 
@@ -97,9 +118,13 @@ class SqlBackend:
         timeout: connect / statement timeout in seconds (bounded failure on a dead server).
         sweep_interval: seconds between background deletions of expired rows.
         engine: an existing ``AsyncEngine`` to use instead of ``url`` (not disposed on close).
+            An engine's pool belongs to one event loop: the backend uses it on the loop it
+            is first used on, and a call from another loop raises ``RuntimeError`` (give
+            ``url`` when several loops share the backend).
 
-    No I/O here: the engine connects lazily; :meth:`aclose` stops the sweeper and disposes
-    the engine.
+    No I/O here: each event loop that uses the backend gets its own engine from ``url``,
+    which connects lazily. :meth:`aclose` stops the sweepers and disposes the engines; the
+    next call reconnects.
     """
 
     def __init__(
@@ -114,23 +139,29 @@ class SqlBackend:
         max_overflow: int = 20,
         engine: AsyncEngine | None = None,
     ) -> None:
+        self._new_engine: Callable[[], AsyncEngine] | None = None
         if engine is None:
             if url is None:
                 raise ValueError("SqlBackend needs a url or an engine")
-            engine = make_engine(url, timeout=timeout, pool_size=pool_size, max_overflow=max_overflow)
-            self._owns = True
-        else:
-            self._owns = False
-        self._engine: AsyncEngine = engine
-        self._auto: AsyncEngine = engine.execution_options(isolation_level="AUTOCOMMIT")
+            self._new_engine = functools.partial(
+                make_engine, url, timeout=timeout, pool_size=pool_size, max_overflow=max_overflow
+            )
+            engine = self._new_engine()
+        self._given: AsyncEngine = engine  # made or given here; serves the first loop
+        self._spare: AsyncEngine | None = engine if self._new_engine is not None else None
+        self._one_loop = OneLoop(
+            "SqlBackend(engine=...)",
+            "an AsyncEngine's pool cannot move between event loops",
+            "Build the backend with SqlBackend(url) to get an engine per loop.",
+        )
+        self._loops: PerLoop[_LoopEngine] = PerLoop(
+            self._open, _LoopEngine.aclose, self._sweep_loop if sweep_interval > 0 else None
+        )
         self._clock: Clock = clock or time.time
         self._create_tables = create_tables
         self._ready = False  # schema verified (and created, with create_tables)
         self._reported: str | None = None
-        self._ready_lock: asyncio.Lock | None = None
         self._sweep_interval = sweep_interval
-        self._sweeper: asyncio.Task[None] | None = None
-        self._closed = False
         dialect = engine.dialect.name
         self.is_sqlite = dialect == "sqlite"
         if dialect == "postgresql":
@@ -166,6 +197,24 @@ class SqlBackend:
     def _expires(self, ttl: float | None) -> float | None:
         return None if ttl is None else self._clock() + ttl
 
+    def _open(self) -> _LoopEngine:
+        """The engine of a loop that has none yet (no I/O)."""
+        if self._new_engine is not None:
+            spare, self._spare = self._spare, None
+            return _LoopEngine(spare or self._new_engine(), True)
+        self._one_loop.claim()
+        return _LoopEngine(self._given, False)
+
+    @property
+    def _engine(self) -> AsyncEngine:
+        """The running loop's engine (made now if this loop has none)."""
+        return self._loops.get().engine
+
+    @property
+    def _auto(self) -> AsyncEngine:
+        """The running loop's engine in autocommit mode (one statement, one transaction)."""
+        return self._loops.get().auto
+
     async def check(self) -> None:
         """Connect and verify the schema now (a start-up check); see :meth:`StateBackend.check`.
 
@@ -177,17 +226,11 @@ class SqlBackend:
         await self._prepare()
 
     async def _prepare(self) -> None:
-        """First use: create the tables if asked, verify the schema revision, start the
-        sweeper. Cheap after that; a failed verification runs again on the next call."""
-        if self._closed:
-            raise StateUnavailableError("State backend is closed")
-        if self._sweeper is None and self._sweep_interval > 0:
-            self._sweeper = asyncio.get_running_loop().create_task(self._sweep_loop())
+        """First use: create the tables if asked, verify the schema revision. Cheap after
+        that; a failed verification runs again on the next call."""
         if self._ready:
             return
-        if self._ready_lock is None:
-            self._ready_lock = asyncio.Lock()
-        async with self._ready_lock:
+        async with self._loops.get().ready_lock:
             if self._ready:
                 return
             try:
@@ -202,7 +245,8 @@ class SqlBackend:
             self._reported = None
             self._ready = True
 
-    async def _sweep_loop(self) -> None:
+    async def _sweep_loop(self, _entry: _LoopEngine) -> None:
+        """A loop's keeper work (see :class:`PerLoop`): delete expired rows every ``sweep_interval`` s."""
         while True:
             await asyncio.sleep(self._sweep_interval)
             with contextlib.suppress(Exception):
@@ -222,7 +266,7 @@ class SqlBackend:
     @_retry_when_locked
     async def get(self, key: str) -> str | None:
         """See :meth:`StateBackend.get` (one SELECT)."""
-        if not self._ready or self._sweeper is None:
+        if not self._ready:
             await self._prepare()
         try:
             async with self._auto.connect() as conn:
@@ -253,7 +297,7 @@ class SqlBackend:
     @_retry_when_locked
     async def set(self, key: str, value: str, ttl: float | None = None) -> None:
         """See :meth:`StateBackend.set` (one upsert)."""
-        if not self._ready or self._sweeper is None:
+        if not self._ready:
             await self._prepare()
         try:
             async with self._auto.connect() as conn:
@@ -340,15 +384,12 @@ class SqlBackend:
         return [(k, v) for k, v in rows]
 
     async def aclose(self) -> None:
-        """Cancel the sweeper and dispose of the engine (when this backend created it)."""
-        self._closed = True
-        task, self._sweeper = self._sweeper, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
-        if self._owns:
-            await self._engine.dispose()
+        """Cancel the sweepers and dispose of the engines this backend made (not an ``engine=``).
+
+        Idempotent. The data stays in the database; the next call reconnects. Each other
+        event loop's engine is closed by that loop (see :mod:`._loops`).
+        """
+        await self._loops.aclose()
 
 
 _SQLITE_POOL = 4

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from serving import ROOT, uvicorn_server
 
-QUICKSTART_TOOLS = {"add", "add_note", "whoami", "count_to", "find_note"}
+QUICKSTART_TOOLS = {"add", "add_note", "whoami", "count_to", "find_note", "remember", "recall"}
 
 
 @dataclass(frozen=True)

@@ -124,6 +124,10 @@ def test_server_stateless_checks(server_url: str, tmp_path: Path) -> None:
         "sep-2575-http-server-method-not-found-404",
         "sep-2575-server-no-log-without-loglevel",
         "sep-2575-http-server-error-jsonrpc-id",
+        "sep-2575-server-sends-subscription-ack",
+        "sep-2575-server-tags-subscription-id",
+        "sep-2575-server-honors-notification-filter",
+        "sep-2575-server-sends-tools-list-changed-on-subscription",
     ):
         assert must in succeeded, f"{must} did not succeed"
 

@@ -171,7 +171,7 @@ def build_env(kind: str, tmp_path: Path) -> Env:
         import fakeredis
 
         server = fakeredis.FakeServer()
-        return Env(kind, lambda: RedisBackend(client=fake_client(server), owns_client=True), None)
+        return Env(kind, lambda: RedisBackend(client_factory=lambda: fake_client(server)), None)
     if kind == "sqlite":
         clock = FakeClock()
         url = f"sqlite+aiosqlite:///{tmp_path / 'state.db'}"
@@ -208,7 +208,7 @@ async def close_env(env: Env) -> None:
 
 
 async def _redis_cleanup(backend: RedisBackend) -> None:
-    client: Any = backend._r  # pyright: ignore[reportPrivateUsage]
+    client: Any = backend.client
     prefix = backend._idx[: -len("idx")]  # pyright: ignore[reportPrivateUsage]
     try:
         keys = [k async for k in client.scan_iter(match=prefix + "*", count=1000)]

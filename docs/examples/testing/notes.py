@@ -32,6 +32,7 @@ def authenticate(x_api_key: str | None = Header(default=None)) -> Principal | No
 async def lifespan(app: FastAPI) -> AsyncGenerator[dict[str, Any]]:
     notes: list[Note] = []  # a real app opens its database pool here
     yield {"notes": notes}  # lifespan state: request.state.notes during every request
+    await mcp_router.aclose()  # release ctx.state's pools; the next request reconnects
 
 
 def get_db(request: Request) -> Iterator[list[Note]]:

@@ -3,7 +3,7 @@ from fastapi_mcp_ctx.testing import McpTestClient
 
 async def test_add_note_logs(client: McpTestClient) -> None:
     result = await client.call_tool("add_note", {"text": "hello"})
-    assert result.logs == [{"level": "info", "data": {"message": "stored", "note_id": 1}}]
+    assert result.logs == [{"level": "info", "logger": "add_note", "data": {"message": "stored", "note_id": 1}}]
 
 
 async def test_import_reports_progress(client: McpTestClient) -> None:

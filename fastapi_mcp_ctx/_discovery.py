@@ -1,0 +1,45 @@
+"""Find the ``McpRouter`` endpoints of an app: included routers flattened, mounted apps searched.
+
+Used by the stdio transport (which router to serve), the CLI (``serve`` checks, the printed URL)
+and ``fastapi_mcp_ctx.testing`` (which router's state to reset).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from starlette.routing import Mount
+
+from ._fastapi_compat import flat_routes
+from .router import McpRouter
+
+__all__ = ["McpTarget", "find_targets"]
+
+
+@dataclass(frozen=True, slots=True)
+class McpTarget:
+    """An ``McpRouter`` found in an app: the router, the app whose routes hold it (the
+    ``dependency_overrides`` provider), and its full HTTP path."""
+
+    router: McpRouter
+    app: Any
+    path: str
+
+
+def find_targets(app: Any) -> list[McpTarget]:
+    """Every ``McpRouter`` route of ``app``: included routers flattened, mounted apps searched."""
+    found: list[McpTarget] = []
+
+    def walk(current: Any, prefix: str) -> None:
+        for path, route in flat_routes(getattr(current, "routes", [])):
+            owner = getattr(getattr(route, "endpoint", None), "__self__", None)
+            if isinstance(owner, McpRouter) and path is not None:
+                target = McpTarget(owner, current, prefix + path)
+                if target not in found:
+                    found.append(target)
+            elif isinstance(route, Mount) and route.app is not None:
+                walk(route.app, prefix + route.path)
+
+    walk(app, "")
+    return found
