@@ -185,6 +185,15 @@ async def test_trigger_tool_change(ctx: Context = Depends(mcp_context)) -> types
 
 
 @router.tool()
+async def test_reconnection(ctx: Context = Depends(mcp_context)) -> types.TextContent:
+    """Closes its SSE connection mid-call (after a retry hint); the client resumes with GET +
+    Last-Event-ID and gets the result there (2025-11-25 SSE polling)."""
+    await ctx.close_sse_stream()
+    await anyio.sleep(0.1)  # the result comes after the connection closed
+    return text_content("Reconnection test completed successfully")
+
+
+@router.tool()
 async def test_header_param(
     region: Annotated[str, Field(description="Routing region", json_schema_extra={"x-mcp-header": "Region"})],
 ) -> types.TextContent:

@@ -39,6 +39,9 @@ from ._transport.listen import ListenResponse, parse_filter
 from ._transport.notifications import Notifier
 from ._transport.pending import PendingRequests
 from ._transport.requests import BackChannel
+from ._transport.resumable import ResumableStreams
+from ._transport.resumable_call import ResumableCallResponse, answered_stream
+from ._transport.shutdown import SHUTDOWN_REASON, ShutdownCoordinator
 from .auth import Principal
 from .context import CallState, CancelSignal, Context
 from .errors import (
@@ -54,6 +57,7 @@ from .errors import (
     MissingCapabilityError,
     PermissionDeniedError,
     RequestCancelledError,
+    ServerShuttingDownError,
     StateUnavailableError,
     UnknownToolError,
 )
@@ -141,13 +145,16 @@ class PreparedCall:
 
     ``runner(outbound)`` runs the tool and returns its final :class:`Reply` (``outbound``
     carries the call's notifications); ``signal`` cancels it; ``background`` runs after the
-    result is sent; ``cancelled_message()`` is what HTTP sends after a client cancel (2025: -32800).
+    result is sent; ``cancelled_message()`` is what HTTP sends after a client cancel (2025: -32800)
+    or once the shutdown grace ran out (503); ``state`` is the call's state (the transport sets
+    its ``stream_control``).
     """
 
     runner: Runner
     signal: CancelSignal
     background: BackgroundTasks
     cancelled_message: Callable[[], Reply | None]
+    state: CallState | None = None
 
 
 @dataclass(slots=True)
@@ -161,6 +168,8 @@ class Dispatcher:
     state_factory: Callable[[str | None], ContextState] | None = None
     notifier: Notifier | None = None
     pending: PendingRequests | None = None
+    streams: ResumableStreams | None = None
+    shutdown: ShutdownCoordinator | None = None
 
     # -- helpers -------------------------------------------------------------------------
     @property
@@ -223,6 +232,11 @@ class Dispatcher:
                 return json_reply(error_reply(message.id, exc, envelope.era), headers, json_ok=json_ok)
         channel = BackChannel.http(self.pending, era=envelope.era, session_id=session.id if session else None, sse_allowed=sse_allowed)
         outcome = await self.serve(message, envelope, request, session, back_channel=channel)
+        streams = self.streams
+        if streams is not None and session is not None and streams.serves(envelope.era, session):
+            if isinstance(outcome, Reply):
+                return json_reply(outcome, headers) if json_ok else answered_stream(streams, outcome, session, headers)
+            return ResumableCallResponse(streams, outcome, session, headers, sse_allowed=sse_allowed, json_allowed=json_ok)
         if isinstance(outcome, Reply):
             return json_reply(outcome, headers, json_ok=json_ok)
         return CallResponse(
@@ -389,8 +403,11 @@ class Dispatcher:
         era = envelope.era
         request_id = message.id
 
+        shutdown = self.shutdown
+
         async def runner(outbound: Outbound) -> Reply | None:
             state.outbound = outbound
+            untrack = shutdown.track_call(state.signal) if shutdown is not None else None
             try:
                 result = await run_tool(tool, arguments, context, call_request, background, message.out_of_range)  # pyright: ignore[reportUnknownArgumentType]
                 return Reply(result_message(request_id, self._finish(result, envelope)))
@@ -406,17 +423,21 @@ class Dispatcher:
                 return error_reply(request_id, InternalError(), era)
             finally:
                 state.outbound = None
+                if untrack is not None:
+                    untrack()
                 if live is not None and session is not None:
                     if live.in_flight.get(request_id) is state.signal:
                         del live.in_flight[request_id]
                     self.live.release(session.id)
 
         def cancelled() -> Reply | None:
+            if state.signal.reason == SHUTDOWN_REASON:
+                return error_reply(request_id, ServerShuttingDownError(), era)
             if era == "modern":
                 return None
             return Reply(error_message(request_id, RequestCancelledError()))
 
-        return PreparedCall(runner, signal, background, cancelled)
+        return PreparedCall(runner, signal, background, cancelled, state)
 
     def _stateless_session_id(self, envelope: RequestEnvelope) -> str | None:
         """``ctx.session_id`` of a 2025 request served without a session: a fresh token per

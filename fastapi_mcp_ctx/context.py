@@ -40,6 +40,7 @@ __all__ = [
     "ClientRequester",
     "ClientView",
     "Context",
+    "StreamControl",
     "get_request_context",
     "mcp_context",
 ]
@@ -63,6 +64,14 @@ class ClientRequester(Protocol):
     (``fastapi_mcp_ctx._transport.requests.BackChannel``; see :meth:`Context.send_request`)."""
 
     async def send_request(self, call: CallState, method: str, params: dict[str, Any] | None, timeout: float) -> dict[str, Any]: ...
+
+
+class StreamControl(Protocol):
+    """What ``ctx.close_sse_stream()`` reaches: the transport of a resumable 2025 call."""
+
+    async def close_connection(self) -> bool: ...
+
+    async def close_standalone(self) -> bool: ...
 
 
 class CancelSignal:
@@ -203,6 +212,7 @@ class CallState:
     last_progress: float | None = None
     notifications: ChangeNotifications | None = None
     back_channel: ClientRequester | None = None
+    stream_control: StreamControl | None = None
 
 
 class Context:
@@ -214,7 +224,7 @@ class Context:
     Client: ``era``, ``protocol_version``, ``client_info``, ``client_capabilities``,
     ``client`` (``can``/``require``), ``progress_token``, ``signal``, ``uri``.
     Actions: ``report_progress``, ``log``, ``notify``, ``notify_*_list_changed``,
-    ``notify_resource_updated``, ``state``, ``with_extra``, ``send_request``.
+    ``notify_resource_updated``, ``close_sse_stream``, ``state``, ``with_extra``, ``send_request``.
     """
 
     __slots__ = ("_call", "_log", "_state")
@@ -434,6 +444,32 @@ class Context:
             raise NoBackChannelError(method, "this call was not served by a transport that carries server→client requests")
         seconds = self._call.settings.server_request_timeout_seconds if timeout is None else timeout
         return await channel.send_request(self._call, method, dict(params) if params is not None else None, seconds)
+
+    async def close_sse_stream(self) -> bool:
+        """End this call's SSE *connection*, not its stream: the client resumes with ``GET`` +
+        ``Last-Event-ID`` after the ``retry`` it was told, and gets every message the call sends
+        meanwhile, its result included. The call keeps running. Use it to poll a long call
+        instead of holding one connection open (spec 2025-11-25 ``basic/transports`` §Sending
+        Messages item 6).
+
+        Returns:
+            True when a connection was closed. False (nothing happens) in the 2026 era, for
+            clients before 2025-11-25, without a session, with ``MCP_HTTP_RESUMABILITY=false``,
+            or for a client that accepts only JSON.
+        """
+        control = self._call.stream_control
+        return control is not None and await control.close_connection()
+
+    async def close_standalone_sse_stream(self) -> bool:
+        """End the connection of this session's GET stream (after a ``retry`` hint); the client
+        resumes it with ``Last-Event-ID`` and gets what was sent meanwhile.
+
+        Returns:
+            True when a connection was closed (same conditions as :meth:`close_sse_stream`,
+            and the session's GET stream must be open).
+        """
+        control = self._call.stream_control
+        return control is not None and await control.close_standalone()
 
     @property
     def log(self) -> ContextLogger:

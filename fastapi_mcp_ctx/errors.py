@@ -14,6 +14,7 @@ Tree::
     │   ├── MissingSessionError      -32600  400  2025 era: no Mcp-Session-Id on a non-initialize request
     │   ├── SessionNotFoundError     -32600  404  2025 era: unknown or terminated Mcp-Session-Id
     │   ├── StreamConflictError      -32600  409  2025 era: a second standalone GET stream for one session
+    │   ├── InvalidEventIdError      -32600  400  2025 era: a Last-Event-ID that is malformed or names no stream of the session
     │   ├── NotAcceptableError       -32600  406  Accept lacks application/json / text/event-stream
     │   ├── UnsupportedMediaTypeError -32600 415  POST Content-Type is not application/json
     │   ├── PayloadTooLargeError     -32600  413  body larger than MCP_MAX_BODY_BYTES
@@ -31,6 +32,7 @@ Tree::
     │   └── SerializationError       -32602  400  a ctx.state value that is not JSON-serializable
     ├── InternalError                -32603  500  a crash; the message sent is generic, the cause is logged
     │   ├── StateUnavailableError    -32603  503  a state backend is down; retryable (Retry-After)
+    │   │   └── ServerShuttingDownError -32603 503  this process is shutting down; retry (another replica answers)
     │   └── ConfigurationError       -32603  500  the server is misconfigured (missing extra, SQL schema missing or
     │                                             outdated); not retryable, the message says what the operator must do
     ├── HeaderMismatchError          -32020  400  2026: MCP-Protocol-Version / Mcp-Method / Mcp-Name disagree with the body
@@ -116,6 +118,8 @@ __all__ = [
     "NoBackChannelError",
     "ClientResponseError",
     "ServerRequestTimeoutError",
+    "InvalidEventIdError",
+    "ServerShuttingDownError",
 ]
 
 
@@ -727,3 +731,25 @@ class ConfigurationError(InternalError):
 
     default_message = "Server misconfigured"
     retryable: ClassVar[bool] = False
+
+
+class InvalidEventIdError(InvalidRequestError):
+    """2025 era: a ``Last-Event-ID`` that is not an event id this server sent on one of the
+    session's streams: malformed, expired, or another session's (-32600, HTTP 400; never 404,
+    which would tell the client its session is gone).
+
+    Spec 2025-11-25 ``basic/transports`` §Resumability and Redelivery.
+    """
+
+    default_message = "Invalid Last-Event-ID: expected <stream id>:<sequence> as sent by this server"
+    default_reason = "invalid_event_id"
+    default_hint = "Resume with the id of an event this session received, or GET without Last-Event-ID."
+
+
+class ServerShuttingDownError(StateUnavailableError):
+    """This process is shutting down (-32603, HTTP 503, ``Retry-After``): a new stream or session
+    is refused, a call still running when the shutdown grace ends is answered with it.
+    ``data.reason`` is ``"server_shutting_down"``; retrying reaches another replica."""
+
+    default_message = "The server is shutting down; retry (another replica will answer)"
+    default_reason = "server_shutting_down"

@@ -60,9 +60,12 @@ from ._sessions import (
 )
 from ._streams import Reply, StandaloneStream
 from ._transport.bus import MemoryBus, MessageBus, replica_id
+from ._transport.events import EventStore, MemoryEventStore
 from ._transport.listen import ListenHub
 from ._transport.notifications import CALLER, Notifier, served_from
 from ._transport.pending import PendingRequests
+from ._transport.resumable import ResumableStreams
+from ._transport.shutdown import ShutdownCoordinator
 from ._transport.subscriptions import MemoryResourceSubscriptions, ResourceSubscriptions
 from .auth import Principal
 from .backends import StateBackend, backend_from_url
@@ -73,6 +76,7 @@ from .errors import (
     McpError,
     MissingSessionError,
     NotAcceptableError,
+    ServerShuttingDownError,
     SessionNotFoundError,
     StateUnavailableError,
     StreamConflictError,
@@ -131,6 +135,8 @@ class McpRouter(APIRouter):
             here, at start-up, naming the setting.
         expose_stateless_session_id: overrides ``MCP_EXPOSE_STATELESS_SESSION_ID``: 2025 requests
             served without a session get a fresh per-request token as ``ctx.session_id``.
+        event_store: where the events of resumable 2025 SSE streams are kept (default: in
+            process, bounded by ``MCP_EVENT_RETENTION_COUNT`` / ``MCP_EVENT_RETENTION_SECONDS``).
         **kwargs: any other ``APIRouter`` argument (``prefix``, ``tags``...).
     """
 
@@ -149,6 +155,7 @@ class McpRouter(APIRouter):
         subscription_registry: ResourceSubscriptions | None = None,
         require_session_mode: SessionMode | None = None,
         expose_stateless_session_id: bool | None = None,
+        event_store: EventStore | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -196,9 +203,26 @@ class McpRouter(APIRouter):
             self.subscriptions,
             ListenHub(max_streams=self.settings.listen_max_streams, buffer_size=self.settings.stream_buffer_size),
         )
+        conf = self.settings
+        self.shutdown_coordinator = ShutdownCoordinator(grace_seconds=conf.shutdown_grace_seconds, signals=conf.shutdown_signals)
+        self.shutdown_coordinator.add_stream(lambda: self.notifier.aclose(conf.shutdown_grace_seconds))  # listen + GET streams
+        self.event_store: EventStore = (
+            event_store
+            if event_store is not None
+            else MemoryEventStore(max_events=conf.event_retention_count, max_age_seconds=conf.event_retention_seconds)
+        )
+        self.streams = ResumableStreams(self.event_store, conf, self.shutdown_coordinator, self.notifier)
         self.pending = PendingRequests(origin=replica_id)  # answers to ctx.send_request, by session; ids name this replica
         self.dispatcher = Dispatcher(
-            self.registry, self.settings, self.sessions, self.live, state_factory, self.notifier, pending=self.pending
+            self.registry,
+            conf,
+            self.sessions,
+            self.live,
+            state_factory,
+            self.notifier,
+            pending=self.pending,
+            streams=self.streams,
+            shutdown=self.shutdown_coordinator,
         )
         self._loopback = loopback_security()
         self._log_checked = False
@@ -320,6 +344,7 @@ class McpRouter(APIRouter):
             self._log_checked = True
             install_default_handler(self.settings.log_level)
         outcome: AuthOutcome | None = None
+        self.shutdown_coordinator.first_use()
         try:
             headers = header_map(request.scope["headers"])
             if headers.repeated & {"host", "origin"}:
@@ -431,6 +456,8 @@ class McpRouter(APIRouter):
         return await self.dispatcher.dispatch(message, envelope, request, session, headers, sse_allowed)
 
     async def _initialize(self, message: JsonRpcRequest, request_scope: Scope) -> Response:
+        if self.shutdown_coordinator.shutting_down:  # new sessions go to another replica
+            return _error_response(ServerShuttingDownError(), message.id)
         result, version = self.dispatcher.initialize_result(message.params)
         headers: dict[str, str] = {}
         if self.settings.session_mode != "stateless":  # stateful and auto issue a session
@@ -464,6 +491,7 @@ class McpRouter(APIRouter):
             self.live.end(session_id)  # expired: its in-process companions go too
             await self.notifier.session_ended(session_id)
             self.pending.close_scope(session_id)
+            await self.streams.session_ended(session_id)
             raise SessionNotFoundError()
         principal: Principal | None = scope.get(PRINCIPAL_SCOPE_KEY)
         if record.owner != (principal.owner_key if principal is not None else None):
@@ -485,6 +513,10 @@ class McpRouter(APIRouter):
         if not accepted(headers)[1] or headers.get("accept") is None:
             raise NotAcceptableError("Not Acceptable: Client must accept text/event-stream")
         session = await self._session(headers, request.scope)
+        if self.streams.serves("legacy", session):  # resumable: Last-Event-ID, stored events
+            return await self.streams.get(headers, session, _tenant_of(request.scope))
+        if self.shutdown_coordinator.shutting_down:
+            raise ServerShuttingDownError()
         live = self.live.get(session.id)
         messages = live.open_standalone(self.settings.stream_buffer_size)
         if messages is None or live.standalone_send is None:
@@ -507,6 +539,7 @@ class McpRouter(APIRouter):
         self.live.end(session.id)
         await self.notifier.session_ended(session.id)
         self.pending.close_scope(session.id)
+        await self.streams.session_ended(session.id)
         return Response(status_code=200)
 
     async def aclose(self, *, grace_seconds: float = 5.0) -> None:
@@ -523,10 +556,34 @@ class McpRouter(APIRouter):
         (when the router made it) and the state backend's pools are closed (its data is kept;
         its next call reconnects, docs/state.md "Lifecycle").
         """
+        await self.streams.aclose()
         await self.notifier.aclose(grace_seconds)
         if self._own_bus:
             await self.bus.aclose()
         await self.state_backend.aclose()
+
+    # -- graceful shutdown (see _transport/shutdown.py) ----------------------------------
+    @property
+    def shutting_down(self) -> bool:
+        """True once shutdown began (new sessions and streams get 503 + ``Retry-After``)."""
+        return self.shutdown_coordinator.shutting_down
+
+    def begin_shutdown(self) -> None:
+        """Start a graceful shutdown in the background; call it on the event loop when the
+        server begins to stop (done for you on SIGTERM/SIGINT under uvicorn, gunicorn's
+        uvicorn worker and hypercorn unless ``MCP_SHUTDOWN_SIGNALS=false``).
+
+        Every open stream ends at once: resumable 2025 connections after a ``retry`` hint (the
+        client resumes on another replica), 2025 GET streams, 2026 listen streams with their
+        graceful answer. Calls still running get ``MCP_SHUTDOWN_GRACE_SECONDS``, then are
+        cancelled and answered 503 + ``Retry-After``. New sessions and streams get 503.
+        """
+        self.shutdown_coordinator.begin()
+
+    async def shutdown(self) -> None:
+        """Like :meth:`begin_shutdown`, and return once every stream has ended and every call
+        has finished or been cancelled (at most about ``MCP_SHUTDOWN_GRACE_SECONDS``)."""
+        await self.shutdown_coordinator.shutdown()
 
     async def check(self) -> None:
         """Verify at start-up what would otherwise fail at first use: the state backend is

@@ -53,6 +53,17 @@ class McpSettings(BaseSettings):
         stream_buffer_size: notifications queued for one long-lived stream (a listen stream or
             a 2025 GET stream) at most; a client that falls further behind has its stream ended.
         keepalive_seconds: an idle long-lived stream gets a ``:`` comment after this many seconds.
+        http_resumability: 2025 SSE streams of a session are resumable (event ids, stored events,
+            ``GET`` + ``Last-Event-ID``; priming events, ``retry`` and ``ctx.close_sse_stream()``
+            from 2025-11-25); false: no ids, no priming, nothing stored.
+        event_retention_count / event_retention_seconds: events kept per resumable stream at most,
+            and for at most this many seconds.
+        sse_retry_ms: the ``retry`` (milliseconds) a 2025-11-25 client is told to wait before it
+            resumes a stream the server closed.
+        shutdown_grace_seconds: once shutdown begins, calls still running get this many seconds
+            to finish, then they are cancelled (answered 503, ``Retry-After``).
+        shutdown_signals: learn that shutdown began from SIGTERM/SIGINT, chaining the server's own
+            handlers (uvicorn, gunicorn, hypercorn); false: call ``mcp_router.begin_shutdown()``.
         body_timeout_seconds: seconds a POST body may take to arrive in full (from the first
             read); past it the answer is 408 (``-32600``, ``Connection: close``) and the
             connection is freed, so a short ``Content-Length`` or an endless chunked body
@@ -90,6 +101,12 @@ class McpSettings(BaseSettings):
     keepalive_seconds: float = Field(default=15.0, gt=0)
     expose_stateless_session_id: bool = False
     server_request_timeout_seconds: float = Field(default=60.0, gt=0, allow_inf_nan=False)
+    http_resumability: bool = True
+    event_retention_count: int = Field(default=1000, ge=1)
+    event_retention_seconds: float = Field(default=300.0, gt=0)
+    sse_retry_ms: int = Field(default=1000, ge=0, le=86_400_000)
+    shutdown_grace_seconds: float = Field(default=3.0, ge=0)
+    shutdown_signals: bool = True
 
     @field_validator("auth_mode", mode="before")
     @classmethod

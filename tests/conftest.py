@@ -26,6 +26,7 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -79,6 +80,12 @@ def mcp_settings(**overrides: Any) -> McpSettings:
         "cache_scope": "private",
         "expose_stateless_session_id": False,
         "server_request_timeout_seconds": 60.0,
+        "http_resumability": True,
+        "event_retention_count": 1000,
+        "event_retention_seconds": 300.0,
+        "sse_retry_ms": 1000,
+        "shutdown_grace_seconds": 3.0,
+        "shutdown_signals": True,
     }
     values.update(overrides)
     return McpSettings(**values)
@@ -525,3 +532,14 @@ def wire_factory() -> Callable[[httpx.AsyncClient], Wire]:
 def era(request: pytest.FixtureRequest) -> str:
     """Run a test in both protocol eras."""
     return request.param
+
+
+def guide_example(heading: str) -> dict[str, Any]:
+    """Run the first ``python`` block below ``heading`` (a ``## `` line) of docs/guide.md as
+    written; returns the names it defined."""
+    text = (Path(__file__).resolve().parents[1] / "docs" / "guide.md").read_text(encoding="utf-8")
+    section = text.split(f"{heading}\n", 1)[1]
+    source = section.split("```python\n", 1)[1].split("```", 1)[0]
+    namespace: dict[str, Any] = {"__name__": "guide_example"}
+    exec(compile(source, "docs/guide.md", "exec"), namespace)  # noqa: S102
+    return namespace

@@ -10,6 +10,7 @@ inside the app while a client drives it).
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -35,19 +36,32 @@ def uvicorn_server(app: str, start_timeout: float = 20.0) -> Iterator[str]:
     Fails the test, with uvicorn's log, when the server has not started within
     ``start_timeout`` seconds. Stops the server (SIGTERM, then SIGKILL after 10 s) on exit.
     """
+    with uvicorn_process(app, start_timeout=start_timeout) as (_, url, _log):
+        yield url
+
+
+@contextmanager
+def uvicorn_process(
+    app: str, *, start_timeout: float = 20.0, env: dict[str, str] | None = None, app_dir: Path | None = None
+) -> Iterator[tuple[subprocess.Popen[bytes], str, Path]]:
+    """Like :func:`uvicorn_server`, yielding ``(process, url, log file)`` so a test can signal the
+    process itself; ``env`` adds environment variables, ``app_dir`` is uvicorn's ``--app-dir``."""
+    extra = ["--app-dir", str(app_dir)] if app_dir is not None else []
     with tempfile.NamedTemporaryFile(prefix="uvicorn-", suffix=".log") as log:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "uvicorn", app, "--host", "127.0.0.1", "--port", "0", "--no-access-log"],
+            [sys.executable, "-m", "uvicorn", app, "--host", "127.0.0.1", "--port", "0", "--no-access-log", *extra],
             cwd=ROOT,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=log,
+            env={**os.environ, **(env or {})},
         )
         try:
             port = _wait_for_port(proc, Path(log.name), start_timeout)
-            yield f"http://127.0.0.1:{port}/mcp"
+            yield proc, f"http://127.0.0.1:{port}/mcp", Path(log.name)
         finally:
-            proc.terminate()
+            if proc.poll() is None:
+                proc.terminate()
             try:
                 proc.wait(timeout=10)
             except subprocess.TimeoutExpired:

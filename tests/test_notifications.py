@@ -8,11 +8,10 @@ Spec 2025-11-25 ``basic/transports`` §Listening for Messages, §Multiple Connec
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import Wire, make_app, messages_of, open_client, result_of
+from conftest import Wire, guide_example, make_app, messages_of, open_client, result_of
 from notify_app import SUB, build, frames, get_stream, listening, methods, tenant_auth, wait_frames
 
 from fastapi_mcp_ctx._sessions import MemorySessionStore
@@ -112,8 +111,10 @@ async def test_expired_session_drops_its_resource_subscriptions() -> None:
     assert await router.subscriptions.uris(sid) == []
 
 
-async def test_send_notification_to_session_true_only_when_its_stream_is_open(built: Any) -> None:
-    app, router = built
+async def test_send_notification_to_session_true_only_when_its_stream_is_open() -> None:
+    # Without resumability a GET stream ends with its connection; with it (the default) the
+    # stream is kept for a resume: tests/test_resumable.py checks that side.
+    app, router = build(http_resumability=False)
     async with open_client(app) as c1, open_client(app) as c2:
         a, b = Wire(c1), Wire(c2)
         sid_a, sid_b = await a.initialize(), await b.initialize()
@@ -236,17 +237,8 @@ async def test_legacy_session_without_get_stream_loses_nothing_else(built: Any) 
     assert response.headers["content-type"].startswith("application/json")
 
 
-def _guide_example() -> dict[str, Any]:
-    text = (Path(__file__).resolve().parents[1] / "docs" / "guide.md").read_text(encoding="utf-8")
-    section = text.split("## Change notifications", 1)[1]
-    source = section.split("```python\n", 1)[1].split("```", 1)[0]
-    namespace: dict[str, Any] = {"__name__": "guide_example"}
-    exec(compile(source, "docs/guide.md", "exec"), namespace)  # noqa: S102
-    return namespace
-
-
 async def test_guide_change_notifications_example_runs_as_written() -> None:
-    example = _guide_example()
+    example = guide_example("## Change notifications")
     router = example["mcp_router"]
     app = make_app(router)
     async with open_client(app) as client:

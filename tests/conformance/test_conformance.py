@@ -47,6 +47,7 @@ REQUIRED = {
         "dns-rebinding-protection",
         "server-session-lifecycle",
         "json-schema-2020-12",
+        "server-sse-polling",
     },
     "2026-07-28": {
         "tools-list",
@@ -134,3 +135,17 @@ def test_server_stateless_checks(server_url: str, tmp_path: Path) -> None:
         "sep-2575-http-server-no-independent-requests-on-stream",
     ):
         assert must in succeeded, f"{must} did not succeed"
+
+
+def test_server_sse_polling_checks_all_succeed(server_url: str, tmp_path: Path) -> None:
+    """2025-11-25 SSE polling (SEP-1699): a priming event first, a retry field, and the answer after
+    the server closed the connection and the client resumed with GET + Last-Event-ID. A check
+    the suite only warns about counts here: every one must succeed."""
+    run_conformance(server_url, "custom", "--", "--scenario", "server-sse-polling", "--spec-version", "2025-11-25", results=tmp_path, timeout=300)
+    checks = [c for f in (tmp_path / "custom").glob("server-server-sse-polling-*/checks.json") for c in json.loads(f.read_text())]
+    scored = {c["id"]: c["status"] for c in checks if c["status"] != "INFO"}
+    assert scored == {
+        "server-sse-priming-event": "SUCCESS",
+        "server-sse-retry-field": "SUCCESS",
+        "server-sse-disconnect-resume": "SUCCESS",
+    }, checks

@@ -1,0 +1,352 @@
+"""Resumable 2025 SSE streams: a call's POST stream, the session's GET stream, and resumption
+by ``GET`` + ``Last-Event-ID`` (spec 2025-11-25 ``basic/transports`` §Sending Messages item 6,
+§Listening for Messages, §Resumability and Redelivery; known faults B15, B16, B49).
+
+A 2025 request of a session is resumable when ``MCP_HTTP_RESUMABILITY`` is on (the default):
+
+- its SSE events carry ids (``<stream id>:<seq>``) and every event is stored in the
+  :class:`~._transport.events.EventStore` first, whether a connection is attached or not, the
+  final response included; a connection only tails the store (``_transport.sse``);
+- for clients at 2025-11-25 or later (by ``mcp_types.version`` order, never in the 2026 era)
+  each stream opens with a priming event (id, ``retry``, empty ``data``), and the server may
+  close the *connection* (``ctx.close_sse_stream()``, shutdown) after a ``retry`` hint; older
+  clients get ids but no priming and are never closed early (B49);
+- a POST answered before any notification is plain JSON: no stream, no priming;
+- a client that disconnects does not cancel the call (the spec: disconnection SHOULD NOT be
+  read as cancellation); the call runs on, its events are stored for a resume;
+- ``GET`` with ``Last-Event-ID`` replays what followed that event on that stream only, then
+  continues live while the stream produces; an ended GET stream continues on the session's
+  current one. A malformed id, or one no stream of this session has, is ``400 -32600``.
+
+A call's own response is ``_transport.resumable_call``. The session's GET stream outlives its
+connections: notifications are stored while no connection is attached, until the session
+ends or no connection came back for ``MCP_EVENT_RETENTION_SECONDS``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+import anyio
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+from fastapi.background import BackgroundTasks
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, is_version_at_least
+from starlette.background import BackgroundTask
+from starlette.responses import Response
+from starlette.types import Receive, Scope, Send
+
+from .._envelope import HeaderMap
+from .._jsonrpc import dumps
+from .._sessions import SessionRecord
+from .._streams import SSE_HEADERS
+from ..errors import InvalidEventIdError, ServerShuttingDownError, StreamConflictError
+from ..settings import McpSettings
+from .events import EventStore, StreamKey, UnknownStreamError, new_stream_id, parse_event_id
+from .notifications import Notifier
+from .shutdown import ShutdownCoordinator
+from .sse import Attachments, Connection, closer
+
+__all__ = ["ResumableStreams", "sse_headers"]
+
+PRIMING_VERSION: Final = "2025-11-25"
+_RETIRED_MAX: Final = 10_000
+
+
+def sse_headers(extra: Mapping[str, str]) -> list[tuple[bytes, bytes]]:
+    """The raw headers of an SSE response (``extra`` added: ``mcp-session-id``...)."""
+    merged = {**SSE_HEADERS, **extra}
+    raw = [(b"content-type", b"text/event-stream")]
+    raw.extend((k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in merged.items())
+    return raw
+
+
+@dataclass(eq=False, slots=True)
+class _GetLog:
+    """The session's GET stream: its inbox (fed from the bus) and who holds its connection."""
+
+    key: StreamKey
+    send: MemoryObjectSendStream[dict[str, Any]]
+    receive: MemoryObjectReceiveStream[dict[str, Any]]
+    holder: object | None = None
+    detached_at: float | None = None
+    release_bus: Callable[[], None] | None = None
+    retired: bool = False
+    tasks: set[asyncio.Task[None]] = field(default_factory=lambda: set())
+
+
+class ResumableStreams:
+    """The resumable streams of one router (see the module docstring).
+
+    Args:
+        store: where events are kept.
+        settings: retention, ``retry`` and keep-alive settings.
+        coordinator: the router's shutdown coordinator (every attached connection registers).
+        notifier: feeds the session GET streams from the bus.
+    """
+
+    def __init__(self, store: EventStore, settings: McpSettings, coordinator: ShutdownCoordinator, notifier: Notifier) -> None:
+        self.store = store
+        self.settings = settings
+        self.coordinator = coordinator
+        self.notifier = notifier
+        self.attachments = Attachments(lambda connection: coordinator.add_stream(closer(connection)))
+        self._gets: dict[str, _GetLog] = {}
+        self._retired: dict[StreamKey, None] = {}
+        self._posts: dict[str, set[StreamKey]] = {}  # session id -> streams of calls still running
+        self._ended: set[str] = set()  # sessions ended while calls still ran
+
+    # -- policy -------------------------------------------------------------------------------
+    def serves(self, era: str, session: SessionRecord | None) -> bool:
+        """Whether a request of ``era`` on ``session`` gets resumable streams (on asyncio: the
+        GET streams' storage runs in tasks of their own; other event loops get plain streams)."""
+        if not (self.settings.http_resumability and era == "legacy" and session is not None):
+            return False
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return False
+        return True
+
+    def retry_ms(self, version: str) -> int | None:
+        """The ``retry`` announced to a client at ``version``: None before 2025-11-25 (no priming,
+        no server-side close) and outside the handshake era."""
+        if version in HANDSHAKE_PROTOCOL_VERSIONS and is_version_at_least(version, PRIMING_VERSION):
+            return self.settings.sse_retry_ms
+        return None
+
+    # -- GET ----------------------------------------------------------------------------------
+    async def get(self, request_headers: HeaderMap, session: SessionRecord, tenant_id: str | None) -> Response:
+        """Serve a 2025 ``GET``: resume the stream named by ``Last-Event-ID``, or open the
+        session's GET stream.
+
+        Raises:
+            ServerShuttingDownError: shutting down (503, ``Retry-After``).
+            InvalidEventIdError: a malformed ``Last-Event-ID``, or one no stream of this session has.
+            StreamConflictError: a GET stream of this session is open already (409).
+        """
+        if self.coordinator.shutting_down:
+            raise ServerShuttingDownError()
+        headers = {"mcp-session-id": session.id}
+        retry_ms = self.retry_ms(session.protocol_version)
+        raw = request_headers.get("last-event-id")
+        if raw is None:
+            current = self._gets.get(session.id)
+            if current is not None and current.holder is not None:
+                raise StreamConflictError()
+            response = _GetResponse(self, session, tenant_id, retry_ms, headers)
+            response.log = await self.open_get_stream(session, tenant_id, response)
+            return response
+        stream_id, seq = parse_event_id(raw)
+        key = StreamKey(session.id, stream_id)
+        try:
+            await self.store.read(key, seq)
+        except UnknownStreamError:
+            raise InvalidEventIdError(
+                "Unknown Last-Event-ID: no stream of this session has that event (expired, or never sent here)"
+            ) from None
+        response = _GetResponse(self, session, tenant_id, retry_ms, headers, resume=(key, seq))
+        current = self._gets.get(session.id)
+        if current is not None and current.key == key:
+            response.log = current
+            current.holder = response  # a resume takes the GET stream over
+        return response
+
+    async def open_get_stream(self, session: SessionRecord, tenant_id: str | None, holder: object) -> _GetLog:
+        """Start a new GET stream for ``session`` (the previous one retires), held by ``holder``."""
+        previous = self._gets.get(session.id)
+        send, receive = anyio.create_memory_object_stream[dict[str, Any]](self.settings.stream_buffer_size)
+        log = _GetLog(StreamKey(session.id, new_stream_id()), send, receive, holder=holder)
+        self._gets[session.id] = log  # claimed before any await: a concurrent GET gets 409
+        if previous is not None:
+            previous.send.close()
+        try:
+            await self.store.open(log.key)
+            if self.retry_ms(session.protocol_version) is not None:
+                await self.store.append(log.key, None)  # the priming event
+        except BaseException:
+            if self._gets.get(session.id) is log:
+                del self._gets[session.id]
+            raise
+
+        def on_bus_close() -> None:  # the notifier: this stream fell behind, or it shuts down
+            if self.coordinator.shutting_down:
+                connection = self.attachments.get(log.key)
+                if isinstance(connection, Connection) and not connection.close():
+                    connection.drop("dropped")
+            else:
+                log.send.close()
+
+        log.release_bus = await self.notifier.attach_get_stream(tenant_id, session.id, send, on_bus_close)
+        task = asyncio.get_running_loop().create_task(self._pump(log))
+        log.tasks.add(task)
+        task.add_done_callback(log.tasks.discard)
+        return log
+
+    def release_get_stream(self, log: _GetLog, holder: object) -> None:
+        """``holder``'s connection ended: the stream stays, stored, for a resume."""
+        if log.holder is holder:
+            log.holder = None
+            log.detached_at = anyio.current_time()
+
+    async def _pump(self, log: _GetLog) -> None:
+        retention = self.settings.event_retention_seconds
+        try:
+            while True:
+                message: dict[str, Any] | None = None
+                with anyio.move_on_after(retention / 2):
+                    try:
+                        message = await log.receive.receive()
+                    except (anyio.EndOfStream, anyio.ClosedResourceError):
+                        return
+                if message is not None:
+                    await self.store.append(log.key, dumps(message))
+                elif log.holder is None and log.detached_at is not None and anyio.current_time() - log.detached_at >= retention:
+                    return  # nobody came back: stop storing for this session
+        except UnknownStreamError:
+            return
+        finally:
+            with anyio.CancelScope(shield=True):
+                await self._retire(log)
+
+    async def _retire(self, log: _GetLog) -> None:
+        if log.retired:
+            return
+        log.retired = True
+        if log.release_bus is not None:
+            log.release_bus()
+        log.send.close()
+        if self._gets.get(log.key.session_id) is log:
+            del self._gets[log.key.session_id]
+        self._retired[log.key] = None
+        while len(self._retired) > _RETIRED_MAX:
+            del self._retired[next(iter(self._retired))]
+        await self.store.end(log.key)
+
+    def retired(self, key: StreamKey) -> bool:
+        """True when ``key`` was a GET stream that has ended (a resume continues on the current one)."""
+        return key in self._retired
+
+    # -- closing --------------------------------------------------------------------------------
+    async def close_connection(self, key: StreamKey) -> bool:
+        """Close the connection attached to ``key`` (not the stream), after a ``retry`` hint."""
+        connection = self.attachments.get(key)
+        return connection is not None and await connection.aclose()
+
+    async def close_get_connection(self, session_id: str) -> bool:
+        """Close the connection of ``session_id``'s GET stream, after a ``retry`` hint."""
+        log = self._gets.get(session_id)
+        return log is not None and await self.close_connection(log.key)
+
+    async def session_ended(self, session_id: str) -> None:
+        """Forget an ended session: its GET stream and GET connections now; its stored events
+        once its calls (cancelled by the session's end) have sent their last message."""
+        log = self._gets.get(session_id)
+        if log is not None:
+            await self._retire(log)
+        for connection in self.attachments.connections(session_id):
+            if connection.kind == "get":
+                connection.drop("dropped")
+        for key in [k for k in self._retired if k.session_id == session_id]:
+            del self._retired[key]
+        if self._posts.get(session_id):
+            self._ended.add(session_id)
+        else:
+            await self.store.drop_session(session_id)
+
+    def call_stream_started(self, key: StreamKey) -> None:
+        """A call's stream began (its session's events are kept until it finishes)."""
+        self._posts.setdefault(key.session_id, set()).add(key)
+
+    async def call_stream_finished(self, key: StreamKey) -> None:
+        """A call's stream has its last event; a session that ended meanwhile is forgotten now."""
+        running = self._posts.get(key.session_id)
+        if running is not None:
+            running.discard(key)
+            if not running:
+                del self._posts[key.session_id]
+                if key.session_id in self._ended:
+                    self._ended.discard(key.session_id)
+                    connection = self.attachments.get(key)
+                    if connection is not None:  # let it deliver the last message first
+                        with anyio.move_on_after(5.0):
+                            await connection.wait_finished()
+                    await self.store.drop_session(key.session_id)
+
+    async def aclose(self) -> None:
+        """End every GET stream of this process (the router closes)."""
+        for log in tuple(self._gets.values()):
+            await self._retire(log)
+            for task in tuple(log.tasks):
+                await task
+
+
+class _GetResponse(Response):
+    """A 2025 GET: the session's GET stream from its start, or a resumed stream from a cursor
+    (an ended GET stream continues on the session's current one)."""
+
+    def __init__(
+        self,
+        streams: ResumableStreams,
+        session: SessionRecord,
+        tenant_id: str | None,
+        retry_ms: int | None,
+        headers: Mapping[str, str],
+        *,
+        resume: tuple[StreamKey, int] | None = None,
+    ) -> None:
+        self.streams = streams
+        self.session = session
+        self.tenant_id = tenant_id
+        self.log: _GetLog | None = None
+        self._retry_ms = retry_ms
+        self._extra_headers = dict(headers)
+        self._resume = resume
+        self._connection: Connection | None = None
+        self.status_code = 200
+        self.background: BackgroundTask | BackgroundTasks | None = None
+
+    def add_headers(self, headers: Sequence[tuple[str, str]]) -> None:
+        """Send these headers too (set by a request-level dependency)."""
+        self._extra_headers.update(headers)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        streams = self.streams
+        try:
+            await send({"type": "http.response.start", "status": 200, "headers": sse_headers(self._extra_headers)})
+            async with anyio.create_task_group() as tg:
+
+                async def watch() -> None:
+                    while (await receive())["type"] != "http.disconnect":
+                        pass
+                    if self._connection is not None:
+                        self._connection.drop("gone")
+                    tg.cancel_scope.cancel()
+
+                tg.start_soon(watch)
+                if self._resume is not None:
+                    key, after = self._resume
+                    more = self.log is None and streams.retired(key)
+                    end = await self._serve(key, after, send, end_body=not more)
+                    if end != "ended" or not more or streams.coordinator.shutting_down:
+                        tg.cancel_scope.cancel()
+                        return
+                    self.log = await streams.open_get_stream(self.session, self.tenant_id, self)
+                if self.log is not None:
+                    self.log.holder = self
+                    await self._serve(self.log.key, 0, send)
+                tg.cancel_scope.cancel()
+        finally:
+            if self.log is not None:
+                streams.release_get_stream(self.log, self)
+        if self.background is not None:
+            await self.background()
+
+    async def _serve(self, key: StreamKey, after: int, send: Send, *, end_body: bool = True) -> str:
+        streams = self.streams
+        self._connection = connection = Connection(key, self._retry_ms)
+        return await streams.attachments.serve(
+            streams.store, connection, send, after, keepalive=streams.settings.keepalive_seconds, end_body=end_body
+        )

@@ -1,0 +1,343 @@
+"""The response of a resumable 2025 ``tools/call``: plain JSON when its result comes before
+any notification, else an SSE stream whose every event is stored first (spec 2025-11-25
+``basic/transports`` §Sending Messages item 6; see ``_transport.resumable`` for the rules).
+
+The call runs inside this response and writes each event to the store before its connection, so:
+
+- a client that disconnects does not cancel the call (2025: disconnection SHOULD NOT be read
+  as cancellation); the call runs on and a ``GET`` + ``Last-Event-ID`` resumes its stream;
+- ``ctx.close_sse_stream()`` (clients at 2025-11-25 or later) starts the stream if need be
+  (priming event), then closes the connection after a ``retry`` hint; the call goes on;
+- at shutdown the same happens to every call of such a client (``_transport.shutdown``).
+
+``CallResponse`` in ``_streams`` is the non-resumable twin (2026 era, sessionless 2025,
+``MCP_HTTP_RESUMABILITY=false``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Coroutine, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final, Literal, Protocol
+
+import anyio
+from fastapi.background import BackgroundTasks
+from starlette.responses import Response
+from starlette.types import Receive, Scope, Send
+
+from .._jsonrpc import dumps
+from .._sessions import SessionRecord
+from .._streams import Reply, Runner, sse_frame
+from ..context import CallState, CancelSignal
+from .events import StoredEvent, StreamKey, UnknownStreamError, new_stream_id
+from .resumable import ResumableStreams, sse_headers
+from .sse import End, event_frame, retry_frame
+
+__all__ = ["ResumableCallResponse", "answered_stream"]
+
+_WATCH_AFTER: Final = 0.05
+"""Seconds a stream runs before a task watches for the client's disconnect (most never need one:
+uvicorn drops writes to a gone client, and the call goes on either way)."""
+
+
+class PreparedCallLike(Protocol):
+    """The parts of a dispatcher ``PreparedCall`` a resumable response runs."""
+
+    @property
+    def runner(self) -> Runner: ...
+    @property
+    def signal(self) -> CancelSignal: ...
+    @property
+    def background(self) -> BackgroundTasks: ...
+    @property
+    def cancelled_message(self) -> Callable[[], Reply | None]: ...
+    @property
+    def state(self) -> CallState | None: ...
+
+
+
+
+@dataclass(frozen=True, slots=True)
+class _AnsweredCall:
+    """A call whose reply is known already (see :meth:`ResumableStreams.reply_response`)."""
+
+    reply: Reply
+    signal: CancelSignal = field(default_factory=CancelSignal)
+    background: BackgroundTasks = field(default_factory=BackgroundTasks)
+    state: CallState | None = None
+
+    @property
+    def runner(self) -> Runner:
+        reply = self.reply
+
+        async def run(_outbound: Any) -> Reply:
+            return reply
+
+        return run
+
+    def cancelled_message(self) -> Reply | None:
+        return None
+
+
+class _StreamControl:
+    """What ``ctx.close_sse_stream()`` / ``ctx.close_standalone_sse_stream()`` reach."""
+
+    def __init__(self, response: ResumableCallResponse) -> None:
+        self._response = response
+
+    async def close_connection(self) -> bool:
+        return await self._response.aclose()
+
+    async def close_standalone(self) -> bool:
+        response = self._response
+        return await response.streams.close_get_connection(response.session.id)
+
+
+class ResumableCallResponse(Response):
+    """A resumable call: JSON when the result comes first, else a stored SSE stream.
+
+    The call's own task writes its connection as the call runs (each event is stored first,
+    then written while the connection is open), so a fast call costs no extra task. It is an
+    :class:`~._transport.sse.Attached` of its stream once the stream starts: a resume (``GET``
+    + ``Last-Event-ID``) takes the stream over, after which this connection writes nothing more
+    and ends when the call does.
+    """
+
+    def __init__(
+        self,
+        streams: ResumableStreams,
+        call: PreparedCallLike,
+        session: SessionRecord,
+        headers: Mapping[str, str],
+        *,
+        sse_allowed: bool,
+        json_allowed: bool,
+    ) -> None:
+        self.streams = streams
+        self.session = session
+        self._call = call
+        self._extra_headers = dict(headers)
+        self._sse_allowed = sse_allowed
+        self._json_allowed = json_allowed
+        self._retry_ms = streams.retry_ms(session.protocol_version)
+        self._background = call.background
+        self.background = None
+        self.status_code = 200
+        self._state: Literal["pending", "starting", "sse", "json"] = "pending"
+        self._lock: anyio.Lock | None = None
+        self._stream_key: StreamKey | None = None
+        self._open = False  # the connection still takes frames
+        self._finished: anyio.Event | None = None
+        self._detach: Callable[[], None] | None = None
+        self._send: Send | None = None
+        self._receive: Receive | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._watch_later: asyncio.TimerHandle | None = None
+        self.reason: End | None = None
+
+    @property
+    def kind(self) -> Literal["post", "get"]:
+        """A call's own response (an :class:`~._transport.sse.Attached`)."""
+        return "post"
+
+    @property
+    def key(self) -> StreamKey:
+        """The call's stream (once it started)."""
+        assert self._stream_key is not None
+        return self._stream_key
+
+    def add_headers(self, headers: Sequence[tuple[str, str]]) -> None:
+        """Send these headers too (set by a request-level dependency)."""
+        self._extra_headers.update(headers)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        self._send, self._receive = send, receive
+        call = self._call
+        if call.state is not None:
+            call.state.stream_control = _StreamControl(self)
+        remove = self.streams.coordinator.add_stream(self._close_at_shutdown) if self._retry_ms is not None and self._sse_allowed else None
+        try:
+            reply: Reply | None = None
+            with anyio.CancelScope() as handler_scope:
+                call.signal.bind(handler_scope)
+                try:
+                    reply = await call.runner(self._outbound)
+                finally:
+                    call.signal.bind(None)
+            if handler_scope.cancelled_caught:
+                reply = call.cancelled_message()
+            await self._finish(reply)
+        finally:
+            if remove is not None:
+                remove()
+            if call.state is not None:
+                call.state.stream_control = None
+        await self._background()
+
+    def _guard(self) -> anyio.Lock:
+        if self._lock is None:
+            self._lock = anyio.Lock(fast_acquire=True)  # no checkpoint when nobody else holds it
+        return self._lock
+
+    async def _outbound(self, message: dict[str, Any]) -> None:
+        if not self._sse_allowed or self._call.signal.cancelled:
+            return
+        async with self._guard():
+            key = await self._start()
+            if key is None:
+                return
+            data = dumps(message)
+            try:
+                seq = await self.streams.store.append(key, data)
+            except UnknownStreamError:
+                return  # the session ended meanwhile
+            await self._write(sse_frame(data, key.event_id(seq)))
+
+    async def _start(self) -> StreamKey | None:
+        """The call's stream, started at first need (stored, priming event, SSE response begun;
+        the caller holds the lock); None once the call was answered as JSON."""
+        if self._state == "json":
+            return None
+        if self._stream_key is not None:
+            return self._stream_key
+        self._state = "starting"
+        streams, send = self.streams, self._send
+        assert send is not None
+        key = StreamKey(self.session.id, new_stream_id())
+        await streams.store.open(key)
+        streams.call_stream_started(key)
+        priming = await streams.store.append(key, None) if self._retry_ms is not None else None
+        self._stream_key, self._state, self._finished = key, "sse", anyio.Event()
+        self._open = True
+        self._detach = streams.attachments.attach(self)  # closable and resumable from now on
+        try:
+            await send({"type": "http.response.start", "status": 200, "headers": sse_headers(self._extra_headers)})
+        except Exception:  # noqa: BLE001 - the client is gone: the call goes on, its events are stored
+            self._open = False
+        self._watch_later = asyncio.get_running_loop().call_later(_WATCH_AFTER, lambda: self._spawn(self._watch()))
+        if priming is not None:
+            await self._write(event_frame(key, StoredEvent(priming, None), self._retry_ms))
+        return key
+
+    async def _write(self, body: bytes, *, more: bool = True) -> None:
+        if not self._open:
+            return
+        send = self._send
+        assert send is not None
+        self._open = more
+        try:
+            await send({"type": "http.response.body", "body": body, "more_body": more})
+        except Exception:  # noqa: BLE001 - the client is gone; nothing more is written to it
+            self._open = False
+
+    async def _end(self, body: bytes = b"") -> None:
+        """End the response body (once); the connection is detached from its stream."""
+        if self._finished is None or self._finished.is_set():
+            return
+        was_open, self._open = self._open, True
+        if was_open or self.reason in ("replaced", "dropped"):
+            await self._write(body, more=False)
+        self._open = False
+        self._finished.set()
+        if self._detach is not None:
+            self._detach()
+        if self._watch_later is not None:
+            self._watch_later.cancel()
+        for task in tuple(self._tasks):
+            if task is not asyncio.current_task():
+                task.cancel()  # the disconnect watcher
+
+    # -- Attached ------------------------------------------------------------------------------
+    async def aclose(self) -> bool:
+        """End this call's connection (starting its stream if need be) after a ``retry`` hint;
+        the call goes on. False for clients before 2025-11-25, JSON-only clients, a call already
+        answered, or a connection already closed or taken over."""
+        if self._retry_ms is None or not self._sse_allowed:
+            return False
+        async with self._guard():
+            key = await self._start()
+            if key is None or not self._open:
+                return False
+            self.reason = "closed"
+            await self._end(retry_frame(self._retry_ms))
+            return True
+
+    def drop(self, reason: End) -> None:
+        """Write nothing more: the client went away, a resume took the stream over, or the
+        session ended (then the body is ended at once)."""
+        if self.reason is None or self.reason == "closed":
+            self.reason = reason
+        was_open, self._open = self._open, False
+        if was_open and reason != "gone":
+            self._spawn(self._end_now())
+
+    async def _end_now(self) -> None:
+        async with self._guard():
+            await self._end()
+
+    async def _watch(self) -> None:
+        receive = self._receive
+        assert receive is not None
+        while (await receive())["type"] != "http.disconnect":
+            pass
+        if self._finished is not None and not self._finished.is_set():
+            self.drop("gone")  # the call goes on; its events are stored for a resume
+
+    def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.get_running_loop().create_task(work)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def wait_finished(self) -> None:
+        """Return once the response body has ended."""
+        if self._finished is not None:
+            await self._finished.wait()
+
+    async def _close_at_shutdown(self) -> None:
+        await self.aclose()
+
+    # -- the end ---------------------------------------------------------------------------------
+    async def _finish(self, reply: Reply | None) -> None:
+        if self._state == "pending" and (self._json_allowed or reply is None):
+            self._state = "json"  # no await since the check: no stream can start any more
+            await self._send_json(reply)
+            return
+        async with self._guard():
+            key = await self._start()
+            assert key is not None
+            store = self.streams.store
+            try:
+                if reply is None:
+                    await store.end(key)
+                else:
+                    data = dumps(reply.message)
+                    seq = await store.append(key, data, last=True)
+                    await self._write(sse_frame(data, key.event_id(seq)))
+            except UnknownStreamError:
+                pass
+            finally:
+                self.reason = self.reason or "ended"
+                await self._end()
+        await self.streams.call_stream_finished(key)
+
+    async def _send_json(self, reply: Reply | None) -> None:
+        send = self._send
+        assert send is not None
+        if reply is None:
+            headers = [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in self._extra_headers.items()]
+            await send({"type": "http.response.start", "status": 202, "headers": headers})
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+            return
+        body = dumps(reply.message)
+        merged = {**self._extra_headers, **reply.headers}
+        headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+        headers.extend((k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in merged.items())
+        await send({"type": "http.response.start", "status": reply.status, "headers": headers})
+        await send({"type": "http.response.body", "body": body, "more_body": False})
+
+
+def answered_stream(streams: ResumableStreams, reply: Reply, session: SessionRecord, headers: Mapping[str, str]) -> Response:
+    """A plain reply to a resumable client that accepts only ``text/event-stream``: a stored
+    stream of its own (priming event, then the reply)."""
+    return ResumableCallResponse(streams, _AnsweredCall(reply), session, headers, sse_allowed=True, json_allowed=False)
