@@ -425,14 +425,32 @@ async def test_cancelling_the_call_removes_its_entry() -> None:
     assert final["id"] == "call-1" and final["error"]["code"] == -32800
 
 
-async def test_a_disconnect_removes_the_entry() -> None:
-    app, router = build()
+async def test_a_disconnect_removes_the_entry_when_it_cancels_the_call() -> None:
+    """Without resumability a 2025 disconnect cancels the call, and its pending request goes."""
+    app, router = build(http_resumability=False)
     async with in_session(app) as (wire, session):
         async with calling(app, session, {"method": "ping", "timeout": 30}) as exchange:
             await wait_frames(exchange, 1)
             exchange.disconnect.set()
             with anyio.fail_after(3):
                 await exchange.finished.wait()
+    assert len(router.pending) == 0
+
+
+async def test_a_disconnect_of_a_resumable_call_keeps_the_entry_for_the_resumed_client() -> None:
+    """With resumability (the default) a 2025 disconnect is not a cancel: the request stays
+    pending, and an answer POSTed after the disconnect still reaches the call."""
+    app, router = build()
+    async with in_session(app) as (wire, session):
+        async with calling(app, session, {"method": "ping", "timeout": 30}) as exchange:
+            (request,) = await wait_frames(exchange, 1)
+            exchange.disconnect.set()
+            await anyio.sleep(0.2)
+            assert router.pending.count(session) == 1
+            await answer(wire, {"id": request["id"], "result": {}})
+            with anyio.fail_after(5):
+                while router.pending.count(session):
+                    await anyio.sleep(0.02)
     assert len(router.pending) == 0
 
 
