@@ -22,7 +22,8 @@ from fastapi import params
 from fastapi.dependencies.models import Dependant
 from pydantic import BaseModel, ConfigDict, TypeAdapter, create_model
 
-from ._fastapi_compat import build_dependant, is_dependency_parameter
+from ._fastapi_compat import build_dependant, dependency_of, is_dependency_parameter
+from .context import mcp_context
 
 __all__ = ["ToolDef", "ToolRegistry", "build_tool"]
 
@@ -48,6 +49,9 @@ class ToolDef:
         arguments_model: pydantic model validating ``arguments``.
         argument_names: the handler parameters filled from ``arguments``.
         dependant: FastAPI dependency graph, or None when the tool has no dependency.
+        context_params: parameters declared ``Depends(mcp_context)`` at the top level.
+        lean_dependant: the graph without ``context_params`` (None: nothing left to solve),
+            solved when ``mcp_context`` is not overridden; the call's Context fills them.
         output_adapter: serializer of the return value, None without an output schema.
         wrap_output: True when structured output is wrapped as ``{"result": value}``.
         header_params: ``inputSchema`` property → ``Mcp-Param-<token>`` (lowercase) for
@@ -61,6 +65,8 @@ class ToolDef:
     arguments_model: type[BaseModel]
     argument_names: tuple[str, ...]
     dependant: Dependant | None
+    context_params: tuple[str, ...]
+    lean_dependant: Dependant | None
     output_adapter: TypeAdapter[Any] | None
     wrap_output: bool
     header_params: dict[str, str]
@@ -181,13 +187,18 @@ def build_tool(
         listing["icons"] = icons
     if meta:
         listing["_meta"] = meta
+    context_params = tuple(p.name for p in dependency_parameters if dependency_of(p) is mcp_context)
+    dependant = build_dependant(tool_name, dependency_parameters, dependencies, path)
+    lean_parameters = [p for p in dependency_parameters if p.name not in context_params]
     return ToolDef(
         name=tool_name,
         handler=handler,
         is_async=inspect.iscoroutinefunction(handler),
         arguments_model=model,  # pyright: ignore[reportUnknownArgumentType]
         argument_names=tuple(plain),
-        dependant=build_dependant(tool_name, dependency_parameters, dependencies, path),
+        dependant=dependant,
+        context_params=context_params,
+        lean_dependant=build_dependant(tool_name, lean_parameters, dependencies, path) if context_params else dependant,
         output_adapter=adapter,
         wrap_output=wrap,
         header_params=_header_params(schema, tool_name),

@@ -22,7 +22,7 @@ from starlette.requests import Request
 from ._fastapi_compat import solve
 from ._registry import ToolDef
 from ._results import error_result, shape_result, text_result
-from .context import SCOPE_KEY, Context, bind_context, unbind_context
+from .context import SCOPE_KEY, Context, bind_context, mcp_context, unbind_context
 from .errors import (
     AuthenticationError,
     InvalidCursorError,
@@ -90,12 +90,20 @@ async def run_tool(
     except PydanticValidationError as exc:
         return text_result(f"Invalid arguments for tool {tool.name!r}: {_describe_errors(exc)}", is_error=True)
     kwargs = {name: getattr(parsed, name) for name in tool.argument_names}
+    app = request.scope.get("app")
+    dependant = tool.dependant
+    if tool.context_params and mcp_context not in getattr(app, "dependency_overrides", ()):
+        # ``Depends(mcp_context)`` would only read the Context back from the scope: hand it over
+        # directly. An override of mcp_context (read per call) gets the whole graph solved.
+        dependant = tool.lean_dependant
+        for name in tool.context_params:
+            kwargs[name] = context
     request.scope[SCOPE_KEY] = context
     token = bind_context(context)
     try:
-        if tool.dependant is None:
+        if dependant is None:
             return shape_result(tool, await _invoke(tool, kwargs))
-        async with solve(tool.dependant, request, request.scope.get("app"), background_tasks) as solved:
+        async with solve(dependant, request, app, background_tasks) as solved:
             if solved.errors:
                 problems = "; ".join(f"{'.'.join(map(str, e.get('loc', ())))}: {e.get('msg', '')}" for e in solved.errors)
                 return text_result(f"Invalid request for tool {tool.name!r}: {problems}", is_error=True)

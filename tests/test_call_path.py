@@ -1,20 +1,27 @@
-"""What one ``tools/call`` costs beyond the tool: no worker thread nobody asked for.
+"""What one ``tools/call`` costs beyond the tool, and that the shortcuts keep FastAPI's meaning.
 
-FastAPI runs a plain ``def`` dependency in its thread pool; a thread hop per call for the
-``Context`` lookup cost the dependency benchmark half its throughput and, at 32 concurrent
-calls, a p99 of 60 ms (GIL hand-offs between the loop and the pool). bench/README.md
-``## Profile of the d workload`` has the figures.
+- No worker thread nobody asked for: FastAPI runs a plain ``def`` dependency in its thread
+  pool; a thread hop per call for the ``Context`` lookup cost the dependency benchmark half
+  its throughput and, at 32 concurrent calls, a p99 of 60 ms (GIL hand-offs between the loop
+  and the pool).
+- A top-level ``Depends(mcp_context)`` is filled with the call's Context without a solve;
+  ``app.dependency_overrides[mcp_context]`` (read per call) and nested uses still go through
+  FastAPI and see the same object.
+- Yield dependencies: the handler's exception is thrown into them, a failing dependency
+  tears down the ones entered before it.
+
+bench/README.md ``## Profile of the d workload`` has the figures.
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Iterator
-from typing import Any
+from typing import Annotated, Any
 
 import anyio.to_thread
 import pytest
 from conftest import Wire, make_app, make_router, result_of
-from fastapi import Depends, FastAPI, Header
+from fastapi import Depends, FastAPI, Header, HTTPException
 
 from fastapi_mcp_ctx import Context, mcp_context
 
@@ -31,6 +38,25 @@ async def get_db() -> AsyncIterator[dict[str, str]]:
 
 def sync_dependency() -> str:
     return "from a thread"
+
+
+async def watching() -> AsyncIterator[str]:
+    EVENTS.append("watching open")
+    try:
+        yield "w"
+    except Exception as exc:
+        EVENTS.append(f"watching saw {type(exc).__name__}")
+        raise
+    finally:
+        EVENTS.append("watching closed")
+
+
+async def refusing() -> str:
+    raise HTTPException(404, "no such thing")
+
+
+async def context_id(ctx: Context = Depends(mcp_context)) -> int:
+    return id(ctx)
 
 
 @pytest.fixture
@@ -56,6 +82,25 @@ def app() -> FastAPI:
     async def threaded(value: str = Depends(sync_dependency)) -> str:
         """A plain def dependency: FastAPI runs it in the thread pool, as on a path operation."""
         return value
+
+    @router.tool()
+    async def same_context(
+        ctx: Annotated[Context, Depends(mcp_context)],
+        nested: int = Depends(context_id),
+        again: Context = Depends(mcp_context),
+    ) -> dict[str, Any]:
+        """The Context three ways: Annotated, through a dependency, as a default."""
+        return {"same": id(ctx) == nested and ctx is again, "kind": type(ctx).__name__}
+
+    @router.tool()
+    async def crashing(w: str = Depends(watching)) -> str:
+        """The handler fails after the yield dependency opened."""
+        raise ValueError("boom")
+
+    @router.tool()
+    async def refused(w: str = Depends(watching), r: str = Depends(refusing)) -> str:
+        """The second dependency fails after the first opened."""
+        return w + r
 
     return make_app(router)
 
@@ -91,3 +136,37 @@ async def test_a_plain_def_dependency_still_runs_in_the_thread_pool(wire: Wire, 
 
 def tool_text_of(response: Any) -> str:
     return result_of(response)["content"][0]["text"]
+
+
+async def test_the_context_is_one_object_however_it_is_declared(wire: Wire, era: str) -> None:
+    assert result_of(await wire.call_tool(era, "same_context"))["structuredContent"] == {"same": True, "kind": "Context"}
+
+
+async def test_an_override_of_mcp_context_is_read_on_every_call(app: FastAPI, wire: Wire, era: str) -> None:
+    class FakeContext:
+        request_id = "fake"
+
+    assert tool_text_of(await wire.call_tool(era, "progress", request_id=1)) == "id 1"
+    app.dependency_overrides[mcp_context] = FakeContext
+    try:
+        assert tool_text_of(await wire.call_tool(era, "progress", request_id=2)) == "id fake"
+        kinds = result_of(await wire.call_tool(era, "same_context"))["structuredContent"]
+        assert kinds == {"same": True, "kind": "FakeContext"}  # one override, one cached value per call
+    finally:
+        app.dependency_overrides.clear()
+    assert tool_text_of(await wire.call_tool(era, "progress", request_id=3)) == "id 3"
+
+
+async def test_a_yield_dependency_sees_the_handlers_exception(wire: Wire, era: str) -> None:
+    EVENTS.clear()
+    result = result_of(await wire.call_tool(era, "crashing"))
+    assert result["isError"] is True
+    assert EVENTS == ["watching open", "watching saw ValueError", "watching closed"]
+
+
+async def test_a_failing_dependency_tears_down_the_ones_opened_before_it(wire: Wire, era: str) -> None:
+    EVENTS.clear()
+    result = result_of(await wire.call_tool(era, "refused"))
+    assert result["isError"] is True
+    assert "no such thing" in result["content"][0]["text"]
+    assert EVENTS == ["watching open", "watching saw HTTPException", "watching closed"]
