@@ -37,6 +37,17 @@ _CONTENT_TYPES: Final[tuple[type, ...]] = (
     types.CallToolResult,
 )
 _HEADER_TOKEN: Final = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")
+# Core-schema node types whose strict validation builds a new value of exactly the declared
+# types (containers rebuilt, scalars checked): serializing that value cannot meet an unexpected
+# one. Models, dataclasses, custom validators/serializers and arbitrary types pass instances
+# through as they are (a model's field may have been reassigned to anything), so outputs
+# holding them keep pydantic's warnings="error" check at serialization, a few µs a call.
+_REBUILT_BY_VALIDATION: Final = frozenset(
+    {
+        "any", "none", "bool", "int", "float", "str", "bytes", "literal", "enum", "nullable", "union",
+        "list", "tuple", "set", "frozenset", "dict", "date", "time", "datetime", "timedelta", "decimal", "uuid",
+    }
+)  # fmt: skip
 
 
 @dataclass(slots=True)
@@ -53,6 +64,8 @@ class ToolDef:
         lean_dependant: the graph without ``context_params`` (None: nothing left to solve),
             solved when ``mcp_context`` is not overridden; the call's Context fills them.
         output_adapter: serializer of the return value, None without an output schema.
+        output_passthrough: validating the output may pass instances through unchecked
+            (models, dataclasses, custom types): serialize it with ``warnings="error"``.
         wrap_output: True when structured output is wrapped as ``{"result": value}``.
         header_params: ``inputSchema`` property → ``Mcp-Param-<token>`` (lowercase) for
             properties annotated ``"x-mcp-header"`` (2026-07-28 Value Encoding).
@@ -68,6 +81,7 @@ class ToolDef:
     context_params: tuple[str, ...]
     lean_dependant: Dependant | None
     output_adapter: TypeAdapter[Any] | None
+    output_passthrough: bool
     wrap_output: bool
     header_params: dict[str, str]
     listing: dict[str, Any] = field(default_factory=lambda: {})
@@ -88,6 +102,20 @@ def _clean_schema(schema: dict[str, Any], *, arguments: bool = False) -> dict[st
     if arguments:
         schema.setdefault("properties", {})
     return schema
+
+
+def _rebuilt_by_validation(schema: Any) -> bool:
+    """True when every node of a core schema is in ``_REBUILT_BY_VALIDATION`` (metadata aside)."""
+    if isinstance(schema, dict):
+        node: dict[str, Any] = schema  # pyright: ignore[reportUnknownVariableType]
+        kind = node.get("type")
+        if isinstance(kind, str) and kind not in _REBUILT_BY_VALIDATION:
+            return False
+        return all(_rebuilt_by_validation(value) for key, value in node.items() if key != "metadata")
+    if isinstance(schema, (list, tuple)):
+        items: list[Any] | tuple[Any, ...] = schema  # pyright: ignore[reportUnknownVariableType]
+        return all(_rebuilt_by_validation(item) for item in items)
+    return True
 
 
 def _output(annotation: Any) -> tuple[TypeAdapter[Any] | None, dict[str, Any] | None, bool]:
@@ -200,6 +228,7 @@ def build_tool(
         context_params=context_params,
         lean_dependant=build_dependant(tool_name, lean_parameters, dependencies, path) if context_params else dependant,
         output_adapter=adapter,
+        output_passthrough=adapter is not None and not _rebuilt_by_validation(adapter.core_schema),
         wrap_output=wrap,
         header_params=_header_params(schema, tool_name),
         listing=listing,

@@ -72,7 +72,8 @@ def shape_result(tool: ToolDef, value: Any) -> dict[str, Any]:
     adapter = tool.output_adapter
     if adapter is not None:
         try:
-            structured: Any = adapter.dump_python(adapter.validate_python(value, strict=True), mode="json", by_alias=True, warnings="error")
+            checked = "error" if tool.output_passthrough else True  # see ToolDef.output_passthrough
+            structured: Any = adapter.dump_python(adapter.validate_python(value, strict=True), mode="json", by_alias=True, warnings=checked)
         except (ValidationError, PydanticSerializationError, PydanticSerializationUnexpectedValue):
             logger.exception("tool %r returned output that does not match its outputSchema", tool.name)
             return text_result(f"Tool {tool.name!r} returned output that does not match its outputSchema", is_error=True)

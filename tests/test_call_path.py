@@ -9,6 +9,9 @@
   FastAPI and see the same object.
 - Yield dependencies: the handler's exception is thrown into them, a failing dependency
   tears down the ones entered before it.
+- Output validation: pydantic's ``warnings="error"`` serialization check (a few µs) runs only
+  for outputs whose validation passes instances through (models...), where it still catches a
+  model whose field was reassigned to the wrong type.
 
 bench/README.md ``## Profile of the d workload`` has the figures.
 """
@@ -22,6 +25,7 @@ import anyio.to_thread
 import pytest
 from conftest import Wire, make_app, make_router, result_of
 from fastapi import Depends, FastAPI, Header, HTTPException
+from pydantic import BaseModel
 
 from fastapi_mcp_ctx import Context, mcp_context
 
@@ -53,6 +57,10 @@ async def watching() -> AsyncIterator[str]:
 
 async def refusing() -> str:
     raise HTTPException(404, "no such thing")
+
+
+class Point(BaseModel):
+    x: int
 
 
 async def context_id(ctx: Context = Depends(mcp_context)) -> int:
@@ -101,6 +109,18 @@ def app() -> FastAPI:
     async def refused(w: str = Depends(watching), r: str = Depends(refusing)) -> str:
         """The second dependency fails after the first opened."""
         return w + r
+
+    @router.tool()
+    async def reassigned() -> Point:
+        """A model whose field was reassigned after validation (no validate_assignment)."""
+        point = Point(x=1)
+        point.x = "not a number"  # type: ignore[assignment]
+        return point
+
+    @router.tool()
+    async def miscounted() -> dict[str, int]:
+        """A dict output with a value of the wrong type."""
+        return {"n": "three"}  # type: ignore[dict-item]
 
     return make_app(router)
 
@@ -170,3 +190,32 @@ async def test_a_failing_dependency_tears_down_the_ones_opened_before_it(wire: W
     assert result["isError"] is True
     assert "no such thing" in result["content"][0]["text"]
     assert EVENTS == ["watching open", "watching saw HTTPException", "watching closed"]
+
+
+@pytest.mark.parametrize("tool", ["reassigned", "miscounted"])
+async def test_an_output_breaking_its_schema_is_an_error_result(wire: Wire, era: str, tool: str) -> None:
+    result = result_of(await wire.call_tool(era, tool))
+    assert result["isError"] is True
+    assert "structuredContent" not in result
+    assert "does not match its outputSchema" in result["content"][0]["text"]
+
+
+def test_only_outputs_holding_instances_keep_the_serialization_check() -> None:
+    router = make_router()
+
+    async def rebuilt() -> dict[str, list[int | None]]:
+        return {}
+
+    async def scalar() -> int:
+        return 1
+
+    async def model() -> Point:
+        return Point(x=1)
+
+    async def nested() -> dict[str, Point]:
+        return {}
+
+    for tool in (rebuilt, scalar, model, nested):
+        router.add_tool(tool)
+    checked = {name: router.registry.get(name).output_passthrough for name in ("rebuilt", "scalar", "model", "nested")}  # type: ignore[union-attr]
+    assert checked == {"rebuilt": False, "scalar": False, "model": True, "nested": True}
