@@ -23,8 +23,8 @@ from typing import Annotated, Any
 
 import anyio.to_thread
 import pytest
-from conftest import Wire, make_app, make_router, result_of
-from fastapi import Depends, FastAPI, Header, HTTPException
+from conftest import Wire, add_lookup_tool, make_app, make_router, result_of
+from fastapi import Depends, FastAPI, HTTPException
 from pydantic import BaseModel
 
 from fastapi_mcp_ctx import Context, mcp_context
@@ -71,15 +71,7 @@ async def context_id(ctx: Context = Depends(mcp_context)) -> int:
 def app() -> FastAPI:
     router = make_router()
 
-    @router.tool()
-    async def lookup(
-        key: str,
-        db: dict[str, str] = Depends(get_db),
-        x_tenant: str = Header(),
-        ctx: Context = Depends(mcp_context),
-    ) -> dict[str, str]:
-        """The benchmark's d tool: a yield dependency, a header, the Context."""
-        return {"value": db[key], "tenant": x_tenant, "request_id": str(ctx.request_id)}
+    add_lookup_tool(router, get_db)
 
     @router.tool()
     async def progress(ctx: Context = Depends(mcp_context)) -> str:
@@ -142,8 +134,8 @@ def thread_hops(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
 
 async def test_the_context_dependency_needs_no_worker_thread(wire: Wire, era: str, thread_hops: list[str]) -> None:
     EVENTS.clear()
-    result = result_of(await wire.call_tool(era, "lookup", {"key": "k1"}, headers={"x-tenant": "acme"}, request_id=7))
-    assert result["structuredContent"] == {"value": "v1", "tenant": "acme", "request_id": "7"}
+    result = result_of(await wire.call_tool(era, "lookup", {"key": "k1"}, headers={"x-tenant": "acme"}))
+    assert result["structuredContent"] == {"value": "v1", "tenant": "acme"}
     assert EVENTS == ["db open", "db closed"]
     assert tool_text_of(await wire.call_tool(era, "progress", request_id=8)) == "id 8"
     assert thread_hops == []

@@ -14,8 +14,8 @@ from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import pytest
-from conftest import make_app, make_router, modern_meta
-from fastapi import Depends, Header, Request
+from conftest import add_lookup_tool, make_app, make_router, modern_meta
+from fastapi import Depends, Request
 
 from fastapi_mcp_ctx import Context, mcp_context
 
@@ -42,16 +42,7 @@ def _app() -> Any:
         await ctx.report_progress(1, 1)
         return f"{db}:{a}:{request.method}"
 
-    @router.tool()
-    async def lookup(
-        key: str,
-        db: dict[str, str] = Depends(_session),
-        x_tenant: str = Header(),
-        ctx: Context = Depends(mcp_context),
-    ) -> dict[str, str]:
-        """The benchmark's d tool."""
-        return {"value": db[key], "tenant": x_tenant}
-
+    add_lookup_tool(router, _session)
     return make_app(router)
 
 
