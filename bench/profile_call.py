@@ -12,8 +12,11 @@ Workloads (as in the shared harness): ``d`` = ``tools/call lookup {"key": "k1"}`
 dependency (``get_db``) and the ``X-Tenant`` header; ``a`` = ``tools/call add(2, 3)``; both
 2025-11-25 era, no session. The FastAPI app is the harness's ceiling: one POST route declaring
 ``Depends(get_db)`` and ``Header()`` for d (a dependency-free one for a), answering the same bytes.
-Runs on uvloop when installed (as uvicorn does). Each figure is the median of ``--rounds`` rounds
-of ``--calls`` sequential calls.
+The project app is ``app.include_router(McpRouter(...))`` as in the harness's ``project_ref.py``;
+``PROFILE_DIRECT_ROUTE=1`` puts the router's route on the app itself instead (what FastAPI's
+``include_router`` dispatch costs). Each call runs in a task of its own, as uvicorn runs each
+request, on uvloop when installed. Each figure is the median of ``--rounds`` rounds of
+``--calls`` sequential calls. ``PYTHONPATH=<a copy of another checkout>`` profiles that one.
 """
 
 from __future__ import annotations
@@ -144,7 +147,8 @@ async def call(app: Any, scope: dict[str, Any], body: bytes, expect: bytes) -> N
         else:
             out.append(message.get("body", b""))
 
-    await app(dict(scope), receive, send)
+    # one task per request, as uvicorn runs each (per-task state such as anyio's is then per call too)
+    await asyncio.get_running_loop().create_task(app(dict(scope), receive, send))
     if status != 200 or expect not in b"".join(out):
         raise AssertionError(f"unexpected answer {status}: {b''.join(out)[:300]!r}")
 

@@ -26,11 +26,14 @@ from typing import Any
 
 import profile_call as pc
 from fastapi import routing as fastapi_routing
+from fastapi.dependencies import utils as fastapi_dependency_utils
 from pydantic import TypeAdapter
 from starlette.background import BackgroundTasks
 from starlette.responses import Response
 
 from fastapi_mcp_ctx import _dispatch, _fastapi_compat, _resolve, _streams, router
+
+_fastapi_compat_solve_scope: Any = getattr(_fastapi_compat, "SolveScope", None)
 
 _clock = time.perf_counter_ns
 
@@ -154,7 +157,8 @@ STEPS = Steps()
 def instrument() -> None:
     """Wrap every step (before any app exists: routes keep references to their endpoints)."""
     for owner, name, label in STEP_FUNCTIONS:
-        setattr(owner, name, STEPS.wrap(label, getattr(owner, name)))
+        if hasattr(owner, name):  # an older checkout may lack one (PYTHONPATH=<its copy> to profile it)
+            setattr(owner, name, STEPS.wrap(label, getattr(owner, name)))
 
 
 _FRAME = "JSON-RPC frame (from_json + checks)"
@@ -169,6 +173,7 @@ STEP_FUNCTIONS: list[tuple[Any, str, str]] = [
     (BackgroundTasks, "__call__", "background tasks (none)"),
     # bare FastAPI
     (fastapi_routing, "solve_dependencies", _SOLVER),
+    (fastapi_dependency_utils, "run_in_threadpool", "worker thread hop (a plain def dependency)"),
     (fastapi_routing, "run_endpoint_function", "endpoint: json.loads, result dict, json.dumps, Response()"),
     (Response, "__call__", "response: headers, send start + body"),
     # fastapi_mcp_ctx: the HTTP front door
@@ -190,8 +195,8 @@ STEP_FUNCTIONS: list[tuple[Any, str, str]] = [
     (_resolve, "_invoke", "the tool itself"),
     (_resolve, "shape_result", _SHAPE),
     (TypeAdapter, "dump_python", _SHAPE),
-    (_fastapi_compat.SolveScope, "__aenter__", _SOLVE),
-    (_fastapi_compat.SolveScope, "__aexit__", _SOLVE),
+    (_fastapi_compat_solve_scope, "__aenter__", _SOLVE),
+    (_fastapi_compat_solve_scope, "__aexit__", _SOLVE),
     (_fastapi_compat, "solve_dependencies", _SOLVER),
     (_streams.CallResponse, "_send_final", _SEND),
     (_dispatch.Dispatcher, "_finish", _SEND),
