@@ -203,11 +203,24 @@ STEP_FUNCTIONS: list[tuple[Any, str, str]] = [
 ]
 
 
+class _TimedValidator:
+    """Stands in for a model's ``__pydantic_validator__`` (a Rust object takes no new attributes)."""
+
+    def __init__(self, validator: Any, label: str) -> None:
+        self._validator = validator
+        self.validate_json = STEPS.wrap(label, validator.validate_json)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._validator, name)
+
+
 def _wrap_argument_models() -> None:
     registry = _routers[-1].registry
     for name in ("lookup", "add"):
-        model = registry.get(name).arguments_model  # type: ignore[union-attr]
-        model.model_validate_json = STEPS.wrap("arguments: to_json + strict JSON validation", model.model_validate_json)  # type: ignore[method-assign]
+        model: Any = registry.get(name).arguments_model  # type: ignore[union-attr]
+        label = "arguments: strict JSON validation"
+        model.model_validate_json = STEPS.wrap(label, model.model_validate_json)  # an older checkout calls this
+        model.__pydantic_validator__ = _TimedValidator(model.__pydantic_validator__, label)
 
 
 _routers: list[router.McpRouter] = []
