@@ -11,9 +11,10 @@ and torn down when :func:`solve` exits, that is after the tool's result is produ
 from __future__ import annotations
 
 import inspect
-from collections.abc import AsyncGenerator, Callable, Coroutine, Iterator, Sequence
-from contextlib import AsyncExitStack, asynccontextmanager
+from collections.abc import Callable, Coroutine, Iterator, Sequence
+from contextlib import AsyncExitStack
 from dataclasses import dataclass
+from types import TracebackType
 from typing import Annotated, Any, get_args, get_origin
 
 from fastapi import params
@@ -32,7 +33,7 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute
 from starlette.websockets import WebSocket
 
-__all__ = ["LeanRoute", "SolvedCall", "build_dependant", "flat_routes", "is_dependency_parameter", "solve"]
+__all__ = ["LeanRoute", "SolveScope", "SolvedCall", "build_dependant", "dependency_of", "flat_routes", "is_dependency_parameter", "solve"]
 
 LEAN_SCOPE_KEY = "fastapi_mcp_ctx.lean"
 _SPECIAL_TYPES: tuple[type, ...] = (Request, HTTPConnection, WebSocket, BackgroundTasks, SecurityScopes, Response)
@@ -62,6 +63,15 @@ def is_dependency_parameter(parameter: inspect.Parameter) -> bool:
         return True
     base = _base_type(parameter.annotation)
     return inspect.isclass(base) and issubclass(base, _SPECIAL_TYPES)
+
+
+def dependency_of(parameter: inspect.Parameter) -> Callable[..., Any] | None:
+    """The callable of a plain ``Depends(...)`` marker on ``parameter`` (default or ``Annotated``),
+    None for anything else (``Security``, ``Header``, no marker)."""
+    for marker in (parameter.default, *_metadata(parameter.annotation)):
+        if type(marker) is params.Depends:
+            return marker.dependency
+    return None
 
 
 def build_dependant(
@@ -109,37 +119,79 @@ class SolvedCall:
     errors: list[Any]
 
 
-@asynccontextmanager
-async def solve(
+def solve(
     dependant: Dependant,
     request: Request,
     overrides_provider: Any,
     background_tasks: BackgroundTasks,
     response: Response | None = None,
-) -> AsyncGenerator[SolvedCall]:
+) -> SolveScope:
     """Solve ``dependant`` for one call; yield dependencies are torn down on exit.
 
-    ``request`` must own a private scope dict: this function stores the exit stacks in it.
-    ``response`` collects headers a dependency sets through a ``Response`` parameter.
+    ``async with solve(dependant, request, app, background_tasks) as solved:`` gives a
+    :class:`SolvedCall`. ``request`` must own a private scope dict: this stores the call's exit
+    stacks in it. ``response`` collects headers a dependency sets through a ``Response`` parameter.
     """
-    scope = request.scope
-    async with AsyncExitStack() as request_stack:
+    return SolveScope(dependant, request, overrides_provider, background_tasks, response)
+
+
+class SolveScope:
+    """The async context manager :func:`solve` returns (a class, not ``@asynccontextmanager``:
+    no generator per call); FastAPI's two exit stacks, request- and function-scoped."""
+
+    __slots__ = ("_background_tasks", "_dependant", "_function_stack", "_overrides", "_request", "_request_stack", "_response")
+
+    def __init__(
+        self,
+        dependant: Dependant,
+        request: Request,
+        overrides_provider: Any,
+        background_tasks: BackgroundTasks,
+        response: Response | None = None,
+    ) -> None:
+        self._dependant = dependant
+        self._request = request
+        self._overrides = overrides_provider
+        self._background_tasks = background_tasks
+        self._response = response
+        self._request_stack = AsyncExitStack()
+        self._function_stack = AsyncExitStack()
+
+    async def __aenter__(self) -> SolvedCall:
+        scope = self._request.scope
+        request_stack = self._request_stack
         scope["fastapi_inner_astack"] = request_stack
         scope["fastapi_astack"] = request_stack
-        async with AsyncExitStack() as function_stack:
-            scope["fastapi_function_astack"] = function_stack
+        scope["fastapi_function_astack"] = self._function_stack
+        try:
             solved = await solve_dependencies(
-                request=request,
-                dependant=dependant,
+                request=self._request,
+                dependant=self._dependant,
                 body=None,
-                background_tasks=background_tasks,
-                response=response if response is not None else Response(),
-                dependency_overrides_provider=overrides_provider,
+                background_tasks=self._background_tasks,
+                response=self._response if self._response is not None else Response(),
+                dependency_overrides_provider=self._overrides,
                 dependency_cache=None,
                 async_exit_stack=request_stack,
                 embed_body_fields=False,
             )
-            yield SolvedCall(solved.values, list(solved.errors))
+        except BaseException as exc:
+            await self.__aexit__(type(exc), exc, exc.__traceback__)  # tear down what was entered
+            raise
+        return SolvedCall(solved.values, solved.errors)
+
+    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> bool | None:
+        """Function-scoped dependencies first, then request-scoped ones (FastAPI's order); the
+        exception, if any, is thrown into each yield dependency as FastAPI does."""
+        try:
+            suppressed = await self._function_stack.__aexit__(exc_type, exc, tb)
+        except BaseException as raised:
+            if not await self._request_stack.__aexit__(type(raised), raised, raised.__traceback__):
+                raise
+            return True
+        if suppressed:
+            exc_type, exc, tb = None, None, None
+        return await self._request_stack.__aexit__(exc_type, exc, tb) or suppressed
 
 
 class LeanRoute(APIRoute):

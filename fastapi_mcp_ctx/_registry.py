@@ -22,7 +22,8 @@ from fastapi import params
 from fastapi.dependencies.models import Dependant
 from pydantic import BaseModel, ConfigDict, TypeAdapter, create_model
 
-from ._fastapi_compat import build_dependant, is_dependency_parameter
+from ._fastapi_compat import build_dependant, dependency_of, is_dependency_parameter
+from .context import mcp_context
 
 __all__ = ["ToolDef", "ToolRegistry", "build_tool"]
 
@@ -36,6 +37,17 @@ _CONTENT_TYPES: Final[tuple[type, ...]] = (
     types.CallToolResult,
 )
 _HEADER_TOKEN: Final = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")
+# Core-schema node types whose strict validation builds a new value of exactly the declared
+# types (containers rebuilt, scalars checked): serializing that value cannot meet an unexpected
+# one. Models, dataclasses, custom validators/serializers and arbitrary types pass instances
+# through as they are (a model's field may have been reassigned to anything), so outputs
+# holding them keep pydantic's warnings="error" check at serialization, a few µs a call.
+_REBUILT_BY_VALIDATION: Final = frozenset(
+    {
+        "any", "none", "bool", "int", "float", "str", "bytes", "literal", "enum", "nullable", "union",
+        "list", "tuple", "set", "frozenset", "dict", "date", "time", "datetime", "timedelta", "decimal", "uuid",
+    }
+)  # fmt: skip
 
 
 @dataclass(slots=True)
@@ -48,7 +60,12 @@ class ToolDef:
         arguments_model: pydantic model validating ``arguments``.
         argument_names: the handler parameters filled from ``arguments``.
         dependant: FastAPI dependency graph, or None when the tool has no dependency.
+        context_params: parameters declared ``Depends(mcp_context)`` at the top level.
+        lean_dependant: the graph without ``context_params`` (None: nothing left to solve),
+            solved when ``mcp_context`` is not overridden; the call's Context fills them.
         output_adapter: serializer of the return value, None without an output schema.
+        output_passthrough: validating the output may pass instances through unchecked
+            (models, dataclasses, custom types): serialize it with ``warnings="error"``.
         wrap_output: True when structured output is wrapped as ``{"result": value}``.
         header_params: ``inputSchema`` property → ``Mcp-Param-<token>`` (lowercase) for
             properties annotated ``"x-mcp-header"`` (2026-07-28 Value Encoding).
@@ -61,7 +78,10 @@ class ToolDef:
     arguments_model: type[BaseModel]
     argument_names: tuple[str, ...]
     dependant: Dependant | None
+    context_params: tuple[str, ...]
+    lean_dependant: Dependant | None
     output_adapter: TypeAdapter[Any] | None
+    output_passthrough: bool
     wrap_output: bool
     header_params: dict[str, str]
     listing: dict[str, Any] = field(default_factory=lambda: {})
@@ -82,6 +102,20 @@ def _clean_schema(schema: dict[str, Any], *, arguments: bool = False) -> dict[st
     if arguments:
         schema.setdefault("properties", {})
     return schema
+
+
+def _rebuilt_by_validation(schema: Any) -> bool:
+    """True when every node of a core schema is in ``_REBUILT_BY_VALIDATION`` (metadata aside)."""
+    if isinstance(schema, dict):
+        node: dict[str, Any] = schema  # pyright: ignore[reportUnknownVariableType]
+        kind = node.get("type")
+        if isinstance(kind, str) and kind not in _REBUILT_BY_VALIDATION:
+            return False
+        return all(_rebuilt_by_validation(value) for key, value in node.items() if key != "metadata")
+    if isinstance(schema, (list, tuple)):
+        items: list[Any] | tuple[Any, ...] = schema  # pyright: ignore[reportUnknownVariableType]
+        return all(_rebuilt_by_validation(item) for item in items)
+    return True
 
 
 def _output(annotation: Any) -> tuple[TypeAdapter[Any] | None, dict[str, Any] | None, bool]:
@@ -181,14 +215,20 @@ def build_tool(
         listing["icons"] = icons
     if meta:
         listing["_meta"] = meta
+    context_params = tuple(p.name for p in dependency_parameters if dependency_of(p) is mcp_context)
+    dependant = build_dependant(tool_name, dependency_parameters, dependencies, path)
+    lean_parameters = [p for p in dependency_parameters if p.name not in context_params]
     return ToolDef(
         name=tool_name,
         handler=handler,
         is_async=inspect.iscoroutinefunction(handler),
         arguments_model=model,  # pyright: ignore[reportUnknownArgumentType]
         argument_names=tuple(plain),
-        dependant=build_dependant(tool_name, dependency_parameters, dependencies, path),
+        dependant=dependant,
+        context_params=context_params,
+        lean_dependant=build_dependant(tool_name, lean_parameters, dependencies, path) if context_params else dependant,
         output_adapter=adapter,
+        output_passthrough=adapter is not None and not _rebuilt_by_validation(adapter.core_schema),
         wrap_output=wrap,
         header_params=_header_params(schema, tool_name),
         listing=listing,

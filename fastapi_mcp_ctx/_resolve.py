@@ -33,7 +33,7 @@ from ._fastapi_compat import solve
 from ._jsonrpc import MAY_OVERFLOW
 from ._registry import ToolDef
 from ._results import error_result, shape_result
-from .context import SCOPE_KEY, Context, bind_context, unbind_context
+from .context import SCOPE_KEY, Context, bind_context, mcp_context, unbind_context
 from .errors import (
     AuthenticationError,
     InvalidCursorError,
@@ -155,7 +155,8 @@ async def run_tool(
         # JSON-mode strict validation: the arguments are JSON, judged by JSON Schema's rules
         # ("5" is not an integer, true is not a number) while ISO dates, UUIDs and enum values
         # still parse from their JSON spelling.
-        parsed = tool.arguments_model.model_validate_json(raw, strict=True)
+        # (the model's validator itself: model_validate_json's wrapper costs ~3k instructions a call)
+        parsed: Any = tool.arguments_model.__pydantic_validator__.validate_json(raw, strict=True)
     except PydanticValidationError as exc:
         return error_result(_invalid_arguments(tool, _describe_errors(exc)), request_id, tool)
     kwargs = {name: getattr(parsed, name) for name in tool.argument_names}
@@ -163,12 +164,20 @@ async def run_tool(
         overflowed = _non_finite(kwargs)
         if overflowed:
             return error_result(_invalid_arguments(tool, _out_of_range(overflowed)), request_id, tool)
+    app = request.scope.get("app")
+    dependant = tool.dependant
+    if tool.context_params and mcp_context not in getattr(app, "dependency_overrides", ()):
+        # ``Depends(mcp_context)`` would only read the Context back from the scope: hand it over
+        # directly. An override of mcp_context (read per call) gets the whole graph solved.
+        dependant = tool.lean_dependant
+        for name in tool.context_params:
+            kwargs[name] = context
     request.scope[SCOPE_KEY] = context
     token = bind_context(context)
     try:
-        if tool.dependant is None:
+        if dependant is None:
             return _shaped(tool, await _invoke(tool, kwargs), request_id)
-        async with solve(tool.dependant, request, request.scope.get("app"), background_tasks) as solved:
+        async with solve(dependant, request, app, background_tasks) as solved:
             if solved.errors:
                 problems = "; ".join(f"{'.'.join(map(str, e.get('loc', ())))}: {e.get('msg', '')}" for e in solved.errors)
                 failure = ToolError(f"Invalid request for tool {tool.name!r}: {problems}", code=-32600, reason="invalid_request")

@@ -522,8 +522,11 @@ class Context:
         return f"Context(request_id={self.request_id!r}, method={self.method!r}, era={self.era!r})"
 
 
-def mcp_context(request: Request) -> Context:
+async def mcp_context(request: Request) -> Context:
     """FastAPI dependency: the :class:`Context` of the MCP call being served.
+
+    ``async def`` although it never awaits: FastAPI runs a plain ``def`` dependency in its
+    thread pool, a thread hop per call for a dictionary lookup.
 
     Raises:
         RuntimeError: used outside an MCP call (e.g. on a plain path operation).

@@ -32,10 +32,10 @@ from typing import Any
 import anyio
 import httpx
 import pytest
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI, Header
 from mcp_types.methods import serialize_server_result
 
-from fastapi_mcp_ctx import McpRouter, McpSettings
+from fastapi_mcp_ctx import Context, McpRouter, McpSettings, mcp_context
 
 MODERN = "2026-07-28"
 LEGACY = "2025-11-25"
@@ -102,6 +102,22 @@ def make_app(*routers: McpRouter, **kwargs: Any) -> FastAPI:
     for router in routers:
         app.include_router(router)
     return app
+
+
+def add_lookup_tool(router: McpRouter, get_db: Callable[[], AsyncIterator[dict[str, str]]]) -> None:
+    """Register the shared benchmark's d tool: ``lookup(key)`` with the yield dependency
+    ``get_db``, the ``X-Tenant`` header and the Context; returns ``{"value", "tenant"}``."""
+
+    async def lookup(
+        key: str,
+        db: dict[str, str] = Depends(get_db),
+        x_tenant: str = Header(),
+        ctx: Context = Depends(mcp_context),
+    ) -> dict[str, str]:
+        """Look a key up in the tenant's store."""
+        return {"value": db[key], "tenant": x_tenant}
+
+    router.add_tool(lookup)
 
 
 @asynccontextmanager

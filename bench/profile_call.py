@@ -1,0 +1,246 @@
+"""Per-call cost of one ``tools/call`` in process: fastapi_mcp_ctx beside a bare FastAPI path operation.
+
+Drives both ASGI apps directly (no server, no sockets) with the benchmark's requests, so the
+figures are the framework's own work per call, repeatable enough to decide between variants:
+
+    .venv/bin/python bench/profile_call.py                 # µs per call, d and a, both apps
+    .venv/bin/python bench/profile_call.py --profile d     # + cProfile of the project's d call
+    .venv/bin/python bench/profile_call.py --gc            # + cyclic garbage per call (gc.DEBUG_SAVEALL)
+    bench/callgrind_call.sh d project                      # instructions per call (valgrind), repeatable
+
+Workloads (as in the shared harness): ``d`` = ``tools/call lookup {"key": "k1"}`` with a yield
+dependency (``get_db``) and the ``X-Tenant`` header; ``a`` = ``tools/call add(2, 3)``; both
+2025-11-25 era, no session. The FastAPI app is the harness's ceiling: one POST route declaring
+``Depends(get_db)`` and ``Header()`` for d (a dependency-free one for a), answering the same bytes.
+The project app is ``app.include_router(McpRouter(...))`` as in the harness's ``project_ref.py``;
+``PROFILE_DIRECT_ROUTE=1`` puts the router's route on the app itself instead (what FastAPI's
+``include_router`` dispatch costs). Each call runs in a task of its own, as uvicorn runs each
+request, on uvloop when installed. Each figure is the median of ``--rounds`` rounds of
+``--calls`` sequential calls. ``PYTHONPATH=<a copy of another checkout>`` profiles that one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import cProfile
+import gc
+import json
+import os
+import pstats
+import statistics
+import time
+from collections.abc import AsyncIterator, Coroutine
+from typing import Any
+
+from fastapi import Depends, FastAPI, Header, Request, Response
+
+from fastapi_mcp_ctx import Context, McpRouter, McpSettings, mcp_context
+
+DB = {"k1": "v1"}
+COUNTS = {"opened": 0, "closed": 0}
+
+
+async def get_db() -> AsyncIterator[dict[str, str]]:
+    COUNTS["opened"] += 1
+    try:
+        yield DB
+    finally:
+        COUNTS["closed"] += 1
+
+
+def project_app() -> FastAPI:
+    router = McpRouter(settings=McpSettings(server_name="bench", server_version="0.1.0", session_mode="stateless", log_level="warning"))
+
+    async def add(a: int, b: int) -> int:
+        """Add two integers."""
+        return a + b
+
+    async def lookup(
+        key: str,
+        db: dict[str, str] = Depends(get_db),
+        x_tenant: str = Header(),
+        ctx: Context = Depends(mcp_context),
+    ) -> dict[str, str]:
+        """Look a key up in the tenant's store."""
+        return {"value": db[key], "tenant": x_tenant}
+
+    router.add_tool(add)
+    router.add_tool(lookup)
+    app = FastAPI(openapi_url=None, docs_url=None, redoc_url=None)
+    if os.environ.get("PROFILE_DIRECT_ROUTE"):  # experiment: the route on the app itself, no include_router
+        app.router.routes.extend(router.routes)
+    else:
+        app.include_router(router)
+    return app
+
+
+_dumps = json.JSONEncoder(separators=(",", ":")).encode
+
+
+def _result(request_id: Any, structured: dict[str, Any], text: str) -> bytes:
+    result = {"content": [{"text": text, "type": "text"}], "isError": False, "structuredContent": structured}
+    return _dumps({"jsonrpc": "2.0", "id": request_id, "result": result}).encode()
+
+
+def fastapi_app(workload: str) -> FastAPI:
+    """The ceiling: for d the route declares lookup's dependencies, for a it declares none."""
+    app = FastAPI(openapi_url=None, docs_url=None, redoc_url=None)
+
+    async def mcp(request: Request) -> Response:
+        message = json.loads(await request.body())
+        total = message["params"]["arguments"]["a"] + message["params"]["arguments"]["b"]
+        return Response(content=_result(message["id"], {"result": total}, str(total)), media_type="application/json")
+
+    async def mcp_with_dependencies(request: Request, db: dict[str, str] = Depends(get_db), x_tenant: str = Header()) -> Response:
+        message = json.loads(await request.body())
+        out = {"value": db[message["params"]["arguments"]["key"]], "tenant": x_tenant}
+        body = _result(message["id"], out, json.dumps(out, indent=2))
+        return Response(content=body, media_type="application/json")
+
+    app.add_api_route("/mcp", mcp_with_dependencies if workload == "d" else mcp, methods=["POST"])
+    return app
+
+
+def _request(workload: str) -> tuple[dict[str, Any], bytes]:
+    if workload == "d":
+        params: dict[str, Any] = {"name": "lookup", "arguments": {"key": "k1"}}
+    else:
+        params = {"name": "add", "arguments": {"a": 2, "b": 3}}
+    body = _dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}).encode()
+    headers = [
+        (b"host", b"127.0.0.1:8000"),
+        (b"user-agent", b"wrk"),
+        (b"content-type", b"application/json"),
+        (b"accept", b"application/json, text/event-stream"),
+        (b"mcp-protocol-version", b"2025-11-25"),
+        (b"x-tenant", b"acme"),
+        (b"content-length", str(len(body)).encode()),
+    ]
+    scope: dict[str, Any] = {
+        "type": "http", "asgi": {"version": "3.0", "spec_version": "2.3"}, "http_version": "1.1",
+        "method": "POST", "scheme": "http", "path": "/mcp", "raw_path": b"/mcp", "query_string": b"",
+        "root_path": "", "headers": headers, "client": ("127.0.0.1", 50000), "server": ("127.0.0.1", 8000),
+        "state": {},
+    }
+    return scope, body
+
+
+async def call(app: Any, scope: dict[str, Any], body: bytes, expect: bytes) -> None:
+    delivered = False
+
+    async def receive() -> dict[str, Any]:
+        nonlocal delivered
+        if not delivered:
+            delivered = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        await asyncio.sleep(3600)  # uvicorn blocks here until the client disconnects
+        return {"type": "http.disconnect"}
+
+    out: list[bytes] = []
+    status = 0
+
+    async def send(message: dict[str, Any]) -> None:
+        nonlocal status
+        if message["type"] == "http.response.start":
+            status = message["status"]
+        else:
+            out.append(message.get("body", b""))
+
+    # one task per request, as uvicorn runs each (per-task state such as anyio's is then per call too)
+    await asyncio.get_running_loop().create_task(app(dict(scope), receive, send))
+    if status != 200 or expect not in b"".join(out):
+        raise AssertionError(f"unexpected answer {status}: {b''.join(out)[:300]!r}")
+
+
+EXPECT = {"d": b'{"value":"v1","tenant":"acme"}', "a": b'"text":"5"'}
+
+
+async def per_call_us(app: Any, workload: str, calls: int) -> float:
+    scope, body = _request(workload)
+    start = time.perf_counter()
+    for _ in range(calls):
+        await call(app, scope, body, EXPECT[workload])
+    return (time.perf_counter() - start) / calls * 1e6
+
+
+async def cyclic_garbage(app: Any, workload: str, calls: int = 200) -> tuple[float, list[str]]:
+    scope, body = _request(workload)
+    for _ in range(20):
+        await call(app, scope, body, EXPECT[workload])
+    gc.collect()
+    gc.disable()
+    gc.set_debug(gc.DEBUG_SAVEALL)
+    try:
+        for _ in range(calls):
+            await call(app, scope, body, EXPECT[workload])
+        gc.collect()
+        kinds = sorted({type(o).__name__ for o in gc.garbage})
+        per_call = len(gc.garbage) / calls
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+        gc.enable()
+    return per_call, kinds
+
+
+def run(main: Coroutine[Any, Any, None]) -> None:
+    """Run ``main`` on uvloop when installed (as uvicorn does), else on asyncio."""
+    try:
+        import uvloop
+    except ImportError:
+        asyncio.run(main)
+    else:
+        uvloop.run(main)
+
+
+async def main(args: argparse.Namespace) -> None:
+    project = project_app()
+    if args.only is not None:  # a fixed number of calls and nothing else, for instruction counts
+        app = project if args.only == "project" else fastapi_app(args.workloads[0])
+        scope, body = _request(args.workloads[0])
+        for _ in range(args.calls):
+            await call(app, scope, body, EXPECT[args.workloads[0]])
+        return
+    for workload in args.workloads:
+        apps = {"project": project, "fastapi": fastapi_app(workload)}
+        for app in apps.values():
+            await per_call_us(app, workload, 200)  # warm-up
+        figures: dict[str, list[float]] = {name: [] for name in apps}
+        for _ in range(args.rounds):
+            for name, app in apps.items():  # interleaved, so drift hits both
+                figures[name].append(await per_call_us(app, workload, args.calls))
+        medians = {name: statistics.median(values) for name, values in figures.items()}
+        print(
+            f"{workload}: project {medians['project']:.1f} µs/call, FastAPI {medians['fastapi']:.1f} µs/call, "
+            f"ratio (FastAPI/project time) {medians['fastapi'] / medians['project']:.2f}"
+        )
+        if args.gc:
+            for name, app in apps.items():
+                per_call, kinds = await cyclic_garbage(app, workload)
+                print(f"  {name}: {per_call:.1f} cyclic objects per call {kinds[:12]}")
+    if args.profile:
+        apps = {"project": project, "fastapi": fastapi_app(args.profile)}
+        for name in ("project", "fastapi"):
+            scope, body = _request(args.profile)
+            profiler = cProfile.Profile()
+            profiler.enable()
+            for _ in range(args.calls):
+                await call(apps[name], scope, body, EXPECT[args.profile])
+            profiler.disable()
+            print(f"\n=== cProfile {name} {args.profile}, {args.calls} calls (cumulative) ===")
+            pstats.Stats(profiler).sort_stats(args.sort).print_stats(args.top)
+    assert COUNTS["opened"] == COUNTS["closed"], COUNTS
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("workloads", nargs="*", default=["d", "a"], help="d, a (default: both)")
+    parser.add_argument("--calls", type=int, default=2000)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--profile", choices=["d", "a"])
+    parser.add_argument("--sort", default="cumulative")
+    parser.add_argument("--top", type=int, default=60)
+    parser.add_argument("--gc", action="store_true")
+    parser.add_argument("--only", choices=["project", "fastapi"], help="make --calls calls of the first workload on one app, measure nothing")
+    run(main(parser.parse_args()))
