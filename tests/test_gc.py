@@ -56,7 +56,7 @@ def _app() -> Any:
     return make_app(router)
 
 
-ARGUMENTS: dict[str, dict[str, Any]] = {"plain": {"a": 1}, "with_deps": {"a": 1}, "lookup": {"key": "k1"}}
+ARGUMENTS: dict[str, dict[str, Any]] = {"plain": {"a": 1}, "with_deps": {"a": 1}, "asks": {"a": 1}, "lookup": {"key": "k1"}}
 
 
 async def _call(app: Any, tool: str) -> None:
