@@ -121,11 +121,12 @@ def _out_of_range(paths: Iterable[str]) -> str:
     return "; ".join(f"{path}: number out of range (JSON numbers must fit a finite IEEE 754 double)" for path in paths)
 
 
-def _shaped(tool: ToolDef, value: Any, request_id: str | int) -> dict[str, Any]:
+def _shaped(tool: ToolDef, value: Any, request_id: str | int) -> tuple[dict[str, Any], bool]:
+    """``(result, shaped)``: ``shaped`` is False when the output broke the tool's outputSchema."""
     try:
-        return shape_result(tool, value)
+        return shape_result(tool, value), True
     except ToolError as exc:  # output breaking its schema: yield dependencies still see a normal exit
-        return error_result(exc, request_id, tool)
+        return error_result(exc, request_id, tool), False
 
 
 async def run_tool(
@@ -174,15 +175,18 @@ async def run_tool(
             kwargs[name] = context
     request.scope[SCOPE_KEY] = context
     token = bind_context(context)
+    returned = False
     try:
         if dependant is None:
-            return _shaped(tool, await _invoke(tool, kwargs), request_id)
+            result, returned = _shaped(tool, await _invoke(tool, kwargs), request_id)
+            return result
         async with solve(dependant, request, app, background_tasks) as solved:
             if solved.errors:
                 problems = "; ".join(f"{'.'.join(map(str, e.get('loc', ())))}: {e.get('msg', '')}" for e in solved.errors)
                 failure = ToolError(f"Invalid request for tool {tool.name!r}: {problems}", code=-32600, reason="invalid_request")
                 return error_result(failure, request_id, tool)
-            result = _shaped(tool, await _invoke(tool, {**kwargs, **solved.values}), request_id)
+            result, shaped = _shaped(tool, await _invoke(tool, {**kwargs, **solved.values}), request_id)
+        returned = shaped
         return result
     except ToolError as exc:
         return error_result(exc, request_id, tool)
@@ -208,5 +212,7 @@ async def run_tool(
         )
         return error_result(crash, request_id, tool)
     finally:
+        if not returned:  # as FastAPI: an endpoint that raised (or broke its output schema) runs no background task
+            background_tasks.tasks.clear()
         unbind_context(token)
         request.scope.pop(SCOPE_KEY, None)  # scope → context → call → request → scope: no cycle left for the GC

@@ -24,6 +24,7 @@ from conftest import (
     assert_error,
     final_message,
     make_app,
+    make_router,
     mcp_settings,
     modern_meta,
     open_client,
@@ -34,7 +35,7 @@ from conftest import (
 from fastapi import BackgroundTasks, Depends, FastAPI, Header, HTTPException, Request, Security
 from fastapi.security import SecurityScopes
 
-from fastapi_mcp_ctx import Context, McpRouter, mcp_context
+from fastapi_mcp_ctx import Context, McpRouter, ToolError, mcp_context
 
 EVENTS: list[str] = []
 COUNTS: dict[str, int] = {}
@@ -422,3 +423,33 @@ async def test_dependencies_do_not_leak_into_input_schema(wire: Wire, era: str) 
     for name in ("whoami", "secured", "inspect_request", "with_background", "overridable", "needs_header"):
         assert tools[name]["inputSchema"].get("properties", {}) == {}, name
     assert final_message is not None
+
+
+@pytest.mark.parametrize("outcome", ["returns", "tool_error", "crash", "http_403", "bad_output"])
+async def test_background_tasks_run_only_when_the_tool_returned(outcome: str, era: str) -> None:
+    """As for a FastAPI path operation: a task added by a handler that then raised (a ToolError,
+    a crash, an HTTPException) or broke its own outputSchema never runs; one that returned does."""
+    ran: list[str] = []
+    router = make_router()
+
+    @router.tool()
+    async def schedule(kind: str, tasks: BackgroundTasks) -> int:
+        """Add a task, then end as told."""
+        tasks.add_task(ran.append, kind)
+        if kind == "tool_error":
+            raise ToolError("refused")
+        if kind == "crash":
+            raise RuntimeError("boom")
+        if kind == "http_403":
+            raise HTTPException(403, "no")
+        if kind == "bad_output":
+            return "not an int"  # type: ignore[return-value]
+        return 1
+
+    async with open_client(make_app(router)) as client:
+        response = await Wire(client).call_tool(era, "schedule", {"kind": outcome})
+    if outcome == "http_403":
+        assert response.status_code == 403
+    else:
+        assert result_of(response)["isError"] is (outcome != "returns")
+    assert ran == (["returns"] if outcome == "returns" else [])
