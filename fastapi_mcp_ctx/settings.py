@@ -52,6 +52,15 @@ class McpSettings(BaseSettings):
             read); past it the answer is 408 (``-32600``, ``Connection: close``) and the
             connection is freed, so a short ``Content-Length`` or an endless chunked body
             cannot pin it.
+        max_client_metadata_bytes: largest ``capabilities`` + ``clientInfo`` of one ``initialize``
+            (compact JSON, in bytes) a session keeps; more gets ``-32602`` (HTTP 400).
+        max_sessions_per_owner: open 2025 sessions one authenticated owner (the principal's
+            ``owner_key``) may hold; one more gets 503 ``reason: too_many_sessions``. ``None``:
+            ``max(1, max_sessions // 10)``. Needs ``McpRouter(authenticate=...)``: without it every
+            caller is the same anonymous owner, and only ``max_sessions`` applies.
+        listen_max_streams_per_owner: open ``subscriptions/listen`` streams per authenticated owner
+            in this process; ``None``: ``max(1, listen_max_streams // 10)`` (anonymous callers:
+            only ``listen_max_streams``).
     """
 
     model_config = SettingsConfigDict(env_prefix="MCP_", extra="ignore")
@@ -79,6 +88,19 @@ class McpSettings(BaseSettings):
     listen_max_streams: int = Field(default=1024, ge=1)
     stream_buffer_size: int = Field(default=1024, ge=1)
     keepalive_seconds: float = Field(default=15.0, gt=0)
+    max_client_metadata_bytes: int = Field(default=64 * 1024, ge=2)
+    max_sessions_per_owner: int | None = Field(default=None, ge=1)
+    listen_max_streams_per_owner: int | None = Field(default=None, ge=1)
+
+    @property
+    def session_owner_quota(self) -> int:
+        """``max_sessions_per_owner``, or its default ``max(1, max_sessions // 10)``."""
+        return self.max_sessions_per_owner or max(1, self.max_sessions // 10)
+
+    @property
+    def listen_owner_quota(self) -> int:
+        """``listen_max_streams_per_owner``, or its default ``max(1, listen_max_streams // 10)``."""
+        return self.listen_max_streams_per_owner or max(1, self.listen_max_streams // 10)
 
     @field_validator("auth_mode", mode="before")
     @classmethod
