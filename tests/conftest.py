@@ -77,6 +77,9 @@ def mcp_settings(**overrides: Any) -> McpSettings:
         "log_level": "debug",
         "cache_ttl_ms": 0,
         "cache_scope": "private",
+        "max_client_metadata_bytes": 64 * 1024,
+        "max_sessions_per_owner": None,
+        "listen_max_streams_per_owner": None,
     }
     values.update(overrides)
     return McpSettings(**values)
