@@ -177,13 +177,20 @@ class Dispatcher:
         """``Implementation`` of this server (``name``, ``version``)."""
         return {"name": self.settings.server_name, "version": self.settings.server_version}
 
-    def capabilities(self, era: str = "legacy") -> dict[str, Any]:
+    def capabilities(self, era: str = "legacy", *, transport: str = "http") -> dict[str, Any]:
         """``ServerCapabilities``: tools, logging, and the declared ``listChanged`` / ``subscribe``
-        (``resources.subscribe`` in 2025 only once ``resources/subscribe`` is served)."""
+        only where the transport and mode deliver them (B52): HTTP 2026 (listen) and HTTP 2025
+        stateful (the GET stream); never stdio (``transport="stdio"``) nor 2025 stateless."""
         if self.notifier is None:
             return {"tools": {"listChanged": False}, "logging": {}}
-        subscribe_served = era == "modern" or "resources/subscribe" in LEGACY_METHODS
-        return {**self.notifier.capabilities(subscribe_served=subscribe_served), "logging": {}}
+        modern = era == "modern"
+        deliverable = transport == "http" and (modern or self.settings.session_mode == "stateful")
+        caps = self.notifier.capabilities(
+            methods=MODERN_METHODS if modern else LEGACY_METHODS,
+            deliverable=deliverable,
+            subscribe_method="subscriptions/listen" if modern else "resources/subscribe",
+        )
+        return {**caps, "logging": {}}
 
     def _finish(self, result: dict[str, Any], envelope: RequestEnvelope, *, cacheable: bool = False) -> dict[str, Any]:
         if envelope.era == "modern":
@@ -196,8 +203,9 @@ class Dispatcher:
         return result
 
     # -- the handshake -------------------------------------------------------------------
-    def initialize_result(self, params: dict[str, Any]) -> tuple[dict[str, Any], str]:
-        """``InitializeResult`` for ``params`` and the negotiated version.
+    def initialize_result(self, params: dict[str, Any], *, transport: str = "http") -> tuple[dict[str, Any], str]:
+        """``InitializeResult`` for ``params`` and the negotiated version (``transport``: ``"http"``
+        or ``"stdio"``, see :meth:`capabilities`).
 
         A requested version this server speaks is echoed; anything else gets the latest
         handshake version (spec 2025-11-25 ``basic/lifecycle`` §Version Negotiation).
@@ -206,7 +214,7 @@ class Dispatcher:
         version = requested if requested in HANDSHAKE_PROTOCOL_VERSIONS else LATEST_HANDSHAKE_VERSION
         result: dict[str, Any] = {
             "protocolVersion": version,
-            "capabilities": self.capabilities(),
+            "capabilities": self.capabilities(transport=transport),
             "serverInfo": self.server_info,
         }
         if self.settings.instructions:
@@ -227,7 +235,7 @@ class Dispatcher:
         json_ok: bool = request.scope.get(JSON_OK_SCOPE_KEY, True)
         if message.method == "subscriptions/listen" and envelope.era == "modern":
             try:
-                return await self._listen(message, headers)
+                return await self._listen(message, headers, request.scope.get(PRINCIPAL_SCOPE_KEY))
             except McpError as exc:
                 return json_reply(error_reply(message.id, exc, envelope.era), headers, json_ok=json_ok)
         channel = BackChannel.http(self.pending, era=envelope.era, session_id=session.id if session else None, sse_allowed=sse_allowed)
@@ -278,21 +286,24 @@ class Dispatcher:
                 return await self._tools_call(
                     message, envelope, request, session, http_headers, signal if signal is not None else CancelSignal(), back_channel
                 )
-            return Reply(result_message(message.id, await self._simple(message, envelope, session)))
+            transport = "http" if http_headers else "stdio"
+            return Reply(result_message(message.id, await self._simple(message, envelope, session, transport)))
         except McpError as exc:
             return error_reply(message.id, exc, envelope.era)
         except Exception:
             logger.exception("internal error serving %s (request id %r)", message.method, message.id)
             return error_reply(message.id, InternalError(), envelope.era)
 
-    async def _simple(self, message: JsonRpcRequest, envelope: RequestEnvelope, session: SessionRecord | None) -> dict[str, Any]:
+    async def _simple(
+        self, message: JsonRpcRequest, envelope: RequestEnvelope, session: SessionRecord | None, transport: str = "http"
+    ) -> dict[str, Any]:
         method, params = message.method, message.params
         if method == "ping":
             return {}
         if method == "tools/list":
             return self._finish(self._tools_page(params.get("cursor")), envelope, cacheable=True)
         if method == "server/discover":
-            result: dict[str, Any] = {"supportedVersions": list(MODERN_PROTOCOL_VERSIONS), "capabilities": self.capabilities("modern")}
+            result: dict[str, Any] = {"supportedVersions": list(MODERN_PROTOCOL_VERSIONS), "capabilities": self.capabilities("modern", transport=transport)}
             if self.settings.instructions:
                 result["instructions"] = self.settings.instructions
             return self._finish(result, envelope, cacheable=True)
@@ -306,13 +317,16 @@ class Dispatcher:
             return {}
         raise MethodNotFoundError(data={"method": _echo(method)})
 
-    async def _listen(self, message: JsonRpcRequest, headers: Mapping[str, str]) -> Response:
+    async def _listen(self, message: JsonRpcRequest, headers: Mapping[str, str], principal: Principal | None) -> Response:
         """2026 ``subscriptions/listen``: ``-32601`` when the application declared nothing to
-        listen for (B52), else the stream (see ``_transport.listen``)."""
+        listen for (B52), else the stream of the caller's tenant (see ``_transport.listen``)."""
         notifier = self.notifier
         if notifier is None or not notifier.served.any:
             raise MethodNotFoundError(data={"method": message.method})
-        stream = await notifier.open_listen(message.id, parse_filter(message.params, notifier.served))
+        tenant, owner = (principal.tenant_id, principal.owner_key) if principal is not None else ("default", None)
+        stream = await notifier.open_listen(
+            message.id, parse_filter(message.params, notifier.served), tenant_id=tenant, owner=owner
+        )
         return ListenResponse(stream, notifier.hub, keepalive_seconds=self.settings.keepalive_seconds, headers=headers)
 
     def _tools_page(self, cursor: Any) -> dict[str, Any]:

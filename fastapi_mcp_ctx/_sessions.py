@@ -9,6 +9,7 @@ visible ASCII; an ended or unknown id gets 404.
 
 from __future__ import annotations
 
+import json
 import secrets
 import time
 from collections.abc import Callable
@@ -19,8 +20,43 @@ import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from .context import CancelSignal
+from .errors import InvalidParamsError
 
-__all__ = ["LiveSession", "LiveSessions", "MemorySessionStore", "SessionRecord", "SessionStore", "new_session_id"]
+__all__ = [
+    "LiveSession",
+    "LiveSessions",
+    "MemorySessionStore",
+    "OwnerQuotaExceeded",
+    "SessionRecord",
+    "SessionStore",
+    "check_client_metadata",
+    "new_session_id",
+]
+
+
+class OwnerQuotaExceeded(OverflowError):
+    """Raised by :meth:`SessionStore.create` when the record's owner holds its quota of sessions."""
+
+    def __init__(self, owner: str, limit: int) -> None:
+        super().__init__(f"Too many open sessions for this caller (owner {owner!r} holds its quota of {limit})")
+        self.owner = owner
+        self.limit = limit
+
+
+def check_client_metadata(params: dict[str, Any], max_bytes: int) -> None:
+    """Refuse ``initialize`` params whose ``capabilities`` + ``clientInfo`` would make a session
+    keep more than ``max_bytes`` bytes (measured as compact JSON of both together).
+
+    Raises:
+        InvalidParamsError: over the limit (``-32602``, HTTP 400), naming the limit and the setting.
+    """
+    kept = {"capabilities": params.get("capabilities"), "clientInfo": params.get("clientInfo")}
+    size = len(json.dumps(kept, separators=(",", ":"), ensure_ascii=False).encode())
+    if size > max_bytes:
+        raise InvalidParamsError(
+            f"initialize: capabilities and clientInfo take {size} bytes of JSON; a session keeps at most "
+            f"{max_bytes} (MCP_MAX_CLIENT_METADATA_BYTES)"
+        )
 
 
 def new_session_id() -> str:
@@ -69,7 +105,8 @@ class SessionStore(Protocol):
     """Where session records live. Implementations must be safe under concurrency."""
 
     async def create(self, record: SessionRecord) -> None:
-        """Store a new record. Raises ``OverflowError`` when the store is full."""
+        """Store a new record. Raises ``OverflowError`` when the store is full
+        (:class:`OwnerQuotaExceeded` when only the record's owner is at its quota)."""
         ...
 
     async def get(self, session_id: str) -> SessionRecord | None:
@@ -91,17 +128,38 @@ class MemorySessionStore:
     Args:
         idle_seconds: a session unused for this many seconds is gone (404).
         max_sessions: ``create`` raises ``OverflowError`` beyond this many live sessions.
+        max_per_owner: ``create`` raises :class:`OwnerQuotaExceeded` beyond this many live
+            sessions of one owner (records with ``owner=None``, the anonymous caller, only
+            count towards ``max_sessions``). None: no per-owner quota.
+        pinned: ``pinned(session_id)`` True keeps the session from expiring (the router: its
+            GET stream is open); its idle time restarts when it is no longer pinned.
         clock: time source in seconds (tests inject one).
     """
 
-    def __init__(self, *, idle_seconds: float, max_sessions: int, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        *,
+        idle_seconds: float,
+        max_sessions: int,
+        max_per_owner: int | None = None,
+        pinned: Callable[[str], bool] | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self._records: dict[str, SessionRecord] = {}
         self._idle = idle_seconds
         self._max = max_sessions
+        self._max_per_owner = max_per_owner
+        self._pinned = pinned
         self._clock = clock
 
     def _expired(self, record: SessionRecord, now: float) -> bool:
+        if self._pinned is not None and self._pinned(record.id):
+            record.last_seen = now
+            return False
         return now - record.last_seen > self._idle
+
+    def _count(self, owner: str) -> int:
+        return sum(1 for rec in self._records.values() if rec.owner == owner)
 
     def _sweep(self, now: float) -> None:
         for sid in [sid for sid, rec in self._records.items() if self._expired(rec, now)]:
@@ -113,6 +171,11 @@ class MemorySessionStore:
             self._sweep(now)
             if len(self._records) >= self._max:
                 raise OverflowError("Too many open sessions")
+        owner, limit = record.owner, self._max_per_owner
+        if owner is not None and limit is not None and self._count(owner) >= limit:
+            self._sweep(now)
+            if self._count(owner) >= limit:
+                raise OwnerQuotaExceeded(owner, limit)
         record.created_at = record.last_seen = now
         self._records[record.id] = record
 
@@ -164,6 +227,11 @@ class LiveSessions:
 
     def __init__(self) -> None:
         self._live: dict[str, LiveSession] = {}
+
+    def streaming(self, session_id: str) -> bool:
+        """True while ``session_id``'s GET stream is open in this process."""
+        live = self._live.get(session_id)
+        return live is not None and live.standalone_send is not None
 
     def get(self, session_id: str) -> LiveSession:
         """The live companion of ``session_id`` (created on first use)."""

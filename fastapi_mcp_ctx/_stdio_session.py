@@ -55,7 +55,7 @@ from ._jsonrpc import (
     request_id_of,
     result_message,
 )
-from ._sessions import SessionRecord
+from ._sessions import SessionRecord, check_client_metadata
 from ._streams import Reply
 from ._transport.pending import PendingRequests
 from ._transport.requests import BackChannel
@@ -280,7 +280,8 @@ class StdioSession:
             raise UnsupportedVersionError(requested if isinstance(requested, str) else None, list(MODERN_PROTOCOL_VERSIONS))
         if self._record is not None:
             raise InvalidRequestError("This stdio session is already initialized (one session per process)")
-        result, version = self.router.dispatcher.initialize_result(message.params)
+        check_client_metadata(message.params, self.router.settings.max_client_metadata_bytes)
+        result, version = self.router.dispatcher.initialize_result(message.params, transport="stdio")
         self._record = SessionRecord.from_initialize(message.params, version)
         self._era = "legacy"
         return result_message(message.id, result)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import inspect
 import logging
+import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TypeVar
 
@@ -55,8 +56,10 @@ from ._security import LOOPBACK_HOSTS, TransportSecurity, loopback_security
 from ._sessions import (
     LiveSessions,
     MemorySessionStore,
+    OwnerQuotaExceeded,
     SessionRecord,
     SessionStore,
+    check_client_metadata,
 )
 from ._streams import Reply, StandaloneStream
 from ._transport.bus import MemoryBus, MessageBus, replica_id
@@ -181,10 +184,13 @@ class McpRouter(APIRouter):
             if authenticate is not None
             else None
         )
-        self.sessions: SessionStore = session_store or MemorySessionStore(
-            idle_seconds=self.settings.session_idle_seconds, max_sessions=self.settings.max_sessions
-        )
         self.live = LiveSessions()
+        self.sessions: SessionStore = session_store or MemorySessionStore(
+            idle_seconds=self.settings.session_idle_seconds,
+            max_sessions=self.settings.max_sessions,
+            max_per_owner=self.settings.session_owner_quota,
+            pinned=self.live.streaming,  # an open GET stream keeps its session alive
+        )
         self.state_backend: StateBackend = state_backend or backend_from_url(
             self.settings.storage_url, create_tables=self.settings.storage_create_tables
         )
@@ -201,7 +207,12 @@ class McpRouter(APIRouter):
             served_from(list_changed, resources_subscribe),
             self.bus,
             self.subscriptions,
-            ListenHub(max_streams=self.settings.listen_max_streams, buffer_size=self.settings.stream_buffer_size),
+            ListenHub(
+                max_streams=self.settings.listen_max_streams,
+                buffer_size=self.settings.stream_buffer_size,
+                max_per_owner=self.settings.listen_owner_quota,
+            ),
+            authenticated=authenticate is not None,
         )
         conf = self.settings
         self.shutdown_coordinator = ShutdownCoordinator(grace_seconds=conf.shutdown_grace_seconds, signals=conf.shutdown_signals)
@@ -463,9 +474,15 @@ class McpRouter(APIRouter):
         if self.settings.session_mode != "stateless":  # stateful and auto issue a session
             principal: Principal | None = request_scope.get(PRINCIPAL_SCOPE_KEY)
             owner = principal.owner_key if principal is not None else None
+            try:
+                check_client_metadata(message.params, self.settings.max_client_metadata_bytes)
+            except McpError as exc:
+                return _error_response(exc, message.id)
             record = SessionRecord.from_initialize(message.params, version, owner)
             try:
                 await self.sessions.create(record)
+            except OwnerQuotaExceeded as exc:
+                return _error_response(StateUnavailableError(str(exc), retry_after=5, reason="too_many_sessions"), message.id)
             except OverflowError:
                 return _error_response(
                     StateUnavailableError("Too many open sessions", retry_after=5, reason="too_many_sessions"), message.id
@@ -526,6 +543,7 @@ class McpRouter(APIRouter):
         def closed() -> None:
             detach()
             live.close_standalone()
+            session.last_seen = time.time()  # the idle timer restarts when the stream ends
             self.live.release(session.id)
 
         return StandaloneStream(messages, closed, headers={_SESSION_HEADER: session.id}, keepalive_seconds=self.settings.keepalive_seconds)
@@ -622,14 +640,19 @@ class McpRouter(APIRouter):
         """Like :meth:`notify_tools_list_changed`, for resources (needs ``list_changed={"resources"}``)."""
         await self.notifier.list_changed("resources")
 
-    async def notify_resource_updated(self, uri: str) -> None:
-        """Send ``notifications/resources/updated {uri}`` only to its subscribers: 2025 sessions
-        in :attr:`subscriptions` (on their GET stream), 2026 listen streams naming ``uri``.
+    async def notify_resource_updated(self, uri: str, *, tenant_id: Any = CALLER) -> None:
+        """Send ``notifications/resources/updated {uri}`` only to its subscribers of one tenant:
+        2025 sessions in :attr:`subscriptions` (on their GET stream), 2026 listen streams naming
+        ``uri``. Resources belong to a tenant; another tenant's subscribers never get it.
 
+        Args:
+            tenant_id: whose subscribers. Default: the tenant of the MCP request being served;
+                outside a request, ``"default"`` on a router without ``authenticate``.
         Raises:
             RuntimeError: ``resources_subscribe`` is not set. TypeError: ``uri`` is not a str.
+            ValueError: outside a request on an authenticating router without ``tenant_id``.
         """
-        await self.notifier.resource_updated(uri)
+        await self.notifier.resource_updated(uri, tenant_id=tenant_id)
 
     async def send_notification_to_session(
         self, session_id: str, method: str, params: dict[str, Any] | None = None, *, tenant_id: Any = CALLER

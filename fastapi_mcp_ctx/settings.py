@@ -72,6 +72,15 @@ class McpSettings(BaseSettings):
             request served without a session (it changes on every request; default: None there).
         server_request_timeout_seconds: how long ``ctx.send_request`` waits for the client's
             answer by default (seconds).
+        max_client_metadata_bytes: largest ``capabilities`` + ``clientInfo`` of one ``initialize``
+            (compact JSON, in bytes) a session keeps; more gets ``-32602`` (HTTP 400).
+        max_sessions_per_owner: open 2025 sessions one authenticated owner (the principal's
+            ``owner_key``) may hold; one more gets 503 ``reason: too_many_sessions``. ``None``:
+            ``max(1, max_sessions // 10)``. Needs ``McpRouter(authenticate=...)``: without it every
+            caller is the same anonymous owner, and only ``max_sessions`` applies.
+        listen_max_streams_per_owner: open ``subscriptions/listen`` streams per authenticated owner
+            in this process; ``None``: ``max(1, listen_max_streams // 10)`` (anonymous callers:
+            only ``listen_max_streams``).
     """
 
     model_config = SettingsConfigDict(env_prefix="MCP_", extra="ignore")
@@ -107,6 +116,19 @@ class McpSettings(BaseSettings):
     sse_retry_ms: int = Field(default=1000, ge=0, le=86_400_000)
     shutdown_grace_seconds: float = Field(default=3.0, ge=0)
     shutdown_signals: bool = True
+    max_client_metadata_bytes: int = Field(default=64 * 1024, ge=2)
+    max_sessions_per_owner: int | None = Field(default=None, ge=1)
+    listen_max_streams_per_owner: int | None = Field(default=None, ge=1)
+
+    @property
+    def session_owner_quota(self) -> int:
+        """``max_sessions_per_owner``, or its default ``max(1, max_sessions // 10)``."""
+        return self.max_sessions_per_owner or max(1, self.max_sessions // 10)
+
+    @property
+    def listen_owner_quota(self) -> int:
+        """``listen_max_streams_per_owner``, or its default ``max(1, listen_max_streams // 10)``."""
+        return self.listen_max_streams_per_owner or max(1, self.listen_max_streams // 10)
 
     @field_validator("auth_mode", mode="before")
     @classmethod

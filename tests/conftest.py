@@ -86,6 +86,9 @@ def mcp_settings(**overrides: Any) -> McpSettings:
         "sse_retry_ms": 1000,
         "shutdown_grace_seconds": 3.0,
         "shutdown_signals": True,
+        "max_client_metadata_bytes": 64 * 1024,
+        "max_sessions_per_owner": None,
+        "listen_max_streams_per_owner": None,
     }
     values.update(overrides)
     return McpSettings(**values)

@@ -166,11 +166,19 @@ async def test_client_disconnect_ends_the_stream_without_an_answer(built: Any) -
     await router.notify_tools_list_changed()  # nobody left: nothing breaks
 
 
-async def test_discover_advertises_what_the_application_declared() -> None:
+async def test_discover_advertises_what_the_application_declared_and_serves() -> None:
+    """B52: ``resources`` (its ``listChanged`` and ``subscribe``) is advertised only once
+    ``resources/list`` is served; the declared kinds are still honoured by a listen stream."""
     app, _ = build(list_changed={"tools", "resources"}, resources_subscribe=True)
     async with open_client(app) as client:
-        modern = result_of(await Wire(client).modern("server/discover"))["capabilities"]
-    assert modern == {"tools": {"listChanged": True}, "resources": {"listChanged": True, "subscribe": True}, "logging": {}}
+        wire = Wire(client)
+        modern = result_of(await wire.modern("server/discover"))["capabilities"]
+        for method in ("resources/list", "resources/read"):
+            assert_error(await wire.modern(method, {"uri": "test://a"}), 404, -32601)
+    assert modern == {"tools": {"listChanged": True}, "logging": {}}
+    async with listening(app, "s", {"resourcesListChanged": True, "resourceSubscriptions": ["test://a"]}) as ex:
+        await wait_frames(ex, 1)
+    assert frames(ex)[0]["params"]["notifications"] == {"resourcesListChanged": True, "resourceSubscriptions": ["test://a"]}
 
 
 async def test_initialize_advertises_subscribe_only_once_resources_subscribe_is_served() -> None:
@@ -183,7 +191,7 @@ async def test_initialize_advertises_subscribe_only_once_resources_subscribe_is_
         )
     caps = result_of(response)["capabilities"]
     assert caps["tools"] == {"listChanged": False}
-    assert caps["prompts"] == {"listChanged": True}
+    assert "prompts" not in caps  # prompts/list is not served by this release (B52)
     assert "resources" not in caps  # resources/subscribe is not a 2025 method of this server yet (B44)
 
 

@@ -22,7 +22,7 @@ async def test_b44_update_reaches_the_subscribed_session_only_2025() -> None:
         sid_a, sid_b = await a.initialize(), await b.initialize()
         async with get_stream(app, sid_a, **{"x-tenant": "a"}) as stream_a, get_stream(app, sid_b, **{"x-tenant": "b"}) as stream_b:
             await a.call_tool("legacy", "watch", {"uri": "note://a/secret"})
-            await router.notify_resource_updated("note://a/secret")
+            await router.notify_resource_updated("note://a/secret", tenant_id="a")
             await wait_frames(stream_a, 1)
             await router.notify_tools_list_changed()  # marker: B's stream got everything before it
             await wait_frames(stream_b, 1)
@@ -41,7 +41,7 @@ async def test_b44_two_sessions_of_one_user_each_get_exactly_one_copy() -> None:
         await two.call_tool("legacy", "watch", {"uri": "note://shared"})
         await two.call_tool("legacy", "watch", {"uri": "note://shared"})  # subscribing twice is one subscription
         async with get_stream(app, sid1, **{"x-tenant": "a"}) as s1, get_stream(app, sid2, **{"x-tenant": "a"}) as s2:
-            await router.notify_resource_updated("note://shared")
+            await router.notify_resource_updated("note://shared", tenant_id="a")
             await router.notify_tools_list_changed()
             await wait_frames(s1, 2)
             await wait_frames(s2, 2)
@@ -78,7 +78,7 @@ async def test_b44_subscribe_is_not_advertised_where_it_is_not_served() -> None:
         modern = result_of(await wire.modern("server/discover"))["capabilities"]
     assert "resources" not in result_of(initialize)["capabilities"]  # resources/subscribe is not served in 2025 yet
     assert messages_of(response)[0]["error"]["code"] == -32601
-    assert modern["resources"] == {"listChanged": False, "subscribe": True}  # listen's resourceSubscriptions serve it
+    assert "resources" not in modern  # resources/list is not served yet (B52): nothing under resources is advertised
 
 
 # -- B52: listen on a server that publishes nothing; an empty honoured set; capacity ---------

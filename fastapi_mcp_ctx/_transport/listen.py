@@ -15,7 +15,10 @@ Spec 2026-07-28 ``basic/patterns/subscriptions`` and ``basic/transports/streamab
 - each stream buffers at most ``buffer_size`` notifications: a client that falls that far
   behind gets a ``-32603`` error answer (``reason: listen_buffer_overflow``) and the stream
   ends, so a slow client never grows the server's memory;
-- at most ``max_streams`` streams per process (beyond: HTTP 503 ``-32603`` + ``Retry-After``);
+- at most ``max_streams`` streams per process, and ``max_per_owner`` per authenticated owner
+  (beyond: HTTP 503 ``-32603`` + ``Retry-After``);
+- each stream records its tenant and owner: a bus message carrying :data:`TENANT_KEY` (a
+  resource update) reaches only that tenant's streams; list changes reach every stream;
 - an empty honoured filter is acknowledged and answered at once; :meth:`ListenHub.close`
   (router shutdown) ends every stream with the graceful ``{"resultType": "complete"}``
   answer; a client closing the stream ends it silently; idle streams get ``: keep-alive``
@@ -41,6 +44,7 @@ from ..errors import InvalidParamsError, StateUnavailableError
 __all__ = [
     "LIST_CHANGED_METHODS",
     "SUBSCRIPTION_ID_KEY",
+    "TENANT_KEY",
     "ChangeKind",
     "ListenFilter",
     "ListenHub",
@@ -55,6 +59,8 @@ ChangeKind = Literal["tools", "prompts", "resources"]
 SUBSCRIPTION_ID_KEY: Final = "io.modelcontextprotocol/subscriptionId"
 ACK_METHOD: Final = "notifications/subscriptions/acknowledged"
 UPDATED_METHOD: Final = "notifications/resources/updated"
+TENANT_KEY: Final = "fastapi_mcp_ctx.tenant"
+"""Bus-only member of a notification published for one tenant (never sent on the wire)."""
 LIST_CHANGED_METHODS: Final[dict[ChangeKind, str]] = {
     "tools": "notifications/tools/list_changed",
     "prompts": "notifications/prompts/list_changed",
@@ -160,7 +166,17 @@ def _tag(message: Mapping[str, Any], subscription_id: RequestId) -> dict[str, An
 class ListenStream:
     """The queue of one listen stream between the bus (producer) and its response (consumer)."""
 
-    def __init__(self, request_id: RequestId, listen_filter: ListenFilter, buffer_size: int) -> None:
+    def __init__(
+        self,
+        request_id: RequestId,
+        listen_filter: ListenFilter,
+        buffer_size: int,
+        *,
+        tenant_id: str | None = "default",
+        owner: str | None = None,
+    ) -> None:
+        self.tenant_id = tenant_id
+        self.owner = owner
         self.request_id = request_id
         self.filter = listen_filter
         self.buffer_size = buffer_size
@@ -175,6 +191,8 @@ class ListenStream:
         """
         if self.end is not None or not self.filter.admits(message):
             return False
+        if TENANT_KEY in message and message[TENANT_KEY] != self.tenant_id:
+            return False  # another tenant's resource
         try:
             self._send.send_nowait(_tag(message, self.request_id))
         except anyio.WouldBlock:
@@ -226,9 +244,12 @@ class ListenHub:
     Args:
         max_streams: open streams at most (``McpSettings.listen_max_streams``).
         buffer_size: notifications queued per stream at most (``McpSettings.stream_buffer_size``).
+        max_per_owner: open streams of one authenticated owner at most (None: no quota;
+            anonymous streams, ``owner=None``, only count towards ``max_streams``).
     """
 
-    def __init__(self, *, max_streams: int, buffer_size: int) -> None:
+    def __init__(self, *, max_streams: int, buffer_size: int, max_per_owner: int | None = None) -> None:
+        self._max_per_owner = max_per_owner
         self._max = max_streams
         self._buffer = buffer_size
         self._streams: set[ListenStream] = set()
@@ -238,18 +259,27 @@ class ListenHub:
     def __len__(self) -> int:
         return len(self._streams)
 
-    def open(self, request_id: RequestId, listen_filter: ListenFilter) -> ListenStream:
-        """Register a new stream (finished at once when its filter is empty).
+    def open(
+        self, request_id: RequestId, listen_filter: ListenFilter, *, tenant_id: str | None = "default", owner: str | None = None
+    ) -> ListenStream:
+        """Register a new stream of ``tenant_id`` / ``owner`` (finished at once when its filter is empty).
 
         Raises:
-            StateUnavailableError: shutting down, or ``max_streams`` streams are open
-                (HTTP 503 with ``Retry-After``).
+            StateUnavailableError: shutting down, or ``max_streams`` streams are open, or
+                ``max_per_owner`` of this owner (HTTP 503 with ``Retry-After``).
         """
         if self._closed_on is not None and self._closed_on is _running_loop():
             raise StateUnavailableError("The server is shutting down; listen again (another replica will answer)", retry_after=1)
         if len(self._streams) >= self._max:
             raise StateUnavailableError(f"Too many open subscriptions/listen streams (limit {self._max}); retry later", retry_after=5)
-        stream = ListenStream(request_id, listen_filter, self._buffer)
+        limit = self._max_per_owner
+        if owner is not None and limit is not None and sum(1 for s in self._streams if s.owner == owner) >= limit:
+            raise StateUnavailableError(
+                f"Too many open subscriptions/listen streams for this caller (owner {owner!r} holds its quota of {limit}); "
+                "close one first",
+                retry_after=5,
+            )
+        stream = ListenStream(request_id, listen_filter, self._buffer, tenant_id=tenant_id, owner=owner)
         self._streams.add(stream)
         if listen_filter.empty:
             stream.finish("closed")

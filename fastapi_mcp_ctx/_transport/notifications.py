@@ -8,7 +8,9 @@ One :class:`Notifier` per router. What it publishes, and where each message land
   filter asked for it;
 - ``notifications/resources/updated``: 2025: published to the channel of each session the
   :class:`~._transport.subscriptions.ResourceSubscriptions` registry lists for that URI (its
-  GET stream only); 2026: on ``events``, to the listen streams that named the URI;
+  GET stream only); 2026: on ``events``, to the listen streams that named the URI; both only
+  to the tenant the update was published for (the caller's, or ``tenant_id=``): resources
+  belong to a tenant, lists are the server's (global);
 - :meth:`send_to_session`: any notification to one 2025 session's GET stream, True when a
   replica holds that stream.
 
@@ -31,7 +33,7 @@ from anyio.streams.memory import MemoryObjectSendStream
 from .._jsonrpc import RequestId, notification_message
 from ..context import get_request_context
 from .bus import EVENTS_CHANNEL, MessageBus, Unsubscribe, encode_message, session_channel, session_prefix
-from .listen import LIST_CHANGED_METHODS, UPDATED_METHOD, ChangeKind, ListenFilter, ListenHub, ListenStream, Served
+from .listen import LIST_CHANGED_METHODS, TENANT_KEY, UPDATED_METHOD, ChangeKind, ListenFilter, ListenHub, ListenStream, Served
 from .subscriptions import ResourceSubscriptions
 
 __all__ = ["CALLER", "Notifier", "served_from"]
@@ -86,9 +88,13 @@ class Notifier:
         bus: the replica bus (shared by every replica of the endpoint).
         subscriptions: the 2025 resource subscription registry.
         hub: this process's listen streams.
+        authenticated: the router authenticates (``tenant_id`` must then be given outside a request).
     """
 
-    def __init__(self, served: Served, bus: MessageBus, subscriptions: ResourceSubscriptions, hub: ListenHub) -> None:
+    def __init__(
+        self, served: Served, bus: MessageBus, subscriptions: ResourceSubscriptions, hub: ListenHub, *, authenticated: bool = False
+    ) -> None:
+        self.authenticated = authenticated
         self.served = served
         self.bus = bus
         self.subscriptions = subscriptions
@@ -98,20 +104,30 @@ class Notifier:
         self._events_lock: anyio.Lock | None = None
 
     # -- what is advertised ---------------------------------------------------------------
-    def capabilities(self, *, subscribe_served: bool) -> dict[str, Any]:
-        """The ``listChanged`` / ``subscribe`` members of ``ServerCapabilities``.
+    def capabilities(self, *, methods: frozenset[str], deliverable: bool, subscribe_method: str) -> dict[str, Any]:
+        """The ``tools`` / ``prompts`` / ``resources`` members of ``ServerCapabilities``: only
+        what is served and can be delivered (B52).
+
+        A kind appears only when its ``<kind>/list`` is in ``methods`` (in this release: tools;
+        a declared ``list_changed={"prompts"}`` or ``resources_subscribe`` is then not
+        advertised, though a 2026 listen stream that asks for it is honoured and acknowledged).
+        ``listChanged`` / ``subscribe`` are true only when declared and ``deliverable``.
 
         Args:
-            subscribe_served: whether this era can take resource subscriptions (2026: listen;
-                2025: only once ``resources/subscribe`` is a served method).
+            methods: the method table of this era.
+            deliverable: the transport and mode carry server notifications (HTTP 2026: listen;
+                HTTP 2025 stateful: the GET stream; never stdio or 2025 stateless).
+            subscribe_method: the method that takes resource subscriptions in this era
+                (``subscriptions/listen`` or ``resources/subscribe``).
         """
         served = self.served
-        caps: dict[str, Any] = {"tools": {"listChanged": "tools" in served.list_changed}}
-        if "prompts" in served.list_changed:
-            caps["prompts"] = {"listChanged": True}
-        subscribe = served.resources_subscribe and subscribe_served
-        if "resources" in served.list_changed or subscribe:
-            caps["resources"] = {"listChanged": "resources" in served.list_changed, "subscribe": subscribe}
+        caps: dict[str, Any] = {}
+        for kind in ("tools", "prompts", "resources"):
+            if f"{kind}/list" in methods:
+                caps[kind] = {"listChanged": deliverable and kind in served.list_changed}
+        if "resources" in caps:
+            subscribe = deliverable and served.resources_subscribe and subscribe_method in methods
+            caps["resources"]["subscribe"] = subscribe
         return caps
 
     def _require(self, kind: str) -> None:
@@ -135,20 +151,24 @@ class Notifier:
         self._require(kind)
         await self.bus.publish(EVENTS_CHANNEL, notification_message(LIST_CHANGED_METHODS[kind]))
 
-    async def resource_updated(self, uri: str) -> None:
-        """Publish ``notifications/resources/updated {uri}`` to the subscribers of ``uri`` only.
+    async def resource_updated(self, uri: str, *, tenant_id: Any = CALLER) -> None:
+        """Publish ``notifications/resources/updated {uri}`` to the subscribers of ``uri`` of one
+        tenant only (``tenant_id`` as in :meth:`caller_tenant`).
 
         Raises:
             RuntimeError: ``resources_subscribe`` was not declared.
             TypeError: ``uri`` is not a non-empty string.
+            ValueError: :data:`CALLER` outside a request on an authenticating router.
         """
         self._require("updated")
         if not isinstance(uri, str) or not uri:  # pyright: ignore[reportUnnecessaryIsInstance]
             raise TypeError("notify_resource_updated takes the resource URI as a non-empty str")
+        tenant = self.caller_tenant(tenant_id, authenticated=self.authenticated)
         message = notification_message(UPDATED_METHOD, {"uri": uri})
         for address in await self.subscriptions.subscribers(uri):
-            await self.bus.publish(session_channel(address.tenant_id, address.session_id), message)
-        await self.bus.publish(EVENTS_CHANNEL, message)
+            if address.tenant_id == tenant:
+                await self.bus.publish(session_channel(address.tenant_id, address.session_id), message)
+        await self.bus.publish(EVENTS_CHANNEL, {**message, TENANT_KEY: tenant})
 
     @staticmethod
     def caller_tenant(tenant_id: Any, *, authenticated: bool) -> str | None:
@@ -231,11 +251,14 @@ class Notifier:
         stream.detach = detach
         return detach
 
-    async def open_listen(self, request_id: RequestId, listen_filter: ListenFilter) -> ListenStream:
-        """Open a listen stream fed from the bus (see :meth:`ListenHub.open` for errors)."""
+    async def open_listen(
+        self, request_id: RequestId, listen_filter: ListenFilter, *, tenant_id: str | None = "default", owner: str | None = None
+    ) -> ListenStream:
+        """Open a listen stream of ``tenant_id`` (``owner``: the principal's owner key, None when
+        anonymous) fed from the bus (see :meth:`ListenHub.open` for errors)."""
         if not listen_filter.empty:
             await self._ensure_events()
-        return self.hub.open(request_id, listen_filter)
+        return self.hub.open(request_id, listen_filter, tenant_id=tenant_id, owner=owner)
 
     async def session_ended(self, session_id: str) -> None:
         """Forget the resource subscriptions of an ended 2025 session."""
