@@ -189,7 +189,7 @@ class McpRouter(APIRouter):
             idle_seconds=self.settings.session_idle_seconds,
             max_sessions=self.settings.max_sessions,
             max_per_owner=self.settings.session_owner_quota,
-            pinned=self.live.streaming,  # an open GET stream keeps its session alive
+            pinned=self._get_stream_open,  # an open GET stream keeps its session alive
         )
         self.state_backend: StateBackend = state_backend or backend_from_url(
             self.settings.storage_url, create_tables=self.settings.storage_create_tables
@@ -247,6 +247,10 @@ class McpRouter(APIRouter):
                 include_in_schema=False,
             )
         )
+
+    def _get_stream_open(self, session_id: str) -> bool:
+        """Whether ``session_id``'s GET stream has a connection in this process (plain or resumable)."""
+        return self.live.streaming(session_id) or self.streams.get_stream_attached(session_id)
 
     # -- registration --------------------------------------------------------------------
     def tool(

@@ -185,6 +185,11 @@ class ResumableStreams:
         task.add_done_callback(log.tasks.discard)
         return log
 
+    def get_stream_attached(self, session_id: str) -> bool:
+        """True while a connection holds ``session_id``'s GET stream (it keeps the session alive)."""
+        log = self._gets.get(session_id)
+        return log is not None and log.holder is not None
+
     def release_get_stream(self, log: _GetLog, holder: object) -> None:
         """``holder``'s connection ended: the stream stays, stored, for a resume."""
         if log.holder is holder:
