@@ -20,6 +20,7 @@ as any other handler appears on that path. ``logging.config.dictConfig`` naming
 from __future__ import annotations
 
 import logging
+import math
 import re
 import sys
 from collections.abc import Awaitable, Callable, Mapping
@@ -124,9 +125,13 @@ def _is_sensitive(key: str) -> bool:
 
 
 def redact(value: Any, _depth: int = 0) -> Any:
-    """A copy of ``value`` with sensitive mapping keys masked, at any depth (≤ 32 levels)."""
+    """A copy of ``value`` with sensitive mapping keys masked, at any depth (≤ 32 levels), and
+    each ``inf``/``nan`` float written as the string ``"Infinity"``, ``"-Infinity"`` or
+    ``"NaN"`` (not JSON numbers, RFC 8259 §6; log data keeps the value readable)."""
     if _depth > 32:
         return REDACTED
+    if isinstance(value, float) and not math.isfinite(value):
+        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
     if isinstance(value, Mapping):
         items: Mapping[Any, Any] = value  # pyright: ignore[reportUnknownVariableType]
         return {str(k): (REDACTED if _is_sensitive(str(k)) else redact(v, _depth + 1)) for k, v in items.items()}
@@ -149,7 +154,9 @@ class ContextLogger:
     ``correlation`` fields (``request_id``, ``tenant_id``, ``session_id``, ``trace_id``), the
     ``logger`` name and ``data``. Wire: ``notifications/message`` with ``{"level", "logger",
     "data": {"message": message, **data}}`` (redacted); ``logger`` is ``logger_name`` (the tool's
-    name). Delivery is fire-and-forget: a failed send never fails the handler.
+    name). Delivery is fire-and-forget: a failed send never fails the handler. An ``inf`` or
+    ``nan`` in ``data`` is sent (and logged) as the string ``"Infinity"``, ``"-Infinity"`` or
+    ``"NaN"``: the message stays valid JSON and the value stays visible.
     """
 
     def __init__(

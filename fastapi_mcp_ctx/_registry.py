@@ -20,7 +20,7 @@ from typing import Any, Final, Union, get_args, get_origin
 import mcp_types as types
 from fastapi import params
 from fastapi.dependencies.models import Dependant
-from pydantic import BaseModel, ConfigDict, TypeAdapter, create_model
+from pydantic import BaseModel, ConfigDict, PydanticUserError, TypeAdapter, create_model
 
 from ._fastapi_compat import build_dependant, dependency_of, is_dependency_parameter
 from .context import mcp_context
@@ -123,7 +123,10 @@ def _output(annotation: Any) -> tuple[TypeAdapter[Any] | None, dict[str, Any] | 
         return None, None, False
     if _is_content_annotation(annotation):
         return None, None, False
-    adapter: TypeAdapter[Any] = TypeAdapter(annotation)
+    try:  # keep inf/nan as floats in Any-typed parts so shaping can refuse them (never null)
+        adapter: TypeAdapter[Any] = TypeAdapter(annotation, config=ConfigDict(ser_json_inf_nan="constants"))
+    except PydanticUserError:  # a model, dataclass or TypedDict: its own config decides
+        adapter = TypeAdapter(annotation)
     schema = adapter.json_schema(mode="serialization")
     if schema.get("type") == "object" or (inspect.isclass(annotation) and issubclass(annotation, BaseModel)):
         return adapter, _clean_schema(schema), False

@@ -19,7 +19,7 @@ import functools
 import logging
 import math
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, Final
 
 import anyio.to_thread
 from fastapi import HTTPException
@@ -30,7 +30,7 @@ from pydantic_core import to_json
 from starlette.requests import Request
 
 from ._fastapi_compat import solve
-from ._jsonrpc import MAY_OVERFLOW
+from ._jsonrpc import OUT_OF_RANGE, may_overflow
 from ._registry import ToolDef
 from ._results import error_result, shape_result
 from .context import SCOPE_KEY, Context, bind_context, mcp_context, unbind_context
@@ -50,17 +50,39 @@ __all__ = ["from_http_exception", "run_tool"]
 logger = logging.getLogger("fastapi_mcp_ctx")
 
 
+MAX_PROBLEMS: Final = 10
+"""Argument problems listed in one error message; the rest are counted (``…and N more``)."""
+MAX_PROBLEM_CHARS: Final = 200
+"""Characters kept of one problem (its location and message); longer ones end in ``…``."""
+
+
+def _problems(items: Iterable[str], count: int | None = None) -> str:
+    """The one formatter of argument problems: at most :data:`MAX_PROBLEMS` of ``items``, each
+    cut to :data:`MAX_PROBLEM_CHARS`, joined by ``"; "``, then ``"; …and N more"`` when
+    ``count`` (default: ``len(items)``) is larger: a request with 500 000 bad list items gets a
+    bounded answer, in ``content`` and in the error envelope alike."""
+    listed: list[str] = []
+    seen = 0
+    for item in items:
+        seen += 1
+        if len(listed) < MAX_PROBLEMS:
+            listed.append(item if len(item) <= MAX_PROBLEM_CHARS else item[: MAX_PROBLEM_CHARS - 1] + "…")
+        elif count is not None:
+            break
+    more = (count if count is not None else seen) - len(listed)
+    return "; ".join(listed) + (f"; …and {more} more" if more > 0 else "")
+
+
 def _describe_errors(exc: PydanticValidationError) -> str:
-    parts: list[str] = []
-    for error in exc.errors(include_url=False, include_input=False):
-        location = ".".join(str(p) for p in error["loc"]) or "arguments"
-        parts.append(f"{location}: {error['msg']}")
-    return "; ".join(parts)
+    errors = exc.errors(include_url=False, include_input=False, include_context=False)
+    return _problems((f"{'.'.join(str(p) for p in e['loc']) or 'arguments'}: {e['msg']}" for e in errors), len(errors))
 
 
 async def _invoke(tool: ToolDef, kwargs: dict[str, Any]) -> Any:
     if tool.is_async:
         return await tool.handler(**kwargs)
+    # A thread cannot be interrupted: a cancelled sync tool runs to its end (its yield
+    # dependencies stay open for it, as in FastAPI) and the transports drop its late result.
     return await anyio.to_thread.run_sync(functools.partial(tool.handler, **kwargs))
 
 
@@ -118,7 +140,7 @@ def _invalid_arguments(tool: ToolDef, problems: str) -> ToolError:
 
 
 def _out_of_range(paths: Iterable[str]) -> str:
-    return "; ".join(f"{path}: number out of range (JSON numbers must fit a finite IEEE 754 double)" for path in paths)
+    return _problems(f"{path}: {OUT_OF_RANGE}" for path in paths)
 
 
 def _shaped(tool: ToolDef, value: Any, request_id: str | int) -> tuple[dict[str, Any], bool]:
@@ -161,7 +183,7 @@ async def run_tool(
     except PydanticValidationError as exc:
         return error_result(_invalid_arguments(tool, _describe_errors(exc)), request_id, tool)
     kwargs = {name: getattr(parsed, name) for name in tool.argument_names}
-    if MAY_OVERFLOW.search(raw):  # only a huge literal can turn into inf: most calls skip the walk
+    if may_overflow(raw):  # only a huge literal can turn into inf: most calls skip the walk
         overflowed = _non_finite(kwargs)
         if overflowed:
             return error_result(_invalid_arguments(tool, _out_of_range(overflowed)), request_id, tool)
@@ -182,7 +204,7 @@ async def run_tool(
             return result
         async with solve(dependant, request, app, background_tasks) as solved:
             if solved.errors:
-                problems = "; ".join(f"{'.'.join(map(str, e.get('loc', ())))}: {e.get('msg', '')}" for e in solved.errors)
+                problems = _problems((f"{'.'.join(map(str, e.get('loc', ())))}: {e.get('msg', '')}" for e in solved.errors), len(solved.errors))
                 failure = ToolError(f"Invalid request for tool {tool.name!r}: {problems}", code=-32600, reason="invalid_request")
                 return error_result(failure, request_id, tool)
             result, shaped = _shaped(tool, await _invoke(tool, {**kwargs, **solved.values}), request_id)

@@ -35,7 +35,7 @@ from pydantic_core import (
     to_jsonable_python,
 )
 
-from ._jsonrpc import RequestId
+from ._jsonrpc import RequestId, non_finite_paths
 from ._registry import ToolDef
 from .errors import McpError, ToolError
 
@@ -84,14 +84,37 @@ def _is_block_list(value: Any) -> bool:
     return all(isinstance(v, _BLOCK_TYPES) for v in items)
 
 
+def _refuse_non_finite(tool: ToolDef, value: Any, encoded: bytes) -> None:
+    """Raise the ``invalid_output`` ToolError when ``value`` (JSON-ready, ``encoded`` its JSON
+    text with ``NaN``/``Infinity`` tokens) holds an ``inf``/``nan`` float: not JSON (RFC 8259
+    §6), and ``null`` in its place would be a silent lie. The walk runs only when the text
+    shows such a token."""
+    if b"NaN" not in encoded and b"Infinity" not in encoded:
+        return
+    paths = non_finite_paths(value)
+    if not paths:
+        return  # the tokens were inside strings
+    where = ", ".join(paths[:3]) + (f" and {len(paths) - 3} more" if len(paths) > 3 else "")
+    logger.error("tool %r returned a non-finite number (NaN or Infinity) at %s", tool.name, where)
+    raise ToolError(
+        f"Tool {tool.name!r} returned a non-finite number (NaN or Infinity is not JSON) at {where}",
+        code=-32603,
+        reason="invalid_output",
+    )
+
+
 def shape_result(tool: ToolDef, value: Any) -> dict[str, Any]:
     """Shape the handler's return ``value`` into a ``CallToolResult`` dict (wire spelling).
 
     Raises:
         ToolError: ``-32603`` / ``invalid_output``: the value does not match the tool's own
-            ``outputSchema`` (the server's bug, logged; never a non-conforming result).
+            ``outputSchema``, or holds ``inf``/``nan`` (not JSON, RFC 8259 §6) anywhere in its
+            structured output (the server's bug, logged; never a non-conforming result, never
+            ``NaN`` on the wire nor a silent ``null``).
     """
     if isinstance(value, types.CallToolResult):
+        if value.structured_content is not None:  # its Any-typed field would turn nan into null
+            _refuse_non_finite(tool, value.structured_content, to_json(value.structured_content, fallback=str))
         return value.model_dump(by_alias=True, exclude_none=True, mode="json", exclude={"result_type"})
     if isinstance(value, _BLOCK_TYPES):
         return {"content": [_dump(value)], "isError": False}
@@ -111,9 +134,14 @@ def shape_result(tool: ToolDef, value: Any) -> dict[str, Any]:
                 code=-32603,
                 reason="invalid_output",
             ) from exc
+        if isinstance(value, str):
+            text = value
+        else:
+            encoded = to_json(structured)
+            _refuse_non_finite(tool, {"result": structured} if tool.wrap_output else structured, encoded)
+            text = encoded.decode()
         if tool.wrap_output:
             structured = {"result": structured}
-        text = value if isinstance(value, str) else to_json(structured if not tool.wrap_output else structured["result"]).decode()
         return {"content": [{"type": "text", "text": text}], "structuredContent": structured, "isError": False}
     if value is None:
         return {"content": [], "isError": False}
@@ -121,9 +149,13 @@ def shape_result(tool: ToolDef, value: Any) -> dict[str, Any]:
         return {"content": [{"type": "text", "text": value}], "isError": False}
     if isinstance(value, BaseModel):
         structured = _dump(value)
-        return {"content": [{"type": "text", "text": to_json(structured).decode()}], "structuredContent": structured, "isError": False}
+        encoded = to_json(structured)
+        _refuse_non_finite(tool, structured, encoded)
+        return {"content": [{"type": "text", "text": encoded.decode()}], "structuredContent": structured, "isError": False}
     jsonable: Any = to_jsonable_python(value, fallback=str)
-    result: dict[str, Any] = {"content": [{"type": "text", "text": to_json(jsonable).decode()}], "isError": False}
+    encoded = to_json(jsonable)
+    _refuse_non_finite(tool, jsonable, encoded)
+    result: dict[str, Any] = {"content": [{"type": "text", "text": encoded.decode()}], "isError": False}
     if isinstance(jsonable, dict):
         result["structuredContent"] = jsonable
     return result

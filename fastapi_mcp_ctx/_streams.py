@@ -115,7 +115,9 @@ class CallResponse(Response):
             then always goes on an event stream.
         background: tasks run after the response is sent.
         cancelled_message: message sent when the call is cancelled by ``notifications/cancelled``
-            while the connection is still open (2025 era; None sends nothing).
+            while the connection is still open (2025 era; None sends nothing). It replaces the
+            result whenever the signal fired, also when the handler still returned one (a sync
+            tool's thread runs to its end: that late result is dropped).
     """
 
     def __init__(
@@ -166,7 +168,9 @@ class CallResponse(Response):
                 self._signal.bind(None)
         if self._signal.reason == "disconnected":
             return  # the client is gone: nothing more is sent for this call
-        if handler_scope.cancelled_caught:
+        if self._signal.cancelled:
+            # not only ``cancelled_caught``: a sync tool's thread cannot be interrupted, so its
+            # call returns normally after the signal fired; that late result is dropped
             reply = self._cancelled_message() if self._cancelled_message is not None else None
         await self._send_final(send, reply, sse_started)
         if self.background is not None:

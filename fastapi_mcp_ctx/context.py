@@ -12,6 +12,7 @@ imports the router or the dispatcher.
 
 from __future__ import annotations
 
+import math
 import secrets
 import time
 from collections.abc import Awaitable, Callable, Mapping
@@ -364,7 +365,12 @@ class Context:
             message: human-readable status.
         Returns:
             True when the notification was handed to the stream.
+        Raises:
+            ValueError: ``progress`` or ``total`` is ``inf`` or ``nan`` (not a JSON number,
+                RFC 8259 §6), checked before anything else (with or without a progress token).
         """
+        if not math.isfinite(progress) or (total is not None and not math.isfinite(total)):
+            raise ValueError(f"progress and total must be finite numbers, got progress={progress!r}, total={total!r}")
         token = self._call.envelope.progress_token
         outbound = self._call.outbound
         if token is None or outbound is None or self._call.signal.cancelled:
