@@ -51,7 +51,7 @@ from ._jsonrpc import (
 )
 from ._logging import install_default_handler
 from ._registry import ToolRegistry, build_tool
-from ._security import LOOPBACK_HOSTS, TransportSecurity, loopback_security
+from ._security import TransportSecurity, is_loopback_host, loopback_security
 from ._sessions import (
     LiveSessions,
     MemorySessionStore,
@@ -279,6 +279,7 @@ class McpRouter(APIRouter):
                 enabled=True,
                 allowed_hosts=(*base.allowed_hosts, *(h.lower() for h in s.allowed_hosts or ())),
                 allowed_origins=(*base.allowed_origins, *(o.lower() for o in s.allowed_origins or ())),
+                any_loopback_ip=True,
             )
         if s.dns_rebinding_protection is True:
             return self._loopback
@@ -288,7 +289,7 @@ class McpRouter(APIRouter):
         security = self._configured_security
         if security is None:
             server = request.scope.get("server")
-            if not server or str(server[0]) not in LOOPBACK_HOSTS:
+            if not server or not is_loopback_host(str(server[0])):
                 return
             security = self._loopback
         security.check(headers)
