@@ -312,9 +312,14 @@ class McpRouter(APIRouter):
                     request, headers, self.settings.max_body_bytes, self.settings.body_timeout_seconds
                 )
             if self._authenticate is not None:
-                outcome = await resolve_principal(self._authenticate, request)
-                if outcome.principal is None:
-                    raise AuthenticationError("Unauthorized", headers={"WWW-Authenticate": "Bearer"})
+                try:
+                    outcome = await resolve_principal(self._authenticate, request)
+                    if outcome.principal is None:
+                        raise AuthenticationError("Unauthorized", headers={"WWW-Authenticate": "Bearer"})
+                except McpError as exc:  # the body was read: the refusal echoes its id
+                    if request_id_of(exc) is None:
+                        exc.request_id = _body_request_id(request.scope.get(BODY_SCOPE_KEY))  # type: ignore[attr-defined]
+                    raise
                 request.scope[PRINCIPAL_SCOPE_KEY] = outcome.principal
             if request.method == "POST":
                 response = await self._post(request, headers)
@@ -572,3 +577,14 @@ class McpRouter(APIRouter):
         """Ids of the tenant's 2025 sessions that can be reached now (their GET stream is open on
         some replica), sorted. ``tenant_id`` as in :meth:`send_notification_to_session`."""
         return await self.notifier.active_sessions(self.notifier.caller_tenant(tenant_id, authenticated=self._authenticate is not None))
+
+
+def _body_request_id(body: bytes | None) -> Any:
+    """The id of the JSON-RPC request in ``body``, or None (no body, not a request, unparsable)."""
+    if not body:
+        return None
+    try:
+        message = parse_message(body)
+    except McpError:
+        return None
+    return message.id if isinstance(message, JsonRpcRequest) else None

@@ -248,7 +248,9 @@ class ListenHub:
         if self._closed_on is not None and self._closed_on is _running_loop():
             raise StateUnavailableError("The server is shutting down; listen again (another replica will answer)", retry_after=1)
         if len(self._streams) >= self._max:
-            raise StateUnavailableError(f"Too many open subscriptions/listen streams (limit {self._max}); retry later", retry_after=5)
+            raise StateUnavailableError(
+                f"Too many open subscriptions/listen streams (limit {self._max}); retry later", retry_after=5, reason="too_many_streams"
+            )
         stream = ListenStream(request_id, listen_filter, self._buffer)
         self._streams.add(stream)
         if listen_filter.empty:
