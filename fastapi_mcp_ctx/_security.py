@@ -63,11 +63,18 @@ def _loopback_authority(authority: str) -> bool:
             return False
         host, rest = authority[: end + 1], authority[end + 1 :]
     else:
-        host, _, port = authority.partition(":")
-        rest = ":" + port if port else ""
+        host, sep, port = authority.partition(":")
+        rest = sep + port
     if rest and not (rest.startswith(":") and _PORT.fullmatch(rest[1:])):
         return False
-    return host != "localhost" and is_loopback_host(host)
+    literal = host[1:-1] if host.startswith("[") else host
+    try:  # the canonical spelling only (127.0.0.2, [::1]), not 127.1 or [0:0:0:0:0:0:0:1]
+        address = ipaddress.ip_address(literal)
+    except ValueError:
+        return False
+    mapped = address.ipv4_mapped if isinstance(address, ipaddress.IPv6Address) else None
+    canonical = literal in (str(address), f"::ffff:{mapped}")
+    return canonical and host.startswith("[") == (":" in literal) and is_loopback_host(host)
 
 
 def _loopback_origin(origin: str) -> bool:

@@ -180,7 +180,7 @@ async def test_loopback_family_hosts_are_in_default_allow_list(host: str, origin
         assert exchange.status == 200
 
 
-@pytest.mark.parametrize("host", ["128.0.0.1:8000", "127.0.0.2:99999", "127.0.0.2.evil.test", "[::2]:8000", "0.0.0.0:8000"])
+@pytest.mark.parametrize("host", ["128.0.0.1:8000", "127.0.0.2:99999", "127.0.0.2.evil.test", "[::2]:8000", "0.0.0.0:8000", "127.1", "[0:0:0:0:0:0:0:1]:8000", "127.0.0.2:", "::1"])
 async def test_non_loopback_literals_stay_refused(host: str) -> None:
     async with asgi_exchange(
         build_app(),
