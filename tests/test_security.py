@@ -152,18 +152,20 @@ async def test_b29_disabled_protection_admits_any_host() -> None:
         assert response.status_code == 200
 
 
+async def init_status(host: str, server: tuple[str, int], origin: str | None = None) -> int | None:
+    """HTTP status of an initialize POST with this ``Host`` (and ``Origin``) on this server address."""
+    headers = {"content-type": "application/json", "accept": ACCEPT_BOTH}
+    if origin is not None:
+        headers["origin"] = origin
+    body = [json.dumps(INIT).encode()]
+    async with asgi_exchange(build_app(), "POST", headers=headers, body_chunks=body, host=host, server=server) as exchange:
+        return exchange.status
+
+
 @pytest.mark.parametrize("server_ip", ["127.0.0.2", "127.1.2.3", "::ffff:127.0.0.2", "::1"])
 async def test_loopback_family_server_address_is_protected(server_ip: str) -> None:
     # served on 0.0.0.0 and reached on 127.0.0.2: still a loopback connection, still protected
-    async with asgi_exchange(
-        build_app(),
-        "POST",
-        headers={"content-type": "application/json", "accept": ACCEPT_BOTH},
-        body_chunks=[json.dumps(INIT).encode()],
-        host="evil.example.com",
-        server=(server_ip, 8000),
-    ) as exchange:
-        assert exchange.status == 421
+    assert await init_status("evil.example.com", (server_ip, 8000)) == 421
 
 
 @pytest.mark.parametrize(
@@ -171,26 +173,15 @@ async def test_loopback_family_server_address_is_protected(server_ip: str) -> No
     [("127.0.0.2:8000", "http://127.0.0.2:8000"), ("[::ffff:127.0.0.1]:8000", "https://[::ffff:127.0.0.1]"), ("127.9.9.9", None)],
 )
 async def test_loopback_family_hosts_are_in_default_allow_list(host: str, origin: str | None) -> None:
-    headers = {"content-type": "application/json", "accept": ACCEPT_BOTH}
-    if origin is not None:
-        headers["origin"] = origin
-    async with asgi_exchange(
-        build_app(), "POST", headers=headers, body_chunks=[json.dumps(INIT).encode()], host=host, server=("127.0.0.2", 8000)
-    ) as exchange:
-        assert exchange.status == 200
+    assert await init_status(host, ("127.0.0.2", 8000), origin) == 200
 
 
-@pytest.mark.parametrize("host", ["128.0.0.1:8000", "127.0.0.2:99999", "127.0.0.2.evil.test", "[::2]:8000", "0.0.0.0:8000", "127.1", "[0:0:0:0:0:0:0:1]:8000", "127.0.0.2:", "::1"])
+@pytest.mark.parametrize(
+    "host",
+    ["128.0.0.1:8000", "127.0.0.2:99999", "127.0.0.2.evil.test", "[::2]:8000", "0.0.0.0:8000", "127.1", "[0:0:0:0:0:0:0:1]:8000", "127.0.0.2:", "::1"],
+)
 async def test_non_loopback_literals_stay_refused(host: str) -> None:
-    async with asgi_exchange(
-        build_app(),
-        "POST",
-        headers={"content-type": "application/json", "accept": ACCEPT_BOTH},
-        body_chunks=[json.dumps(INIT).encode()],
-        host=host,
-        server=("127.0.0.2", 8000),
-    ) as exchange:
-        assert exchange.status == 421
+    assert await init_status(host, ("127.0.0.2", 8000)) == 421
 
 
 def test_is_loopback_host() -> None:

@@ -16,7 +16,6 @@ from pathlib import Path
 import pytest
 import redis.exceptions as rex
 import sqlalchemy as sa
-from sqlalchemy.ext.asyncio import create_async_engine
 
 from fastapi_mcp_ctx.backends import redis as redis_backend
 from fastapi_mcp_ctx.backends import sql_migrations
@@ -26,16 +25,7 @@ from fastapi_mcp_ctx.errors import ConfigurationError, StateUnavailableError
 from fastapi_mcp_ctx.state import ContextState
 
 from .conftest import service_url, temporary_postgres_database
-
-
-async def _execute(url: str, *statements: str) -> None:
-    engine = create_async_engine(url)
-    try:
-        async with engine.begin() as conn:
-            for statement in statements:
-                await conn.execute(sa.text(statement))
-    finally:
-        await engine.dispose()
+from .test_schema_check import _execute  # pyright: ignore[reportPrivateUsage]
 
 
 def _assert_permanent(error: BaseException, needle: str) -> None:
