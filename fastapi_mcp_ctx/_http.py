@@ -65,10 +65,18 @@ _SINGLE_VALUED: dict[str, type[McpError]] = {
 
 
 def reject_repeated(repeated: set[str]) -> None:
-    """A header that must appear once appears twice: never let the last copy silently win."""
+    """A header that must appear once appears twice: never let the last copy silently win.
+
+    Each ``Mcp-Param-*`` mirror (2026-07-28 ``streamable-http`` §Custom Parameter Headers) is
+    single-valued too: two copies would let one be checked against the body and the other read
+    by a proxy (``HeaderMismatchError``, -32020, HTTP 400).
+    """
     for name, error in _SINGLE_VALUED.items():
         if name in repeated:
             raise error(f"The {name} header must appear exactly once")
+    params = sorted(name for name in repeated if name.startswith("mcp-param-"))
+    if params:
+        raise HeaderMismatchError(f"The {params[0]} header must appear exactly once")
 
 
 async def read_body(request: Request, headers: HeaderMap, limit: int, timeout: float) -> bytes:

@@ -3,7 +3,11 @@
 One level check gates both sinks: ``MCP_LOG_LEVEL`` is a floor (RFC 5424 order); the
 client's own level (2025: ``logging/setLevel``; 2026-07-28: ``_meta`` ``logLevel``, and no
 messages at all without it) can only narrow it. Sensitive fields are masked as
-``[REDACTED]`` at any depth in both sinks; the caller's data is never modified.
+``[REDACTED]`` at any depth in both sinks; the caller's data is never modified. Inside the
+message and every string value, inline secrets are masked too: ``Bearer <token>`` /
+``Basic <credentials>``, ``<sensitive-name>=<value>`` and ``<sensitive-name>: <value>``
+(``password=…``, ``api_key: …``, ``"token": "…"``) and the password of a ``scheme://user:pw@``
+URL (one precompiled regex per pattern, applied to strings only).
 Spec 2025-11-25 ``server/utilities/logging``; 2026-07-28 ``basic/index`` (logLevel opt-in).
 
 The server log is the ``fastapi_mcp_ctx`` logger (its children too). Each ``ctx.log`` record
@@ -31,7 +35,7 @@ from pydantic_core import to_json
 from ._envelope import LOG_LEVELS
 from ._jsonrpc import notification_message
 
-__all__ = ["ContextLogger", "install_default_handler", "level_allows", "redact"]
+__all__ = ["ContextLogger", "install_default_handler", "level_allows", "redact", "redact_text"]
 
 _PY_LEVELS: Final[dict[str, int]] = {
     "debug": logging.DEBUG,
@@ -45,7 +49,32 @@ _PY_LEVELS: Final[dict[str, int]] = {
 }
 _SENSITIVE_WORDS: Final[frozenset[str]] = frozenset(
     {"password", "passwd", "secret", "token", "apikey", "authorization", "cookie", "credential", "credentials", "privatekey", "jwt", "bearer"}
+    | {"pwd", "passphrase", "auth", "secrets", "cookies", "passcode", "otp"}
 )
+_SENSITIVE_SUFFIXES: Final = (
+    "apikey",
+    "privatekey",
+    "accesstoken",
+    "refreshtoken",
+    "accesskey",
+    "secretkey",
+    "signingkey",
+    "encryptionkey",
+    "sessionkey",
+    "sessioncookie",
+    "clientsecret",
+    "setcookie",
+)
+_NAME: Final = (
+    r"[A-Za-z0-9_.\-]*(?:password|passwd|pwd|passphrase|passcode|secret|token|api[_-]?key|authorization|auth"
+    r"|cookie|credentials?|private[_-]?key|access[_-]?key|jwt)"
+)
+_INLINE_PAIR: Final = re.compile(
+    rf"(?i)\b(?P<name>{_NAME})(?P<sep>[\"']?\s*[=:]\s*[\"']?)"
+    r"(?P<value>(?:(?:bearer|basic|token)\s+)?(?!\[REDACTED\])(?:(?<=\")[^\"]*|(?<=')[^']*|[^\s,;&\"'<>(){}\[\]]+))"
+)
+_INLINE_SCHEME: Final = re.compile(r"(?i)\b(?P<scheme>bearer|basic)\s+(?!\[REDACTED\])[A-Za-z0-9\-._~+/]+=*")
+_URL_PASSWORD: Final = re.compile(r"(?P<head>[A-Za-z][A-Za-z0-9+.\-]*://[^:/@\s]*:)[^@/\s]+@")
 _WORD_SPLIT: Final = re.compile(r"[_\-\s.]+|(?<=[a-z0-9])(?=[A-Z])")
 REDACTED: Final = "[REDACTED]"
 
@@ -121,15 +150,25 @@ def _is_sensitive(key: str) -> bool:
         return True
     if any(w in _SENSITIVE_WORDS for w in words):
         return True
-    return any(joined.endswith(s) for s in ("apikey", "privatekey", "accesstoken", "refreshtoken"))
+    return any(joined.endswith(s) for s in _SENSITIVE_SUFFIXES)
+
+
+def redact_text(text: str) -> str:
+    """``text`` with inline secrets masked (module docstring); unchanged when it has none."""
+    text = _INLINE_PAIR.sub(lambda m: f"{m['name']}{m['sep']}{REDACTED}", text)
+    text = _INLINE_SCHEME.sub(lambda m: f"{m['scheme']} {REDACTED}", text)
+    return _URL_PASSWORD.sub(lambda m: f"{m['head']}{REDACTED}@", text)
 
 
 def redact(value: Any, _depth: int = 0) -> Any:
     """A copy of ``value`` with sensitive mapping keys masked, at any depth (≤ 32 levels), and
     each ``inf``/``nan`` float written as the string ``"Infinity"``, ``"-Infinity"`` or
-    ``"NaN"`` (not JSON numbers, RFC 8259 §6; log data keeps the value readable)."""
+    ``"NaN"`` (not JSON numbers, RFC 8259 §6; log data keeps the value readable), and inline
+    secrets masked in every string (:func:`redact_text`)."""
     if _depth > 32:
         return REDACTED
+    if isinstance(value, str):
+        return redact_text(value)
     if isinstance(value, float) and not math.isfinite(value):
         return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
     if isinstance(value, Mapping):
@@ -183,6 +222,7 @@ class ContextLogger:
         if not level_allows(level, self._floor):
             return
         safe = redact(data)
+        message = redact_text(message)
         fields = {"level": level, **self._correlation, "logger": self._logger_name, "data": safe}
         server_logger.log(_PY_LEVELS[level], "%s", message, extra={"mcp": fields})
         if self._send is None or not self._client_opted_in:

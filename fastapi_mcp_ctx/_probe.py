@@ -7,7 +7,10 @@ One probe, both eras on the same endpoint:
 2. 2026-07-28: ``server/discover`` and ``tools/list`` with the required headers
    (``MCP-Protocol-Version``, ``Mcp-Method``) and the ``params._meta`` envelope.
 
-Each step is timed (milliseconds, wall clock). A transport failure (connection refused,
+Each step is timed (milliseconds, wall clock) and bounded: each exchange must be complete within
+``timeout`` seconds (a server trickling SSE comments never holds the probe) and its body may not
+exceed ``MAX_RESPONSE_BYTES`` (4 MiB, after decompression); either failure fails the step. A
+transport failure (connection refused,
 421 Host refused, 401, 404…) stops the probe with a message saying what to do. Spec: 2025-11-25
 ``basic/lifecycle`` and ``basic/transports``; 2026-07-28 ``server/discover`` and
 ``basic/transports/streamable-http``.
@@ -15,6 +18,7 @@ Each step is timed (milliseconds, wall clock). A transport failure (connection r
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from collections.abc import Mapping
@@ -23,13 +27,16 @@ from typing import Any, cast
 
 import httpx
 
-__all__ = ["ProbeReport", "Step", "probe"]
+__all__ = ["MAX_RESPONSE_BYTES", "ProbeReport", "Step", "probe"]
 
 LEGACY_VERSION = "2025-11-25"
 MODERN_VERSION = "2026-07-28"
 _ACCEPT = "application/json, text/event-stream"
 _MAX_PAGES = 100
 _CLIENT_INFO = {"name": "fastapi-mcp-ctx-check", "version": "1"}
+MAX_RESPONSE_BYTES = 4 * 1024 * 1024
+"""The largest response body the probe reads (bytes, decoded); a larger one fails the step."""
+_FRAMING = frozenset({"content-encoding", "content-length", "transfer-encoding"})
 
 
 class ProbeFailure(Exception):
@@ -144,10 +151,11 @@ def _messages_or_empty(response: httpx.Response) -> list[dict[str, Any]]:
 
 
 class _Prober:
-    def __init__(self, client: httpx.AsyncClient, url: str, headers: Mapping[str, str]) -> None:
+    def __init__(self, client: httpx.AsyncClient, url: str, headers: Mapping[str, str], timeout: float) -> None:
         self.client = client
         self.url = url
         self.headers = dict(headers)
+        self.timeout = timeout
         self.next_id = 0
 
     async def rpc(
@@ -182,7 +190,10 @@ class _Prober:
 
     async def _send(self, method: str, content: bytes | None, headers: Mapping[str, str], step: str) -> httpx.Response:
         try:
-            return await self.client.request(method, self.url, content=content, headers=headers)
+            async with asyncio.timeout(self.timeout):
+                return await self._read(method, content, headers, step)
+        except TimeoutError as exc:
+            raise ProbeFailure(f"no complete answer within {self.timeout:g} s (--timeout)", step) from exc
         except httpx.ConnectError as exc:
             where = httpx.URL(self.url).netloc.decode()
             raise ProbeFailure(f"cannot connect to {where}: {_reason(exc)} (is the server running?)", step, fatal=True) from exc
@@ -190,6 +201,21 @@ class _Prober:
             raise ProbeFailure(f"no answer within the timeout ({type(exc).__name__})", step) from exc
         except httpx.HTTPError as exc:
             raise ProbeFailure(f"HTTP failure: {exc}", step) from exc
+
+    async def _read(self, method: str, content: bytes | None, headers: Mapping[str, str], step: str) -> httpx.Response:
+        """One exchange, the body read in full but never past :data:`MAX_RESPONSE_BYTES`."""
+        async with self.client.stream(method, self.url, content=content, headers=headers) as response:
+            body = bytearray()
+            async for chunk in response.aiter_bytes():
+                body += chunk
+                if len(body) > MAX_RESPONSE_BYTES:
+                    raise ProbeFailure(
+                        f"HTTP {response.status_code}: the response exceeds {MAX_RESPONSE_BYTES // (1024 * 1024)} MiB, "
+                        "stopped reading",
+                        step,
+                    )
+        kept = [(k, v) for k, v in response.headers.multi_items() if k.lower() not in _FRAMING]  # body already decoded
+        return httpx.Response(response.status_code, headers=kept, content=bytes(body), request=response.request)
 
     async def tools(self, era: str, headers: Mapping[str, str], meta: dict[str, Any] | None) -> Step:
         total, ms, cursor, pages = 0, 0.0, None, 0
@@ -296,7 +322,7 @@ async def probe(
     Args:
         url: the endpoint, e.g. ``http://127.0.0.1:8000/mcp``.
         headers: extra request headers (``Authorization``…), sent on every request.
-        timeout: seconds per HTTP exchange.
+        timeout: seconds per HTTP exchange, from connecting to the body's last byte.
         transport: an httpx transport (tests pass ``httpx.ASGITransport(app)``).
 
     Returns:
@@ -304,7 +330,7 @@ async def probe(
     """
     report = ProbeReport(url)
     async with httpx.AsyncClient(timeout=timeout, transport=transport, follow_redirects=False) as client:
-        prober = _Prober(client, url, headers or {})
+        prober = _Prober(client, url, headers or {}, timeout)
         for run, era in ((prober.legacy, f"2025 ({LEGACY_VERSION})"), (prober.modern, MODERN_VERSION)):
             try:
                 await run(report)

@@ -11,10 +11,15 @@ A refusal says what to set: the 421 names ``MCP_ALLOWED_HOSTS`` (the 403 ``MCP_A
 and the server log names each refused ``Host`` once (at most 64 of them), with the setting that
 admits it: behind a reverse proxy on the same machine every call comes from loopback with the
 public ``Host``.
+
+Loopback is the whole family, not three names: any ``127.0.0.0/8`` address, ``::1`` and the
+IPv4-mapped ``::ffff:127.x.y.z`` (:func:`is_loopback_host`); the default allow-lists admit a
+``Host`` / ``Origin`` naming any of them.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 import re
 from collections.abc import Mapping
@@ -23,12 +28,60 @@ from typing import Final
 
 from .errors import HostNotAllowedError, OriginNotAllowedError
 
-__all__ = ["LOOPBACK_HOSTS", "TransportSecurity", "loopback_security"]
+__all__ = ["LOOPBACK_HOSTS", "TransportSecurity", "is_loopback_host", "loopback_security"]
 
 _PORT: Final = re.compile(r"(?:[1-9][0-9]{0,3}|[1-5][0-9]{4}|6[0-4][0-9]{3}|65[0-4][0-9]{2}|655[0-2][0-9]|6553[0-5])")
 LOOPBACK_HOSTS: Final[frozenset[str]] = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
 _REPORTED_HOSTS: set[str] = set()
 logger = logging.getLogger("fastapi_mcp_ctx")
+
+
+def is_loopback_host(host: str) -> bool:
+    """Whether ``host`` (a name or IP literal, optionally ``[v6]``) is loopback.
+
+    ``localhost``, any ``127.0.0.0/8`` address, ``::1`` and IPv4-mapped ``::ffff:127.x.y.z``.
+    """
+    host = host.strip().lower()
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    if host == "localhost":
+        return True
+    try:
+        address = ipaddress.ip_address(host.split("%", 1)[0])
+    except ValueError:
+        return False
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        return address.ipv4_mapped.is_loopback
+    return address.is_loopback
+
+
+def _loopback_authority(authority: str) -> bool:
+    """``host[:port]`` (``[v6][:port]``) naming a loopback IP literal (not a name)."""
+    if authority.startswith("["):
+        end = authority.find("]")
+        if end < 0:
+            return False
+        host, rest = authority[: end + 1], authority[end + 1 :]
+    else:
+        host, sep, port = authority.partition(":")
+        rest = sep + port
+    if rest and not (rest.startswith(":") and _PORT.fullmatch(rest[1:])):
+        return False
+    literal = host[1:-1] if host.startswith("[") else host
+    try:  # the canonical spelling only (127.0.0.2, [::1]), not 127.1 or [0:0:0:0:0:0:0:1]
+        address = ipaddress.ip_address(literal)
+    except ValueError:
+        return False
+    mapped = address.ipv4_mapped if isinstance(address, ipaddress.IPv6Address) else None
+    canonical = literal in (str(address), f"::ffff:{mapped}")
+    return canonical and host.startswith("[") == (":" in literal) and is_loopback_host(host)
+
+
+def _loopback_origin(origin: str) -> bool:
+    for scheme in ("http://", "https://"):
+        if origin.startswith(scheme):
+            return _loopback_authority(origin[len(scheme) :])
+    return False
 
 
 def _report_refused_host(host: str | None) -> None:
@@ -70,22 +123,28 @@ class TransportSecurity:
     enabled: bool
     allowed_hosts: tuple[str, ...] = ()
     allowed_origins: tuple[str, ...] = ()
+    any_loopback_ip: bool = False
+    """Also admit a ``Host`` / ``Origin`` naming any loopback IP literal (127.x, ::1, ::ffff:127.x)."""
 
     def check(self, headers: Mapping[str, str]) -> None:
         """Validate one request's headers; returns None when allowed."""
         if not self.enabled:
             return
         host = headers.get("host")
-        if host is None or not _matches(host, self.allowed_hosts):
+        if host is None or not (
+            _matches(host, self.allowed_hosts) or (self.any_loopback_ip and _loopback_authority(host.lower()))
+        ):
             _report_refused_host(host)
             raise HostNotAllowedError()
         origin = headers.get("origin")
-        if origin is not None and not _matches(origin, self.allowed_origins):
+        if origin is not None and not (
+            _matches(origin, self.allowed_origins) or (self.any_loopback_ip and _loopback_origin(origin.lower()))
+        ):
             raise OriginNotAllowedError()
 
 
 def loopback_security(extra_hosts: list[str] | None = None, extra_origins: list[str] | None = None) -> TransportSecurity:
-    """The default for loopback binds: 127.0.0.1, localhost and [::1] on any port.
+    """The default for loopback binds: localhost and any loopback IP (127.x, [::1], [::ffff:127.x]), any port.
 
     Args:
         extra_hosts / extra_origins: more allowed patterns (see module docstring).
@@ -100,4 +159,4 @@ def loopback_security(extra_hosts: list[str] | None = None, extra_origins: list[
         "https://[::1]:*",
         *(o.lower() for o in extra_origins or ()),
     )
-    return TransportSecurity(enabled=True, allowed_hosts=hosts, allowed_origins=origins)
+    return TransportSecurity(enabled=True, allowed_hosts=hosts, allowed_origins=origins, any_loopback_ip=True)

@@ -165,6 +165,12 @@ def serve(
     if explicit and "MCP_LOG_LEVEL" not in os.environ:  # before the app (and its settings) load
         os.environ["MCP_LOG_LEVEL"] = "debug" if log_level == "trace" else log_level
     target = _load_app(app, app_dir)  # fails here, with a clear message, not in a worker
+    if not callable(target) or not find_targets(target):
+        raise click.BadParameter(
+            f"{app} is {type(target).__name__!r}, not an ASGI application holding an McpRouter "
+            "(e.g. app = FastAPI(); app.include_router(McpRouter()))",
+            param_hint="APP",
+        )
     if workers > 1 and (problems := _per_process_parts(target)):
         raise click.UsageError(
             f"--workers {workers} would split state that lives in one process:\n  - "
@@ -218,9 +224,15 @@ def migrate(url: str | None, revision: str, offline: bool, check_only: bool) -> 
     sa = _need("sqlalchemy", "migrate")
     alembic_util = _need("alembic.util", "migrate")
     migrations = _need("fastapi_mcp_ctx.backends.sql_migrations", "migrate")
-    shown = sa.make_url(url).render_as_string(hide_password=True)
+    try:
+        shown = sa.make_url(url).render_as_string(hide_password=True)
+    except (sa.exc.ArgumentError, ValueError) as exc:  # e.g. a port that is not a number
+        raise click.BadParameter(f"not a database URL ({exc})", param_hint="--url / MCP_STORAGE_URL") from None
     if offline:
-        migrations.upgrade_sql(url, sys.stdout, revision)
+        try:
+            migrations.upgrade_sql(url, sys.stdout, revision)
+        except alembic_util.CommandError as exc:
+            raise click.ClickException(f"cannot write the SQL for {shown}: {exc}") from exc
         return
     try:
         if check_only:
@@ -237,6 +249,8 @@ def migrate(url: str | None, revision: str, offline: bool, check_only: bool) -> 
         raise click.ClickException(f"cannot migrate {shown}: {exc}") from exc
     if step.changed:
         click.echo(f"{shown}: ctx.state schema upgraded from {step.before or '(none)'} to {step.after}")
+    elif step.after is None:
+        click.echo(f"{shown}: no ctx.state schema, nothing to do (revision {revision!r} is the empty schema)")
     else:
         click.echo(f"{shown}: ctx.state schema already at {step.after}")
 
@@ -289,7 +303,14 @@ def check(url: str, header_values: tuple[str, ...], timeout: float) -> None:
     capabilities, tool counts, the session id and timings. Exit 0 when both eras answer.
     """
     headers = _headers(header_values)
+    httpx = _need("httpx", "check")
     probe = _need("fastapi_mcp_ctx._probe", "check")
+    try:
+        parsed = httpx.URL(url)
+    except httpx.InvalidURL as exc:
+        raise click.BadParameter(f"{url!r} is not a URL ({exc})", param_hint="URL") from None
+    if parsed.scheme not in ("http", "https") or not parsed.host:
+        raise click.BadParameter(f"{url!r}: expected http://host:port/path or https://…", param_hint="URL")
     report = asyncio.run(probe.probe(url, headers=headers, timeout=timeout))
     click.echo(report.render())
     sys.exit(0 if report.ok else 1)

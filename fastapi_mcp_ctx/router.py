@@ -52,7 +52,7 @@ from ._jsonrpc import (
 )
 from ._logging import install_default_handler
 from ._registry import ToolRegistry, build_tool
-from ._security import LOOPBACK_HOSTS, TransportSecurity, loopback_security
+from ._security import TransportSecurity, is_loopback_host, loopback_security
 from ._sessions import (
     LiveSessions,
     MemorySessionStore,
@@ -339,6 +339,7 @@ class McpRouter(APIRouter):
                 enabled=True,
                 allowed_hosts=(*base.allowed_hosts, *(h.lower() for h in s.allowed_hosts or ())),
                 allowed_origins=(*base.allowed_origins, *(o.lower() for o in s.allowed_origins or ())),
+                any_loopback_ip=True,
             )
         if s.dns_rebinding_protection is True:
             return self._loopback
@@ -348,7 +349,7 @@ class McpRouter(APIRouter):
         security = self._configured_security
         if security is None:
             server = request.scope.get("server")
-            if not server or str(server[0]) not in LOOPBACK_HOSTS:
+            if not server or not is_loopback_host(str(server[0])):
                 return
             security = self._loopback
         security.check(headers)
@@ -372,9 +373,14 @@ class McpRouter(APIRouter):
                     request, headers, self.settings.max_body_bytes, self.settings.body_timeout_seconds
                 )
             if self._authenticate is not None:
-                outcome = await resolve_principal(self._authenticate, request)
-                if outcome.principal is None:
-                    raise AuthenticationError("Unauthorized", headers={"WWW-Authenticate": "Bearer"})
+                try:
+                    outcome = await resolve_principal(self._authenticate, request)
+                    if outcome.principal is None:
+                        raise AuthenticationError("Unauthorized", headers={"WWW-Authenticate": "Bearer"})
+                except McpError as exc:  # the body was read: the refusal echoes its id
+                    if request_id_of(exc) is None:
+                        exc.request_id = _body_request_id(request.scope.get(BODY_SCOPE_KEY))  # type: ignore[attr-defined]
+                    raise
                 request.scope[PRINCIPAL_SCOPE_KEY] = outcome.principal
             if request.method == "POST":
                 response = await self._post(request, headers)
@@ -682,3 +688,14 @@ class McpRouter(APIRouter):
         """Ids of the tenant's 2025 sessions that can be reached now (their GET stream is open on
         some replica), sorted. ``tenant_id`` as in :meth:`send_notification_to_session`."""
         return await self.notifier.active_sessions(self.notifier.caller_tenant(tenant_id, authenticated=self._authenticate is not None))
+
+
+def _body_request_id(body: bytes | None) -> Any:
+    """The id of the JSON-RPC request in ``body``, or None (no body, not a request, unparsable)."""
+    if not body:
+        return None
+    try:
+        message = parse_message(body)
+    except McpError:
+        return None
+    return message.id if isinstance(message, JsonRpcRequest) else None

@@ -14,6 +14,9 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 __all__ = ["McpSettings", "get_settings"]
 
+MIN_REQUEST_STATE_KEY_BYTES = 16
+"""The shortest ``MCP_REQUEST_STATE_KEY`` accepted (bytes, UTF-8); ``keygen`` prints 43 characters."""
+
 LogLevel = Literal["debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"]
 SessionMode = Literal["stateful", "stateless", "auto"]
 
@@ -24,7 +27,7 @@ class McpSettings(BaseSettings):
     Attributes:
         server_name / server_version: ``serverInfo`` sent in ``initialize`` / ``server/discover``.
         instructions: optional ``instructions`` for the client.
-        path: the MCP endpoint path on the router (default ``/mcp``).
+        path: the MCP endpoint path on the router (default ``/mcp``); must start with ``/``.
         max_body_bytes: largest accepted POST body, in bytes, counted on the bytes read (413 above).
         page_size: items per ``tools/list`` page.
         session_mode: ``stateful`` (2025 sessions with ``Mcp-Session-Id``: a request without
@@ -44,7 +47,7 @@ class McpSettings(BaseSettings):
             when the settings are read, with a message saying what to use instead:
             ``McpRouter(authenticate=...)``).
         request_state_key: server secret; signs ``ctx.state`` list cursors (so they work on every
-            replica); random per process when unset.
+            replica); random per process when unset; at least 16 bytes (``fastapi-mcp-ctx keygen``).
         log_level: floor for both log sinks (server log and ``notifications/message``), and the
             level of the stderr handler the library adds when the application configured none.
         cache_ttl_ms / cache_scope: 2026 cache hints (``ttlMs``, ``cacheScope``) on list results.
@@ -139,6 +142,24 @@ class McpSettings(BaseSettings):
                 "McpRouter(authenticate=<a FastAPI dependency returning a Principal>) (docs/guide.md#authentication)"
             )
         return value.strip().lower() if isinstance(value, str) else value
+
+    @field_validator("path")
+    @classmethod
+    def _path_is_absolute(cls, value: str) -> str:
+        if not value.startswith("/"):
+            raise ValueError(f"MCP_PATH={value!r} must start with '/' (e.g. MCP_PATH=/{value.lstrip('/') or 'mcp'})")
+        return value
+
+    @field_validator("request_state_key")
+    @classmethod
+    def _key_is_long_enough(cls, value: str | None) -> str | None:
+        if value is not None and len(value.encode()) < MIN_REQUEST_STATE_KEY_BYTES:
+            raise ValueError(
+                f"MCP_REQUEST_STATE_KEY is {'empty' if not value else f'{len(value.encode())} bytes'}; it signs ctx.state "
+                f"cursors and needs at least {MIN_REQUEST_STATE_KEY_BYTES} bytes: set it to the output of "
+                "`fastapi-mcp-ctx keygen` (the same on every replica), or unset it for a random per-process key"
+            )
+        return value
 
 
 @lru_cache(maxsize=1)

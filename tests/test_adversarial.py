@@ -621,10 +621,11 @@ async def test_batches_are_invalid_request_in_both_eras(wire: Wire) -> None:
 
 @pytest.mark.parametrize(
     "host",
-    [b"localhost.evil.com", b"127.0.0.1:80@evil.com", b"localhost.:8000", b"127.0.0.2", b"127.1", b"0x7f.0.0.1", b"[0:0:0:0:0:0:0:1]", b"::1", b"127.0.0.1:", b"127.0.0.1:+80", b"127.0.0.1,evil.com", b"", b"127.0.0.1:8000 "],
+    [b"localhost.evil.com", b"127.0.0.1:80@evil.com", b"localhost.:8000", b"127.1", b"0x7f.0.0.1", b"[0:0:0:0:0:0:0:1]", b"::1", b"127.0.0.1:", b"127.0.0.1:+80", b"127.0.0.1,evil.com", b"", b"127.0.0.1:8000 "],
     ids=repr,
 )
 async def test_lookalike_hosts_are_421(app: Any, host: bytes) -> None:
+    # 127.0.0.2 is no lookalike: the whole 127.0.0.0/8 is loopback (test_security.py admits it)
     status, body = await raw_asgi(app, "POST", post_headers(MODERN_LIST_HEADERS, host=host), MODERN_LIST)
     assert status == 421, body
     assert json.loads(body)["error"]["code"] == -32600
@@ -852,3 +853,26 @@ async def test_unknown_tool_and_non_string_name_are_minus_32602(wire: Wire, era:
             continue
         assert_error(response, 200 if era == "legacy" else 400, -32602)
         no_internals(response)
+
+
+# -- Mcp-Param-* is single-valued: a second copy never slips past the mirror check --------
+
+
+@pytest.mark.parametrize("values", [(b"eu", b"us"), (b"us", b"eu"), (b"eu", b"eu")], ids=["eu-us", "us-eu", "same"])
+async def test_repeated_mcp_param_header_is_header_mismatch(app: Any, values: tuple[bytes, bytes]) -> None:
+    body = json.dumps(modern_body("tools/call", {"name": "regional", "arguments": {"region": "eu"}}, 21)).encode()
+    headers = post_headers(
+        [
+            (b"mcp-protocol-version", MODERN.encode()),
+            (b"mcp-method", b"tools/call"),
+            (b"mcp-name", b"regional"),
+            (b"mcp-param-region", values[0]),
+            (b"Mcp-Param-Region", values[1]),
+        ]
+    )
+    status, raw = await raw_asgi(app, "POST", headers, body)
+    assert status == 400
+    message = json.loads(raw)
+    assert message["error"]["code"] == -32020
+    assert message["id"] == 21
+    assert "mcp-param-region" in message["error"]["message"]

@@ -13,6 +13,8 @@ from typing import Any
 import pytest
 from conftest import ACCEPT_BOTH, LEGACY, MODERN, Wire, asgi_exchange, make_app, make_router, modern_meta, open_client, rpc
 
+from fastapi_mcp_ctx._security import is_loopback_host
+
 EVIL_HOST = "evil.example.test:8000"
 EVIL_ORIGIN = "http://evil.example.test:8000"
 INIT = rpc("initialize", {"protocolVersion": LEGACY, "capabilities": {}, "clientInfo": {"name": "c", "version": "1"}}, 1)
@@ -76,7 +78,10 @@ async def test_b29_good_host_and_origin_is_200(client: Any) -> None:
     assert response.headers.get("mcp-session-id")
 
 
-@pytest.mark.parametrize("host,origin", [("localhost:8000", "http://localhost:8000"), ("localhost", "http://localhost"), ("[::1]:9000", "http://[::1]:9000")])
+@pytest.mark.parametrize(
+    "host,origin",
+    [("localhost:8000", "http://localhost:8000"), ("localhost", "http://localhost"), ("[::1]:9000", "http://[::1]:9000")],
+)
 async def test_b29_loopback_names_are_allowed(client: Any, host: str, origin: str) -> None:
     response = await post(client, INIT, {"host": host, "origin": origin})
     assert response.status_code == 200
@@ -145,3 +150,42 @@ async def test_b29_disabled_protection_admits_any_host() -> None:
     async with open_client(app) as client:
         response = await post(client, INIT, {"host": EVIL_HOST, "origin": EVIL_ORIGIN})
         assert response.status_code == 200
+
+
+async def init_status(host: str, server: tuple[str, int], origin: str | None = None) -> int | None:
+    """HTTP status of an initialize POST with this ``Host`` (and ``Origin``) on this server address."""
+    headers = {"content-type": "application/json", "accept": ACCEPT_BOTH}
+    if origin is not None:
+        headers["origin"] = origin
+    body = [json.dumps(INIT).encode()]
+    async with asgi_exchange(build_app(), "POST", headers=headers, body_chunks=body, host=host, server=server) as exchange:
+        return exchange.status
+
+
+@pytest.mark.parametrize("server_ip", ["127.0.0.2", "127.1.2.3", "::ffff:127.0.0.2", "::1"])
+async def test_loopback_family_server_address_is_protected(server_ip: str) -> None:
+    # served on 0.0.0.0 and reached on 127.0.0.2: still a loopback connection, still protected
+    assert await init_status("evil.example.com", (server_ip, 8000)) == 421
+
+
+@pytest.mark.parametrize(
+    ("host", "origin"),
+    [("127.0.0.2:8000", "http://127.0.0.2:8000"), ("[::ffff:127.0.0.1]:8000", "https://[::ffff:127.0.0.1]"), ("127.9.9.9", None)],
+)
+async def test_loopback_family_hosts_are_in_default_allow_list(host: str, origin: str | None) -> None:
+    assert await init_status(host, ("127.0.0.2", 8000), origin) == 200
+
+
+@pytest.mark.parametrize(
+    "host",
+    ["128.0.0.1:8000", "127.0.0.2:99999", "127.0.0.2.evil.test", "[::2]:8000", "0.0.0.0:8000", "127.1", "[0:0:0:0:0:0:0:1]:8000", "127.0.0.2:", "::1"],
+)
+async def test_non_loopback_literals_stay_refused(host: str) -> None:
+    assert await init_status(host, ("127.0.0.2", 8000)) == 421
+
+
+def test_is_loopback_host() -> None:
+    for name in ("127.0.0.1", "127.255.0.9", "::1", "[::1]", "::ffff:127.0.0.5", "LOCALHOST"):
+        assert is_loopback_host(name), name
+    for name in ("10.0.0.1", "::2", "::ffff:10.0.0.1", "0.0.0.0", "evil.example.com", ""):
+        assert not is_loopback_host(name), name

@@ -271,13 +271,16 @@ class ListenHub:
         if self._closed_on is not None and self._closed_on is _running_loop():
             raise StateUnavailableError("The server is shutting down; listen again (another replica will answer)", retry_after=1)
         if len(self._streams) >= self._max:
-            raise StateUnavailableError(f"Too many open subscriptions/listen streams (limit {self._max}); retry later", retry_after=5)
+            raise StateUnavailableError(
+                f"Too many open subscriptions/listen streams (limit {self._max}); retry later", retry_after=5, reason="too_many_streams"
+            )
         limit = self._max_per_owner
         if owner is not None and limit is not None and sum(1 for s in self._streams if s.owner == owner) >= limit:
             raise StateUnavailableError(
                 f"Too many open subscriptions/listen streams for this caller (owner {owner!r} holds its quota of {limit}); "
                 "close one first",
                 retry_after=5,
+                reason="too_many_streams",
             )
         stream = ListenStream(request_id, listen_filter, self._buffer, tenant_id=tenant_id, owner=owner)
         self._streams.add(stream)

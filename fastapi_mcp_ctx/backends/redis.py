@@ -32,9 +32,16 @@ from typing import Any, cast
 from redis.asyncio import ConnectionPool, Redis
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
-from redis.exceptions import NoScriptError, RedisError
+from redis.exceptions import (
+    AuthenticationError,
+    AuthorizationError,
+    NoPermissionError,
+    NoScriptError,
+    RedisError,
+    ResponseError,
+)
 
-from ..errors import StateUnavailableError
+from ..errors import ConfigurationError, StateUnavailableError
 from ._loops import OneLoop, PerLoop
 from .base import prefix_upper_bound
 
@@ -262,8 +269,13 @@ class RedisBackend:
         return self._loops.get().redis
 
     @staticmethod
-    def _unavailable(exc: BaseException) -> StateUnavailableError:
-        logger.warning("redis state backend unavailable: %r", exc)
+    def _unavailable(exc: BaseException) -> StateUnavailableError | ConfigurationError:
+        """The error a failed command is raised as (see :func:`_refusal`)."""
+        refusal = _refusal(exc)
+        if refusal is not None:
+            logger.error("redis state backend refused: %s (%s: %s)", refusal, type(exc).__name__, _server_text(exc))
+            return ConfigurationError(f"ctx.state (redis) is unusable: {refusal}; the server log has Redis's error.")
+        logger.warning("redis state backend unavailable: %s: %s", type(exc).__name__, _server_text(exc))
         return StateUnavailableError("State backend (redis) unavailable, retry later")
 
     @staticmethod
@@ -373,6 +385,37 @@ class RedisBackend:
         loop's pool is closed by that loop (see :mod:`._loops`).
         """
         await self._loops.aclose()
+
+
+# Error replies a retry can outlive: loading a dataset, a busy script, a failover in progress,
+# memory full until keys expire. Any other error reply repeats until the operator acts.
+_TRANSIENT_REPLIES = ("LOADING", "BUSY", "TRYAGAIN", "CLUSTERDOWN", "MASTERDOWN", "READONLY", "OOM", "NOREPLICAS")
+
+
+def _server_text(exc: BaseException) -> str:
+    """The server's (or the socket's) error text, one line, bounded; URLs carry no password here."""
+    return " ".join(str(exc).split())[:500] or type(exc).__name__
+
+
+def _refusal(exc: BaseException) -> str | None:
+    """What the operator must check when Redis refuses for good, or None for an outage.
+
+    Connection-level failures (refused, reset, timed out, no free connection) and the transient
+    error replies above are retryable; a wrong password, a missing ACL permission, a database
+    index the server does not have, or any other error reply is a misconfiguration.
+    """
+    if isinstance(exc, (AuthenticationError, AuthorizationError)):
+        return "Redis refused the credentials: check the user and password in MCP_STORAGE_URL"
+    if isinstance(exc, NoPermissionError):
+        return "the Redis user lacks a permission (ACL): allow GET, MGET, EVALSHA, EVAL and PING on the namespace's keys"
+    if not isinstance(exc, ResponseError):
+        return None
+    text = str(exc)
+    if text.split(" ", 1)[0].upper() in _TRANSIENT_REPLIES:
+        return None
+    if "DB index is out of range" in text:
+        return "the database number in MCP_STORAGE_URL (redis://host:port/N) is beyond the server's `databases` setting"
+    return "Redis answers an error to every command: check MCP_STORAGE_URL, the server's version (Lua scripting, GETDEL) and its configuration"
 
 
 def _client_from_url(url: str, timeout: float, max_connections: int) -> Redis:

@@ -32,7 +32,15 @@ from typing import Any, Concatenate, ParamSpec, TypeVar
 import sqlalchemy as sa
 from sqlalchemy import event
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.exc import OperationalError, SQLAlchemyError
+from sqlalchemy.exc import (
+    DataError,
+    DBAPIError,
+    IntegrityError,
+    NotSupportedError,
+    OperationalError,
+    ProgrammingError,
+    SQLAlchemyError,
+)
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from ..errors import ConfigurationError, StateUnavailableError
@@ -178,12 +186,24 @@ class SqlBackend:
     # ------------------------------------------------------------------ internals
     def _failure(self, exc: BaseException) -> StateUnavailableError | ConfigurationError:
         """The error a failed statement is raised as: a table gone under a running server is a
-        configuration error (checked again on the next call), anything else a retryable outage."""
+        configuration error (checked again on the next call); a statement the database refuses
+        (``DataError``, ``IntegrityError``, ``ProgrammingError``, ``NotSupportedError``: a column
+        altered, privileges revoked) is one too, since a retry fails the same way, and the log
+        carries the database's own error text; anything else (connection refused, reset, timed
+        out, pool exhausted, SQLite locked) a retryable outage."""
         if is_missing_table(exc):
             self._ready = False
             return self._misconfigured(
                 "The ctx.state SQL schema is missing (the database has no table mcp_state): "
                 "run `fastapi-mcp-ctx migrate` with MCP_STORAGE_URL set to this database."
+            )
+        kind = _refused_kind(exc)
+        if kind is not None:
+            logger.error("sql state backend: the database refused a statement (%s): %s", kind, _server_text(exc))
+            return self._misconfigured(
+                f"The ctx.state SQL database refuses its statements ({kind}): check that table mcp_state matches "
+                "this version's schema (`fastapi-mcp-ctx migrate --check`, no manual ALTER) and that the database "
+                "user may read and write it; the server log has the database's error."
             )
         logger.warning("sql state backend unavailable: %r", exc)
         return StateUnavailableError("State backend (sql) unavailable, retry later")
@@ -399,8 +419,13 @@ _SQLITE_LOCK_WAIT = 30.0  # seconds a SQLite call may wait for the file's write 
 def make_engine(url: str, *, timeout: float, pool_size: int, max_overflow: int) -> AsyncEngine:
     """The ``AsyncEngine`` for ``url`` (no I/O): timeouts in seconds; SQLite in WAL mode.
 
+    SQLite takes a file path only (``sqlite+aiosqlite:///state.db``, ``////abs/state.db``): an
+    in-memory database (``sqlite+aiosqlite://``, ``:memory:``, ``mode=memory``) exists once per
+    connection, so each pooled connection would see its own empty database; it is refused.
+
     Raises:
         ValueError: a database or driver other than ``sqlite+aiosqlite`` / ``postgresql+asyncpg``.
+        ConfigurationError: an in-memory SQLite URL (the message names ``memory://``).
         ModuleNotFoundError: the driver is not installed.
     """
     parsed = sa.make_url(url)
@@ -419,6 +444,13 @@ def make_engine(url: str, *, timeout: float, pool_size: int, max_overflow: int) 
     if backend == "sqlite":
         if driver != "aiosqlite":
             raise ValueError(f"unsupported SQLite driver {driver!r}: use sqlite+aiosqlite://")
+        database = parsed.database or ""
+        if database in ("", ":memory:") or "mode=memory" in database or parsed.query.get("mode") == "memory":
+            raise ConfigurationError(
+                "an in-memory SQLite database is not supported for ctx.state (each pooled connection would see "
+                "its own empty database): use MCP_STORAGE_URL=memory:// for state in this process, or a file, "
+                "sqlite+aiosqlite:///state.db"
+            )
         # One writer at a time is SQLite's model: a few pooled connections queue fairly in the
         # pool (FIFO), where many would spin in SQLite's busy handler and starve some writers.
         # An embedded file is never "down", so a lock wait may last longer than a network timeout.
@@ -432,6 +464,37 @@ def make_engine(url: str, *, timeout: float, pool_size: int, max_overflow: int) 
         event.listen(engine.sync_engine, "connect", _sqlite_on_connect)
         return engine
     raise ValueError(f"unsupported SQL database {backend!r} (sqlite+aiosqlite, postgresql+asyncpg)")
+
+
+# SQLSTATE classes a retry cannot fix (asyncpg errors reach SQLAlchemy as a bare DBAPIError,
+# so the class of the code decides): 0A not supported, 22 data, 23 integrity, 28 invalid
+# authorization, 3D no such database, 3F no such schema, 42 syntax or access rule.
+_REFUSED_SQLSTATE = {
+    "0A": "NotSupportedError",
+    "22": "DataError",
+    "23": "IntegrityError",
+    "28": "InvalidAuthorization",
+    "3D": "InvalidCatalogName",
+    "3F": "InvalidSchemaName",
+    "42": "ProgrammingError",
+}
+_REFUSED_TYPES = (DataError, IntegrityError, ProgrammingError, NotSupportedError)
+
+
+def _refused_kind(exc: BaseException) -> str | None:
+    """The kind of a refusal a retry cannot fix (``"DataError, SQLSTATE 22001"``), or None."""
+    sqlstate = getattr(exc.orig, "sqlstate", None) if isinstance(exc, DBAPIError) else None
+    if isinstance(sqlstate, str) and sqlstate[:2] in _REFUSED_SQLSTATE:
+        return f"{_REFUSED_SQLSTATE[sqlstate[:2]]}, SQLSTATE {sqlstate}"
+    if isinstance(exc, _REFUSED_TYPES):
+        return type(exc).__name__
+    return None
+
+
+def _server_text(exc: BaseException) -> str:
+    """The database's own error text (the driver's exception, without SQL or bound values)."""
+    orig = exc.orig if isinstance(exc, DBAPIError) else None
+    return " ".join(str(orig if orig is not None else exc).split())[:500]
 
 
 def _sqlite_on_connect(dbapi_connection: Any, _record: Any) -> None:

@@ -1,0 +1,103 @@
+"""``ctx.log`` masks secrets in both sinks (server log and ``notifications/message``): by field
+name (``pwd``, ``auth``, ``client_secret``, ``private_key``…, at any depth) and inline in the
+message and in every string value (``Bearer <token>``, ``password=…``, ``api_key: …``,
+``"token": "…"``, ``scheme://user:pw@host``)."""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+import pytest
+
+from fastapi_mcp_ctx import _logging
+from fastapi_mcp_ctx._logging import REDACTED, ContextLogger, _Formatter, redact, redact_text  # pyright: ignore[reportPrivateUsage]
+
+SECRETS = ["PW1", "A1", "abc.DEF-123", "hunter2", "sk-live-9", "tok-42", "pg-pass", "cs-7", "PK-8", "ck-5", "pp-6"]
+
+
+class _Records(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__()
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+
+async def _both_sinks(monkeypatch: pytest.MonkeyPatch, message: str, **data: Any) -> tuple[str, str]:
+    """Log once; the server log line (default formatter) and the notification, as text."""
+    logger = logging.Logger("fastapi_mcp_ctx")
+    handler = _Records()
+    logger.addHandler(handler)
+    monkeypatch.setattr(_logging, "server_logger", logger)
+    sent: list[dict[str, Any]] = []
+
+    async def send(note: dict[str, Any]) -> None:
+        sent.append(note)
+
+    log = ContextLogger(
+        floor="debug", client_level=lambda: None, client_opted_in=True, send=send, correlation={}, logger_name="t"
+    )
+    await log.warning(message, **data)
+    [record] = handler.records
+    [note] = sent
+    return _Formatter().format(record), json.dumps(note)
+
+
+async def test_sensitive_field_names_are_masked_in_both_sinks(monkeypatch: pytest.MonkeyPatch) -> None:
+    line, note = await _both_sinks(
+        monkeypatch,
+        "kv",
+        pwd="PW1",
+        auth="A1",
+        client_secret="cs-7",
+        private_key="PK-8",
+        session_cookie="ck-5",
+        passphrase="pp-6",
+        nested={"x_api_key": "sk-live-9", "items": [{"refreshToken": "tok-42"}]},
+        note_id=7,
+    )
+    for sink in (line, note):
+        for secret in SECRETS:
+            assert secret not in sink, (secret, sink)
+        assert REDACTED in sink and "7" in sink
+
+
+@pytest.mark.parametrize(
+    ("text", "kept"),
+    [
+        ("calling upstream with Bearer abc.DEF-123 now", "calling upstream with Bearer [REDACTED] now"),
+        ("Authorization: Bearer abc.DEF-123", "Authorization: [REDACTED]"),
+        ("login password=hunter2 user=bob", "login password=[REDACTED] user=bob"),
+        ("api_key: sk-live-9, region eu", "api_key: [REDACTED], region eu"),
+        ('{"token": "tok-42", "n": 1}', '{"token": "[REDACTED]", "n": 1}'),
+        ("db at postgresql://app:pg-pass@db:5432/x", "db at postgresql://app:[REDACTED]@db:5432/x"),
+        ("client_secret=cs-7&grant_type=x", "client_secret=[REDACTED]&grant_type=x"),
+        ("Basic dXNlcjpwdw==", "Basic [REDACTED]"),
+    ],
+)
+def test_inline_secrets_are_masked(text: str, kept: str) -> None:
+    assert redact_text(text) == kept
+
+
+@pytest.mark.parametrize("text", ["the token expired", "tokens counted: 5", "author: Bob", "password reset sent", "a=b c: d"])
+def test_ordinary_text_is_left_alone(text: str) -> None:
+    assert redact_text(text) == text
+
+
+async def test_inline_secrets_in_message_and_values_in_both_sinks(monkeypatch: pytest.MonkeyPatch) -> None:
+    line, note = await _both_sinks(
+        monkeypatch, "retrying with Bearer abc.DEF-123 and password=hunter2", detail="upstream said token=tok-42"
+    )
+    for sink in (line, note):
+        for secret in ("abc.DEF-123", "hunter2", "tok-42"):
+            assert secret not in sink, sink
+        assert "retrying with Bearer [REDACTED]" in sink
+
+
+def test_redact_leaves_the_callers_data_and_other_types() -> None:
+    data = {"note": "password=hunter2", "n": 3, "ok": True, "list": ["Bearer abc.DEF-123"]}
+    assert redact(data) == {"note": "password=[REDACTED]", "n": 3, "ok": True, "list": ["Bearer [REDACTED]"]}
+    assert data["note"] == "password=hunter2"
