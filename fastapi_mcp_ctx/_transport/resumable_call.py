@@ -165,7 +165,9 @@ class ResumableCallResponse(Response):
                     reply = await call.runner(self._outbound)
                 finally:
                     call.signal.bind(None)
-            if handler_scope.cancelled_caught:
+            if handler_scope.cancelled_caught or call.signal.cancelled:
+                # a sync tool's thread cannot be interrupted: its call returns normally after the
+                # signal fired, and that late result is dropped
                 reply = call.cancelled_message()
             await self._finish(reply)
         finally:
