@@ -32,6 +32,7 @@ from starlette.background import BackgroundTasks
 from starlette.responses import Response
 
 from fastapi_mcp_ctx import _dispatch, _fastapi_compat, _resolve, _streams, router
+from fastapi_mcp_ctx._server import endpoint
 
 _fastapi_compat_solve_scope: Any = getattr(_fastapi_compat, "SolveScope", None)
 
@@ -177,16 +178,16 @@ STEP_FUNCTIONS: list[tuple[Any, str, str]] = [
     (fastapi_routing, "run_endpoint_function", "endpoint: json.loads, result dict, json.dumps, Response()"),
     (Response, "__call__", "response: headers, send start + body"),
     # fastapi_mcp_ctx: the HTTP front door
-    (router.McpRouter, "_endpoint", "front door: auth/method branch"),
-    (router, "header_map", "front door: header_map (decode headers once)"),
-    (router.McpRouter, "_check_transport", "front door: Host/Origin check"),
-    (router, "read_body", "front door: read the body (bounded)"),
-    (router, "accepted", "front door: Accept parse"),
-    (router.McpRouter, "_post", "front door: Content-Type, POST branch"),
-    (router, "parse_message", _FRAME),
-    (router, "choose_era", _ENVELOPE),
-    (router, "read_legacy_envelope", _ENVELOPE),
-    (router.McpRouter, "_post_legacy", _ENVELOPE),
+    (endpoint.McpEndpoint, "_endpoint", "front door: auth/method branch"),
+    (endpoint, "header_map", "front door: header_map (decode headers once)"),
+    (endpoint.McpEndpoint, "_check_transport", "front door: Host/Origin check"),
+    (endpoint, "read_body", "front door: read the body (bounded)"),
+    (endpoint, "accepted", "front door: Accept parse"),
+    (endpoint.McpEndpoint, "_post", "front door: Content-Type, POST branch"),
+    (endpoint, "parse_message", _FRAME),
+    (endpoint, "choose_era", _ENVELOPE),
+    (endpoint, "read_legacy_envelope", _ENVELOPE),
+    (endpoint.McpEndpoint, "_post_legacy", _ENVELOPE),
     # the call
     (_dispatch.Dispatcher, "dispatch", "dispatch: method table"),
     (_dispatch.Dispatcher, "_tools_call", "dispatch: tool lookup, Request, CallState, Context, CallResponse"),

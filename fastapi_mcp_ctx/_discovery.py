@@ -33,7 +33,7 @@ def find_targets(app: Any) -> list[McpTarget]:
 
     def walk(current: Any, prefix: str) -> None:
         for path, route in flat_routes(getattr(current, "routes", [])):
-            owner = getattr(getattr(route, "endpoint", None), "__self__", None)
+            owner = getattr(getattr(getattr(route, "endpoint", None), "__self__", None), "router", None)
             if isinstance(owner, McpRouter) and path is not None:
                 target = McpTarget(owner, current, prefix + path)
                 if target not in found:

@@ -12,56 +12,23 @@ from __future__ import annotations
 
 import inspect
 import logging
-import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TypeVar
 
 import mcp_types as types
 from fastapi import APIRouter, Depends, params
-from mcp_types.version import MODERN_PROTOCOL_VERSIONS
-from starlette.requests import ClientDisconnect, Request
-from starlette.responses import Response
-from starlette.types import Scope
 
-from ._authn import AuthOutcome, resolve_principal
 from ._dispatch import (
-    JSON_OK_SCOPE_KEY,
-    PRINCIPAL_SCOPE_KEY,
     Dispatcher,
-    error_reply,
-    json_reply,
-)
-from ._envelope import (
-    HeaderMap,
-    RequestEnvelope,
-    check_legacy_version,
-    choose_era,
-    header_map,
-    read_legacy_envelope,
-    read_modern_envelope,
 )
 from ._fastapi_compat import LeanRoute, build_dependant
-from ._http import BODY_SCOPE_KEY, accepted, read_body, reject_repeated
-from ._jsonrpc import (
-    JsonRpcNotification,
-    JsonRpcRequest,
-    JsonRpcResponse,
-    error_message,
-    parse_message,
-    request_id_of,
-)
-from ._logging import install_default_handler
 from ._registry import ToolRegistry, build_tool
-from ._security import TransportSecurity, is_loopback_host, loopback_security
+from ._server.endpoint import McpEndpoint
 from ._sessions import (
     LiveSessions,
     MemorySessionStore,
-    OwnerQuotaExceeded,
-    SessionRecord,
     SessionStore,
-    check_client_metadata,
 )
-from ._streams import Reply, StandaloneStream
 from ._transport.bus import MemoryBus, MessageBus, replica_id
 from ._transport.events import EventStore, MemoryEventStore
 from ._transport.listen import ListenHub
@@ -70,21 +37,9 @@ from ._transport.pending import PendingRequests
 from ._transport.resumable import ResumableStreams
 from ._transport.shutdown import ShutdownCoordinator
 from ._transport.subscriptions import MemoryResourceSubscriptions, ResourceSubscriptions
-from .auth import Principal
 from .backends import StateBackend, backend_from_url
 from .errors import (
-    AuthenticationError,
     ConfigurationError,
-    InvalidRequestError,
-    McpError,
-    MissingSessionError,
-    NotAcceptableError,
-    ServerShuttingDownError,
-    SessionNotFoundError,
-    StateUnavailableError,
-    StreamConflictError,
-    UnsupportedMediaTypeError,
-    UnsupportedVersionError,
 )
 from .settings import McpSettings, SessionMode, get_settings
 from .state import ContextState, derive_cursor_key
@@ -93,18 +48,6 @@ __all__ = ["McpRouter"]
 
 logger = logging.getLogger("fastapi_mcp_ctx")
 F = TypeVar("F", bound=Callable[..., Any])
-_SESSION_HEADER = "mcp-session-id"
-
-
-def _tenant_of(scope: Scope) -> str | None:
-    principal: Principal | None = scope.get(PRINCIPAL_SCOPE_KEY)
-    return principal.tenant_id if principal is not None else "default"
-
-
-def _error_response(exc: McpError, request_id: Any = None, headers: dict[str, str] | None = None) -> Response:
-    return json_reply(Reply(error_message(request_id, exc), exc.http_status, exc.headers), headers)
-
-
 class McpRouter(APIRouter):
     """An ``APIRouter`` that serves the Model Context Protocol at ``path`` (default ``/mcp``).
 
@@ -235,13 +178,22 @@ class McpRouter(APIRouter):
             streams=self.streams,
             shutdown=self.shutdown_coordinator,
         )
-        self._loopback = loopback_security()
-        self._log_checked = False
-        self._configured_security = self._security_from_settings()
+        self.endpoint = McpEndpoint(
+            self,
+            settings=conf,
+            sessions=self.sessions,
+            live=self.live,
+            dispatcher=self.dispatcher,
+            streams=self.streams,
+            notifier=self.notifier,
+            shutdown_coordinator=self.shutdown_coordinator,
+            pending=self.pending,
+            authenticate=self._authenticate,
+        )
         self.routes.append(
             LeanRoute(
                 self.prefix + self.mcp_path,
-                self._endpoint,
+                self.endpoint.handle,
                 methods=["POST", "GET", "DELETE"],
                 name="mcp",
                 include_in_schema=False,
@@ -327,248 +279,6 @@ class McpRouter(APIRouter):
                 path=self.mcp_path,
             )
         )
-
-    # -- transport security --------------------------------------------------------------
-    def _security_from_settings(self) -> TransportSecurity | None:
-        s = self.settings
-        if s.dns_rebinding_protection is False:
-            return TransportSecurity(enabled=False)
-        if s.allowed_hosts is not None or s.allowed_origins is not None:
-            base = self._loopback
-            return TransportSecurity(
-                enabled=True,
-                allowed_hosts=(*base.allowed_hosts, *(h.lower() for h in s.allowed_hosts or ())),
-                allowed_origins=(*base.allowed_origins, *(o.lower() for o in s.allowed_origins or ())),
-                any_loopback_ip=True,
-            )
-        if s.dns_rebinding_protection is True:
-            return self._loopback
-        return None
-
-    def _check_transport(self, request: Request, headers: HeaderMap) -> None:
-        security = self._configured_security
-        if security is None:
-            server = request.scope.get("server")
-            if not server or not is_loopback_host(str(server[0])):
-                return
-            security = self._loopback
-        security.check(headers)
-
-    # -- HTTP ----------------------------------------------------------------------------
-    async def _endpoint(self, request: Request) -> Response:
-        if not self._log_checked:  # at first use: by now the application configured its logging, or not
-            self._log_checked = True
-            install_default_handler(self.settings.log_level)
-        outcome: AuthOutcome | None = None
-        self.shutdown_coordinator.first_use()
-        try:
-            headers = header_map(request.scope["headers"])
-            if headers.repeated & {"host", "origin"}:
-                reject_repeated(headers.repeated & {"host", "origin"})
-            self._check_transport(request, headers)
-            if headers.repeated and request.method != "POST":
-                reject_repeated(headers.repeated)
-            if request.method == "POST":  # read once, bounded; dependencies and tools get it replayed
-                request.scope[BODY_SCOPE_KEY] = await read_body(
-                    request, headers, self.settings.max_body_bytes, self.settings.body_timeout_seconds
-                )
-            if self._authenticate is not None:
-                try:
-                    outcome = await resolve_principal(self._authenticate, request)
-                    if outcome.principal is None:
-                        raise AuthenticationError("Unauthorized", headers={"WWW-Authenticate": "Bearer"})
-                except McpError as exc:  # the body was read: the refusal echoes its id
-                    if request_id_of(exc) is None:
-                        exc.request_id = _body_request_id(request.scope.get(BODY_SCOPE_KEY))  # type: ignore[attr-defined]
-                    raise
-                request.scope[PRINCIPAL_SCOPE_KEY] = outcome.principal
-            if request.method == "POST":
-                response = await self._post(request, headers)
-            elif request.method == "GET":
-                response = await self._get(request, headers)
-            else:
-                response = await self._delete(request, headers)
-        except McpError as exc:
-            response = _error_response(exc, request_id_of(exc))
-        except ClientDisconnect:
-            return Response(status_code=400)
-        if outcome is not None:
-            outcome.apply(response)
-        return response
-
-    async def _post(self, request: Request, headers: HeaderMap) -> Response:
-        content_type = headers.get("content-type", "")
-        if not content_type.split(";", 1)[0].strip().lower() == "application/json":
-            raise UnsupportedMediaTypeError()
-        json_ok, sse_allowed = accepted(headers)
-        request.scope[JSON_OK_SCOPE_KEY] = json_ok
-        if not (json_ok or sse_allowed):
-            raise NotAcceptableError()
-        message = parse_message(request.scope[BODY_SCOPE_KEY])
-        if headers.repeated:
-            try:
-                reject_repeated(headers.repeated)
-            except McpError as exc:
-                exc.request_id = message.id if isinstance(message, JsonRpcRequest) else None  # type: ignore[attr-defined]
-                raise
-        params = message.params if not isinstance(message, JsonRpcResponse) else None
-        era = choose_era(headers, params)
-        if era == "modern":
-            return await self._post_modern(message, request, headers, sse_allowed)
-        return await self._post_legacy(message, request, headers, sse_allowed)
-
-    async def _post_modern(
-        self,
-        message: JsonRpcRequest | JsonRpcNotification | JsonRpcResponse,
-        request: Request,
-        headers: HeaderMap,
-        sse_allowed: bool,
-    ) -> Response:
-        if isinstance(message, JsonRpcResponse):
-            raise InvalidRequestError("Clients must not POST responses in the 2026-07-28 era")
-        if isinstance(message, JsonRpcNotification):
-            version = headers.get("mcp-protocol-version")
-            if version is not None and version.strip() not in MODERN_PROTOCOL_VERSIONS:
-                raise UnsupportedVersionError(version.strip(), list(MODERN_PROTOCOL_VERSIONS))
-            return Response(status_code=202)
-        if message.method == "subscriptions/listen" and not sse_allowed:  # checklist §4.5 step 7
-            error = NotAcceptableError("Not Acceptable: subscriptions/listen answers with text/event-stream; accept it")
-            return json_reply(error_reply(message.id, error, "modern"))
-        try:
-            envelope = read_modern_envelope(headers, message.method, message.params)
-        except McpError as exc:
-            return json_reply(error_reply(message.id, exc, "modern"))
-        return await self.dispatcher.dispatch(message, envelope, request, None, {}, sse_allowed)
-
-    async def _post_legacy(
-        self,
-        message: JsonRpcRequest | JsonRpcNotification | JsonRpcResponse,
-        request: Request,
-        request_headers: HeaderMap,
-        sse_allowed: bool,
-    ) -> Response:
-        mode = self.settings.session_mode  # auto: a session when the request names one, else none
-        in_session = mode == "stateful" or (mode == "auto" and _SESSION_HEADER in request_headers)
-        try:
-            check_legacy_version(request_headers)
-            if isinstance(message, JsonRpcRequest) and message.method == "initialize":
-                return await self._initialize(message, request.scope)
-            session = await self._session(request_headers, request.scope) if in_session else None
-        except McpError as exc:
-            exc.request_id = message.id if isinstance(message, JsonRpcRequest) else None  # type: ignore[attr-defined]
-            raise
-        headers = {_SESSION_HEADER: session.id} if session is not None else {}
-        if isinstance(message, JsonRpcResponse):  # an answer to ctx.send_request, matched in its session
-            if not self.pending.resolve(message, session.id if session is not None else None):
-                logger.debug("ignored a client response to an unknown request id %r", message.id)
-            return Response(status_code=202, headers=headers)
-        if isinstance(message, JsonRpcNotification):
-            self._legacy_notification(message, session)
-            return Response(status_code=202, headers=headers)
-        header_version = request_headers.get("mcp-protocol-version")
-        if session is not None:
-            version = session.protocol_version
-        else:
-            version = header_version.strip() if header_version else "2025-03-26"
-        envelope: RequestEnvelope = read_legacy_envelope(request_headers, message.params, version)
-        if session is not None:
-            envelope.client_capabilities = session.client_capabilities
-            envelope.client_info = session.client_info
-        return await self.dispatcher.dispatch(message, envelope, request, session, headers, sse_allowed)
-
-    async def _initialize(self, message: JsonRpcRequest, request_scope: Scope) -> Response:
-        if self.shutdown_coordinator.shutting_down:  # new sessions go to another replica
-            return _error_response(ServerShuttingDownError(), message.id)
-        result, version = self.dispatcher.initialize_result(message.params)
-        headers: dict[str, str] = {}
-        if self.settings.session_mode != "stateless":  # stateful and auto issue a session
-            principal: Principal | None = request_scope.get(PRINCIPAL_SCOPE_KEY)
-            owner = principal.owner_key if principal is not None else None
-            try:
-                check_client_metadata(message.params, self.settings.max_client_metadata_bytes)
-            except McpError as exc:
-                return _error_response(exc, message.id)
-            record = SessionRecord.from_initialize(message.params, version, owner)
-            try:
-                await self.sessions.create(record)
-            except OwnerQuotaExceeded as exc:
-                return _error_response(StateUnavailableError(str(exc), retry_after=5, reason="too_many_sessions"), message.id)
-            except OverflowError:
-                return _error_response(
-                    StateUnavailableError("Too many open sessions", retry_after=5, reason="too_many_sessions"), message.id
-                )
-            headers[_SESSION_HEADER] = record.id
-        return json_reply(Reply({"jsonrpc": "2.0", "id": message.id, "result": result}), headers)
-
-    def _legacy_notification(self, message: JsonRpcNotification, session: SessionRecord | None) -> None:
-        if message.method == "notifications/cancelled" and session is not None:
-            request_id = message.params.get("requestId")
-            if isinstance(request_id, (str, int)) and not isinstance(request_id, bool):
-                signal = self.live.get(session.id).in_flight.get(request_id)
-                if signal is not None:
-                    reason = message.params.get("reason")
-                    signal.cancel(reason if isinstance(reason, str) else "cancelled by the client")
-
-    async def _session(self, headers: HeaderMap, scope: Scope) -> SessionRecord:
-        session_id = headers.get(_SESSION_HEADER)
-        if session_id is None:
-            raise MissingSessionError()
-        record = await self.sessions.get(session_id)
-        if record is None:
-            self.live.end(session_id)  # expired: its in-process companions go too
-            await self.notifier.session_ended(session_id)
-            self.pending.close_scope(session_id)
-            await self.streams.session_ended(session_id)
-            raise SessionNotFoundError()
-        principal: Principal | None = scope.get(PRINCIPAL_SCOPE_KEY)
-        if record.owner != (principal.owner_key if principal is not None else None):
-            raise SessionNotFoundError()  # another caller's session: indistinguishable from unknown
-        return record
-
-    def _reject_modern_header(self, headers: HeaderMap) -> Response | None:
-        """GET/DELETE: the 2026 era has neither (405), nor stateless mode (no stream, no session:
-        405); a 2025 request must name a served version (400)."""
-        if choose_era(headers, None) == "modern" or self.settings.session_mode == "stateless":
-            return Response(status_code=405, headers={"Allow": "POST"})
-        check_legacy_version(headers)
-        return None
-
-    async def _get(self, request: Request, headers: HeaderMap) -> Response:
-        rejected = self._reject_modern_header(headers)
-        if rejected is not None:
-            return rejected
-        if not accepted(headers)[1] or headers.get("accept") is None:
-            raise NotAcceptableError("Not Acceptable: Client must accept text/event-stream")
-        session = await self._session(headers, request.scope)
-        if self.streams.serves("legacy", session):  # resumable: Last-Event-ID, stored events
-            return await self.streams.get(headers, session, _tenant_of(request.scope))
-        if self.shutdown_coordinator.shutting_down:
-            raise ServerShuttingDownError()
-        live = self.live.get(session.id)
-        messages = live.open_standalone(self.settings.stream_buffer_size)
-        if messages is None or live.standalone_send is None:
-            return _error_response(StreamConflictError())
-        detach = await self.notifier.attach_get_stream(_tenant_of(request.scope), session.id, live.standalone_send, live.close_standalone)
-
-        def closed() -> None:
-            detach()
-            live.close_standalone()
-            session.last_seen = time.time()  # the idle timer restarts when the stream ends
-            self.live.release(session.id)
-
-        return StandaloneStream(messages, closed, headers={_SESSION_HEADER: session.id}, keepalive_seconds=self.settings.keepalive_seconds)
-
-    async def _delete(self, request: Request, headers: HeaderMap) -> Response:
-        rejected = self._reject_modern_header(headers)
-        if rejected is not None:
-            return rejected
-        session = await self._session(headers, request.scope)
-        await self.sessions.delete(session.id)
-        self.live.end(session.id)
-        await self.notifier.session_ended(session.id)
-        self.pending.close_scope(session.id)
-        await self.streams.session_ended(session.id)
-        return Response(status_code=200)
 
     async def aclose(self, *, grace_seconds: float = 5.0) -> None:
         """Release what the router holds open. Call at shutdown::
@@ -688,14 +398,3 @@ class McpRouter(APIRouter):
         """Ids of the tenant's 2025 sessions that can be reached now (their GET stream is open on
         some replica), sorted. ``tenant_id`` as in :meth:`send_notification_to_session`."""
         return await self.notifier.active_sessions(self.notifier.caller_tenant(tenant_id, authenticated=self._authenticate is not None))
-
-
-def _body_request_id(body: bytes | None) -> Any:
-    """The id of the JSON-RPC request in ``body``, or None (no body, not a request, unparsable)."""
-    if not body:
-        return None
-    try:
-        message = parse_message(body)
-    except McpError:
-        return None
-    return message.id if isinstance(message, JsonRpcRequest) else None

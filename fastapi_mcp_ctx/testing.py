@@ -220,7 +220,7 @@ class McpTestClient(_Notified):
                 try:
                     await target(scope, receive, send)
                 finally:  # Starlette's routing leaves the matched endpoint in the scope
-                    owner = getattr(scope.get("endpoint"), "__self__", None)
+                    owner = getattr(getattr(scope.get("endpoint"), "__self__", None), "router", None)
                     if isinstance(owner, McpRouter):
                         self.router = owner
 
