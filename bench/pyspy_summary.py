@@ -1,9 +1,9 @@
 """Summarize a py-spy ``--format raw`` profile of a server under load: CPU µs per request, by part.
 
-    .venv/bin/python bench/pyspy_summary.py bench/results/pyspy-project_ref-d.raw --wrk wrk.json --rate 400
+    .venv/bin/python bench/pyspy_summary.py bench/results/pyspy-examples.bench_app-d.raw --wrk wrk.json --rate 400
 
 A sample in a worker thread (or handing work to one) is "thread pool"; any other goes to the part
-of its deepest frame that a rule below matches (rules in order), "other" when none does. With ``--wrk`` (wrk_mcp.lua's BENCH_JSON: requests, latency)
+of its deepest frame that a rule below matches (rules in order), "other" when none does. With ``--wrk`` (bench/harness/check.lua's BENCH_RESULT: requests, latency)
 and ``--rate`` (samples per second) the shares become µs per request: samples / rate / requests.
 py-spy counts only threads that are running, so a worker waiting for the GIL or for its pool
 shows as missing samples, i.e. idle time at full load.
@@ -67,7 +67,7 @@ def summarize(path: str) -> tuple[Counter[str], int]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("raw")
-    parser.add_argument("--wrk", help="wrk_mcp.lua's BENCH_JSON line, as a file")
+    parser.add_argument("--wrk", help="check.lua's BENCH_RESULT line, as a file")
     parser.add_argument("--rate", type=float, default=400.0, help="py-spy samples per second")
     args = parser.parse_args()
     parts, total = summarize(args.raw)
