@@ -34,6 +34,13 @@ svc_base() {
 }
 
 log() { printf '%s\n' "services: $*" >&2; }
+
+# The server on a port may have been started by another checkout of this repository (its data
+# in that checkout's folder). A stop records the folder the running server used, keyed by port,
+# so the next start brings the same data back instead of an empty folder of this checkout's.
+RUNSTATE="${TMPDIR:-/tmp}/fastapi-mcp-ctx-services"
+remembered_dir() { [ -s "$RUNSTATE/$1" ] && [ -d "$(cat "$RUNSTATE/$1")" ] && cat "$RUNSTATE/$1"; }
+remember_dir() { mkdir -p "$RUNSTATE" && printf '%s\n' "$2" > "$RUNSTATE/$1"; }
 die() { log "error: $*"; exit 1; }
 is_root() { [ "$(id -u)" = 0 ]; }
 
@@ -62,8 +69,8 @@ redis_ready() { [ "$(redis_cli ping 2>/dev/null || true)" = "PONG" ]; }
 
 start_redis() {
     command -v redis-server >/dev/null && command -v redis-cli >/dev/null || apt_install redis-server
-    if redis_ready; then return 0; fi
-    REDIS_DIR="$(svc_base redis redis)"
+    if redis_ready; then remember_running_redis; return 0; fi
+    REDIS_DIR="$(remembered_dir "redis-$REDIS_PORT" || svc_base redis redis)"
     mkdir -p "$REDIS_DIR"
     local user_args=()
     if is_root && id redis >/dev/null 2>&1; then
@@ -84,9 +91,18 @@ start_redis() {
     die "redis did not answer PING on 127.0.0.1:$REDIS_PORT within ${WAIT_SECONDS}s (see $REDIS_DIR/redis.log)"
 }
 
+# Record the data folder of the Redis that answers (a crash-stop, SHUTDOWN NOSAVE, then a start
+# must find the same append-only file).
+remember_running_redis() {
+    local dir
+    dir="$(redis_cli config get dir 2>/dev/null | sed -n 2p || true)"
+    if [ -n "$dir" ]; then remember_dir "redis-$REDIS_PORT" "$dir"; fi
+}
+
 stop_redis() {
     command -v redis-cli >/dev/null || return 0
     redis_ready || return 0
+    remember_running_redis
     # SHUTDOWN (no NOSAVE) fsyncs the AOF first.
     redis_cli shutdown >/dev/null 2>&1 || true
     local i
@@ -118,6 +134,10 @@ pg_ready() {
 start_postgres() {
     find_pg_bin || { apt_install postgresql; find_pg_bin || die "initdb/pg_ctl not found after installing postgresql"; }
     PG_BASE="$(svc_base pg postgres)"; PG_DATA="$PG_BASE/data"; PG_SOCK="$PG_BASE/sock"; PG_LOG="$PG_BASE/postgres.log"
+    local other
+    if other="$(remembered_dir "pg-$PG_PORT")" && [ "$other" != "$PG_DATA" ] && ! pg_ready; then
+        PG_DATA="$other"; PG_BASE="$(dirname "$other")"; PG_SOCK="$PG_BASE/sock"; PG_LOG="$PG_BASE/postgres.log"
+    fi
     mkdir -p "$PG_BASE"
     if is_root; then
         id postgres >/dev/null 2>&1 || die "user 'postgres' does not exist"
@@ -162,6 +182,12 @@ CONF
 
 stop_postgres() {
     find_pg_bin || return 0
+    local running
+    running="$("$PG_BIN/psql" -h 127.0.0.1 -p "$PG_PORT" -U postgres -d postgres -tAc "SHOW data_directory" </dev/null 2>/dev/null || true)"
+    if [ -n "$running" ]; then
+        PG_DATA="$running"
+        remember_dir "pg-$PG_PORT" "$running"
+    fi
     [ -s "$PG_DATA/PG_VERSION" ] || return 0
     if as_pg "$PG_BIN/pg_ctl" -D "$PG_DATA" status >/dev/null 2>&1; then
         as_pg "$PG_BIN/pg_ctl" -D "$PG_DATA" -m fast -w -t "$WAIT_SECONDS" stop </dev/null >/dev/null 2>&1 \
