@@ -24,6 +24,7 @@ import logging
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Final
 
 from .errors import HostNotAllowedError, OriginNotAllowedError
@@ -36,6 +37,7 @@ _REPORTED_HOSTS: set[str] = set()
 logger = logging.getLogger("fastapi_mcp_ctx")
 
 
+@lru_cache(maxsize=1024)  # asked once per request with the server's own address: a handful of values
 def is_loopback_host(host: str) -> bool:
     """Whether ``host`` (a name or IP literal, optionally ``[v6]``) is loopback.
 
