@@ -84,6 +84,9 @@ class McpSettings(BaseSettings):
         listen_max_streams_per_owner: open ``subscriptions/listen`` streams per authenticated owner
             in this process; ``None``: ``max(1, listen_max_streams // 10)`` (anonymous callers:
             only ``listen_max_streams``).
+        input_max_rounds: 2025 era: rounds of server→client requests one call may drive with
+            ``ctx.request_input`` (each round asks, then re-enters the handler); one more ends the
+            call with ``input_rounds_exceeded``.
     """
 
     model_config = SettingsConfigDict(env_prefix="MCP_", extra="ignore")
@@ -122,6 +125,7 @@ class McpSettings(BaseSettings):
     max_client_metadata_bytes: int = Field(default=64 * 1024, ge=2)
     max_sessions_per_owner: int | None = Field(default=None, ge=1)
     listen_max_streams_per_owner: int | None = Field(default=None, ge=1)
+    input_max_rounds: int = Field(default=10, ge=1, le=1000)
 
     @property
     def session_owner_quota(self) -> int:
