@@ -29,12 +29,15 @@ Tree::
     │   ├── UnknownToolError         -32602  400  tools/call of a tool that is not registered
     │   ├── InvalidCursorError       -32602  400  a forged, foreign or stale pagination cursor
     │   ├── ValidationError          -32602  400  a ctx.state key or prefix outside the key grammar
-    │   └── SerializationError       -32602  400  a ctx.state value that is not JSON-serializable
+    │   ├── SerializationError       -32602  400  a ctx.state value that is not JSON-serializable
+    │   └── InvalidRequestStateError -32602  400  a requestState not sealed by this server for this caller,
+    │                                             operation and arguments, or expired (details: server log)
     ├── InternalError                -32603  500  a crash; the message sent is generic, the cause is logged
     │   ├── StateUnavailableError    -32603  503  a state backend is down; retryable (Retry-After)
     │   │   └── ServerShuttingDownError -32603 503  this process is shutting down; retry (another replica answers)
     │   ├── ConfigurationError       -32603  500  the server is misconfigured (missing extra, SQL schema missing or
-    │                                             outdated); not retryable, the message says what the operator must do
+    │   │                                         outdated); not retryable, the message says what the operator must do
+    │   ├── RequestStateTooLargeError -32603 500  a handler's requestState exceeds MCP_REQUEST_STATE_MAX_BYTES sealed
     │   └── InputRoundsExceededError -32603  500  2025: more input rounds in one call than MCP_INPUT_MAX_ROUNDS
     ├── HeaderMismatchError          -32020  400  2026: MCP-Protocol-Version / Mcp-Method / Mcp-Name disagree with the body
     ├── MissingCapabilityError       -32021  400  2026: the call needs a client capability the request did not declare
@@ -50,6 +53,7 @@ Tree::
     ├── PermissionDeniedError        -32003  403  credentials lack a scope (a dependency raised HTTPException 403)
     ├── RequestCancelledError        -32800  200  2025 era: the answer to a call the client cancelled (ends its stream)
     └── ToolError                    1 (app)  an anticipated failure shown to the model as an ``isError`` result
+        └── ConsentDeclinedError     1 (app)  ctx.consent.require: the user declined or cancelled the confirmation
 
     McpResponseError                 client side: ``fastapi_mcp_ctx.testing`` received an error answer
                                      (the JSON-RPC code, message, data and the HTTP status as sent)
@@ -123,6 +127,9 @@ __all__ = [
     "ServerRequestTimeoutError",
     "InvalidEventIdError",
     "ServerShuttingDownError",
+    "InvalidRequestStateError",
+    "RequestStateTooLargeError",
+    "ConsentDeclinedError",
     "ClientCapabilityMissingError",
     "InputRoundsExceededError",
 ]
@@ -758,6 +765,36 @@ class ServerShuttingDownError(StateUnavailableError):
 
     default_message = "The server is shutting down; retry (another replica will answer)"
     default_reason = "server_shutting_down"
+
+
+class InvalidRequestStateError(InvalidParamsError):
+    """A ``requestState`` echoed by the client that this server cannot open for this call (-32602,
+    HTTP 400): forged, tampered, expired, sealed with a key no longer configured, or minted for
+    another tenant, client, subject, operation or set of arguments. Which one is written to the
+    server log only; the client learns nothing beyond ``data.reason = "invalid_request_state"``.
+
+    Spec 2026-07-28 ``server/utilities/multi-round-trip`` (requestState is opaque to the client).
+    """
+
+    default_message = "Invalid requestState"
+    default_reason = "invalid_request_state"
+    default_hint = "Send the call again without requestState and inputResponses to start over."
+
+
+class RequestStateTooLargeError(InternalError):
+    """A handler returned a ``requestState`` whose sealed form exceeds ``MCP_REQUEST_STATE_MAX_BYTES``
+    (-32603, HTTP 500): a server bug or a setting to raise, never a silent truncation."""
+
+    default_message = "The request state of this call is too large to send"
+    default_reason = "request_state_too_large"
+
+
+class ConsentDeclinedError(ToolError):
+    """``await ctx.consent.require(...)``: the user declined or cancelled the confirmation, so the
+    operation did not run (an ``isError`` tool result, ``data.reason = "consent_declined"``,
+    ``data.action`` = ``"decline"`` or ``"cancel"``)."""
+
+    default_reason = "consent_declined"
 
 
 class ClientCapabilityMissingError(ServerRequestError):

@@ -23,6 +23,7 @@ from ._dispatch import (
 )
 from ._fastapi_compat import LeanRoute, build_dependant
 from ._registry import ToolRegistry, build_tool
+from ._sealing import request_state_sealer
 from ._server.endpoint import McpEndpoint
 from ._sessions import (
     LiveSessions,
@@ -137,6 +138,7 @@ class McpRouter(APIRouter):
         self.state_backend: StateBackend = state_backend or backend_from_url(
             self.settings.storage_url, create_tables=self.settings.storage_create_tables
         )
+        self.request_state = request_state_sealer(self.settings, state_backend=self.state_backend, session_store=session_store)
         cursor_key = derive_cursor_key(self.settings.request_state_key)
         backend = self.state_backend
 
@@ -176,7 +178,7 @@ class McpRouter(APIRouter):
             self.notifier,
             pending=self.pending,
             streams=self.streams,
-            shutdown=self.shutdown_coordinator,
+            shutdown=self.shutdown_coordinator, sealer=self.request_state,
         )
         self.endpoint = McpEndpoint(
             self,

@@ -6,16 +6,20 @@ Injected through the cached dependency :func:`get_settings`; tests override it w
 
 from __future__ import annotations
 
+import base64
+import binascii
+import re
 from functools import lru_cache
 from typing import Literal
 
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-__all__ = ["McpSettings", "get_settings"]
+__all__ = ["McpSettings", "decode_request_state_keys", "get_settings"]
 
-MIN_REQUEST_STATE_KEY_BYTES = 16
-"""The shortest ``MCP_REQUEST_STATE_KEY`` accepted (bytes, UTF-8); ``keygen`` prints 43 characters."""
+MIN_REQUEST_STATE_KEY_BYTES = 32
+"""The shortest key of ``MCP_REQUEST_STATE_KEY`` accepted (decoded bytes); ``keygen`` prints 32 bytes
+as 43 base64url characters."""
 
 LogLevel = Literal["debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"]
 SessionMode = Literal["stateful", "stateless", "auto"]
@@ -46,8 +50,10 @@ class McpSettings(BaseSettings):
         auth_mode: ``none``, the only value this release accepts (any other value is refused
             when the settings are read, with a message saying what to use instead:
             ``McpRouter(authenticate=...)``).
-        request_state_key: server secret; signs ``ctx.state`` list cursors (so they work on every
-            replica); random per process when unset; at least 16 bytes (``fastapi-mcp-ctx keygen``).
+        request_state_key: server secret; seals 2026 ``requestState`` and signs ``ctx.state`` list
+            cursors (so both work on every replica); random per process when unset. Keys of at
+            least 32 bytes written as base64url or hex (``fastapi-mcp-ctx keygen``); a comma-
+            separated list rotates: the first seals, every one opens (see ``request_state_keys``).
         log_level: floor for both log sinks (server log and ``notifications/message``), and the
             level of the stderr handler the library adds when the application configured none.
         cache_ttl_ms / cache_scope: 2026 cache hints (``ttlMs``, ``cacheScope``) on list results.
@@ -84,12 +90,15 @@ class McpSettings(BaseSettings):
         listen_max_streams_per_owner: open ``subscriptions/listen`` streams per authenticated owner
             in this process; ``None``: ``max(1, listen_max_streams // 10)`` (anonymous callers:
             only ``listen_max_streams``).
+        request_state_ttl_seconds: a sealed ``requestState`` is accepted for this many seconds.
+        request_state_max_bytes: largest sealed ``requestState`` (bytes of the token sent); a
+            handler's state that seals larger is a server error, never truncated.
         input_max_rounds: 2025 era: rounds of server→client requests one call may drive with
             ``ctx.request_input`` (each round asks, then re-enters the handler); one more ends the
             call with ``input_rounds_exceeded``.
     """
 
-    model_config = SettingsConfigDict(env_prefix="MCP_", extra="ignore")
+    model_config = SettingsConfigDict(env_prefix="MCP_", extra="ignore", hide_input_in_errors=True)  # never echo a secret
 
     server_name: str = "fastapi-mcp-ctx"
     server_version: str = "0.1.0"
@@ -125,6 +134,8 @@ class McpSettings(BaseSettings):
     max_client_metadata_bytes: int = Field(default=64 * 1024, ge=2)
     max_sessions_per_owner: int | None = Field(default=None, ge=1)
     listen_max_streams_per_owner: int | None = Field(default=None, ge=1)
+    request_state_ttl_seconds: float = Field(default=900.0, gt=0, allow_inf_nan=False)
+    request_state_max_bytes: int = Field(default=64 * 1024, ge=256)
     input_max_rounds: int = Field(default=10, ge=1, le=1000)
 
     @property
@@ -157,13 +168,51 @@ class McpSettings(BaseSettings):
     @field_validator("request_state_key")
     @classmethod
     def _key_is_long_enough(cls, value: str | None) -> str | None:
-        if value is not None and len(value.encode()) < MIN_REQUEST_STATE_KEY_BYTES:
-            raise ValueError(
-                f"MCP_REQUEST_STATE_KEY is {'empty' if not value else f'{len(value.encode())} bytes'}; it signs ctx.state "
-                f"cursors and needs at least {MIN_REQUEST_STATE_KEY_BYTES} bytes: set it to the output of "
-                "`fastapi-mcp-ctx keygen` (the same on every replica), or unset it for a random per-process key"
-            )
+        if value is not None:
+            decode_request_state_keys(value)
         return value
+
+    @property
+    def request_state_keys(self) -> tuple[bytes, ...]:
+        """The decoded keys of ``request_state_key`` (first: the sealing key); ``()`` when unset."""
+        return () if self.request_state_key is None else decode_request_state_keys(self.request_state_key)
+
+
+_HEX_RE = re.compile(r"(?:[0-9a-fA-F]{2})+")
+_B64URL_RE = re.compile(r"[A-Za-z0-9_-]+={0,2}")
+
+
+def decode_request_state_keys(value: str) -> tuple[bytes, ...]:
+    """Decode ``MCP_REQUEST_STATE_KEY``: comma-separated keys, each hex (when every character is a
+    hex digit) or base64url (padding optional), each at least 32 bytes once decoded.
+
+    Raises:
+        ValueError: an empty list or entry, an entry in neither form, or one shorter than 32 bytes;
+            the message names ``fastapi-mcp-ctx keygen`` and never echoes the key.
+    """
+    how = (
+        f"needs keys of at least {MIN_REQUEST_STATE_KEY_BYTES} bytes written as base64url or hex, separated by commas "
+        "(the first seals, all open): set it to the output of `fastapi-mcp-ctx keygen` (the same on every replica), "
+        "or unset it for a random per-process key"
+    )
+    if not value.strip():
+        raise ValueError(f"MCP_REQUEST_STATE_KEY is empty; it {how}")
+    keys: list[bytes] = []
+    for position, entry in enumerate((part.strip() for part in value.split(",")), start=1):
+        if _HEX_RE.fullmatch(entry):
+            raw = binascii.unhexlify(entry)
+        elif _B64URL_RE.fullmatch(entry):
+            try:
+                raw = base64.urlsafe_b64decode(entry.rstrip("=") + "=" * (-len(entry.rstrip("=")) % 4))
+            except (binascii.Error, ValueError):
+                raise ValueError(f"MCP_REQUEST_STATE_KEY key {position} is not valid base64url; it {how}") from None
+        else:
+            shown = "empty" if not entry else "neither base64url nor hex"
+            raise ValueError(f"MCP_REQUEST_STATE_KEY key {position} is {shown}; it {how}")
+        if len(raw) < MIN_REQUEST_STATE_KEY_BYTES:
+            raise ValueError(f"MCP_REQUEST_STATE_KEY key {position} is {len(raw)} bytes; it {how}")
+        keys.append(raw)
+    return tuple(keys)
 
 
 @lru_cache(maxsize=1)

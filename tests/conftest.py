@@ -50,6 +50,7 @@ SERVER_INFO = "io.modelcontextprotocol/serverInfo"
 
 NAME_MEMBER = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
 MODERN_ONLY_RESULT_KEYS = ("resultType", "ttlMs", "cacheScope")
+TEST_REQUEST_STATE_KEY = "dGVzdC1vbmx5LXJlcXVlc3Qtc3RhdGUta2V5LTMyYnk"  # 32 bytes, base64url; tests only
 
 
 # -- settings and apps --------------------------------------------------------------------
@@ -74,7 +75,7 @@ def mcp_settings(**overrides: Any) -> McpSettings:
         "storage_url": "memory://",
         "storage_create_tables": False,
         "auth_mode": "none",
-        "request_state_key": None,
+        "request_state_key": TEST_REQUEST_STATE_KEY,  # routers on Redis/PostgreSQL refuse to start without one
         "log_level": "debug",
         "cache_ttl_ms": 0,
         "cache_scope": "private",

@@ -3,6 +3,7 @@ that say the right thing (a too-many-streams 503 has its own reason, a 401 echoe
 
 from __future__ import annotations
 
+import base64
 import json
 
 import pytest
@@ -14,20 +15,23 @@ from test_auth import build_app as build_auth_app
 from fastapi_mcp_ctx import McpSettings
 
 
-@pytest.mark.parametrize("key", ["", "short", "x" * 15])
+@pytest.mark.parametrize("key", ["", "short", "x" * 15, "k" * 42, "ab" * 31, "!" * 44, "A" * 43 + ","])
 def test_empty_or_short_request_state_key_is_refused(key: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MCP_REQUEST_STATE_KEY", key)
     with pytest.raises(ValidationError) as info:
         McpSettings()
     text = str(info.value)
-    assert "fastapi-mcp-ctx keygen" in text and "at least 16 bytes" in text
-    assert ("empty" in text) is (key == "")
+    assert "fastapi-mcp-ctx keygen" in text and "at least 32 bytes" in text
+    assert ("is empty" in text) is (key == "" or key.endswith(","))
+    assert not key or key not in text  # the key is never echoed
 
 
-def test_a_16_byte_request_state_key_and_no_key_are_accepted(monkeypatch: pytest.MonkeyPatch) -> None:
-    assert McpSettings(request_state_key="k" * 16).request_state_key == "k" * 16
+def test_a_32_byte_request_state_key_list_and_no_key_are_accepted(monkeypatch: pytest.MonkeyPatch) -> None:
+    b64, hexed = "k" * 43, "0f" * 32
+    settings = McpSettings(request_state_key=f"{b64}, {hexed}")
+    assert settings.request_state_keys == (base64.urlsafe_b64decode(b64 + "="), bytes.fromhex(hexed))
     monkeypatch.delenv("MCP_REQUEST_STATE_KEY", raising=False)
-    assert McpSettings().request_state_key is None
+    assert McpSettings().request_state_key is None and McpSettings().request_state_keys == ()
 
 
 @pytest.mark.parametrize("path", ["nopath", "", "mcp/"])

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import secrets
 import threading
 import uuid
 from collections.abc import AsyncGenerator, Awaitable, Callable
@@ -27,7 +28,7 @@ from fastapi import Depends, FastAPI
 from sqlalchemy.ext.asyncio import create_async_engine
 from starlette.testclient import TestClient
 
-from fastapi_mcp_ctx import Context, McpRouter, mcp_context
+from fastapi_mcp_ctx import Context, McpRouter, McpSettings, mcp_context
 from fastapi_mcp_ctx._envelope import META_CAPABILITIES, META_CLIENT_INFO, META_VERSION
 from fastapi_mcp_ctx.backends._loops import PerLoop
 from fastapi_mcp_ctx.backends.base import StateBackend
@@ -306,7 +307,7 @@ def test_a_callers_sql_engine_serves_its_first_loop_only(tmp_path: Path) -> None
 
 
 def _counting_app(backend: StateBackend) -> FastAPI:
-    router = McpRouter(state_backend=backend)
+    router = McpRouter(settings=McpSettings(request_state_key=secrets.token_urlsafe(32)), state_backend=backend)
 
     @router.tool()
     async def count_visit(ctx: Context = Depends(mcp_context)) -> int:
