@@ -155,6 +155,8 @@ async def _ask(
     if refused is not None:
         raise refused
     if call.envelope.era == "modern":
+        if call.method not in INPUT_REQUIRED_METHODS:
+            raise InternalError(f"2026-07-28: {method} can only be asked on tools/call, resources/read and prompts/get, not on {call.method}")
         raise InputRequired({key: entry})
     for _ in range(call.settings.input_max_rounds):
         raw = await _live(ctx, method, with_elicitation_id(entry["params"]), timeout, progress_interval)

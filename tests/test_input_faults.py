@@ -179,3 +179,9 @@ def test_b46_request_input_elsewhere_is_a_server_error(method: str) -> None:
     context, _ = call_for(method, "modern", {"elicitation": {}})
     with pytest.raises(InternalError):
         context.request_input({"ok": input_required.elicit("Sure?", Name)})
+
+
+async def test_b46_an_awaited_question_elsewhere_is_a_server_error_in_2026() -> None:
+    context, _ = call_for("completion/complete", "modern", {"elicitation": {}})
+    with pytest.raises(InternalError):
+        await context.elicit("Sure?", Name)
