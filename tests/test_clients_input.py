@@ -118,23 +118,26 @@ async def test_three_question_wizard(server_url: str, mode: str) -> None:
     assert [message for _, message in ASKED] == list(WIZARD)  # each question asked exactly once, in order
 
 
+async def answered_call(url: str, mode: str, tool: str, arguments: dict[str, Any], **callbacks: Any) -> Any:
+    """``tool``'s structured result, the client answering with ``callbacks``."""
+    with anyio.fail_after(30):
+        async with client(url, mode, **callbacks) as c:
+            result = await c.call_tool(tool, arguments)
+    assert result.is_error is False, result.content
+    return result.structured_content
+
+
 @pytest.mark.parametrize("mode", MODES)
 async def test_sampling_round(server_url: str, mode: str) -> None:
-    with anyio.fail_after(30):
-        async with client(server_url, mode, sampling_callback=on_sample) as c:
-            result = await c.call_tool("summarize", {"text": "a long text"})
-    assert result.is_error is False, result.content
-    assert result.structured_content == {"result": "short summary"}
+    assert await answered_call(server_url, mode, "summarize", {"text": "a long text"}, sampling_callback=on_sample) == {"result": "short summary"}
     assert ASKED == [("sample", 100)]
 
 
 @pytest.mark.parametrize("mode", MODES)
 async def test_roots_round(server_url: str, mode: str) -> None:
-    with anyio.fail_after(30):
-        async with client(server_url, mode, list_roots_callback=on_roots) as c:
-            result = await c.call_tool("project_roots", {})
-    assert result.is_error is False, result.content
-    assert result.structured_content == {"result": ["file:///work/project"]}
+    roots = await answered_call(server_url, mode, "project_roots", {}, list_roots_callback=on_roots)
+    assert roots == {"result": ["file:///work/project"]}
+    assert ASKED == [("roots", None)]
 
 
 async def test_a_2025_client_without_elicitation_gets_the_envelope(server_url: str) -> None:
