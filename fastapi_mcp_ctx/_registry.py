@@ -233,7 +233,7 @@ def build_tool(
         __config__=ConfigDict(extra="ignore", arbitrary_types_allowed=True),
         **plain,  # pyright: ignore[reportArgumentType]
     )
-    schema = input_schema if input_schema is not None else _clean_schema(model.model_json_schema(), arguments=True)  # pyright: ignore[reportUnknownMemberType]
+    schema = input_schema if input_schema is not None else _clean_schema(model.model_json_schema(), arguments=True)  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType]
     adapter, output_schema, wrap = _output(hints.get("return", signature.return_annotation))
     listing: dict[str, Any] = {"name": tool_name}
     if title is not None:

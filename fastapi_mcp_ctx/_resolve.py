@@ -46,7 +46,7 @@ from .errors import (
     ValidationError,
 )
 
-__all__ = ["Invocable", "call_handler", "dependency_problems", "from_http_exception", "run_tool"]
+__all__ = ["Invocable", "call_handler", "dependency_problems", "describe_errors", "from_http_exception", "run_tool"]
 
 logger = logging.getLogger("fastapi_mcp_ctx")
 R = TypeVar("R")
@@ -75,7 +75,7 @@ def _problems(items: Iterable[str], count: int | None = None) -> str:
     return "; ".join(listed) + (f"; …and {more} more" if more > 0 else "")
 
 
-def _describe_errors(exc: PydanticValidationError) -> str:
+def describe_errors(exc: PydanticValidationError) -> str:
     errors = exc.errors(include_url=False, include_input=False, include_context=False)
     return _problems((f"{'.'.join(str(p) for p in e['loc']) or 'arguments'}: {e['msg']}" for e in errors), len(errors))
 
@@ -199,7 +199,7 @@ async def run_tool(
         # (the model's validator itself: model_validate_json's wrapper costs ~3k instructions a call)
         parsed: Any = tool.arguments_model.__pydantic_validator__.validate_json(raw, strict=True)
     except PydanticValidationError as exc:
-        return error_result(_invalid_arguments(tool, _describe_errors(exc)), request_id, tool)
+        return error_result(_invalid_arguments(tool, describe_errors(exc)), request_id, tool)
     kwargs = {name: getattr(parsed, name) for name in tool.argument_names}
     if may_overflow(raw):  # only a huge literal can turn into inf: most calls skip the walk
         overflowed = _non_finite(kwargs)

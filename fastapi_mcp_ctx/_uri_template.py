@@ -28,9 +28,9 @@ from dataclasses import dataclass
 from typing import Final
 from urllib.parse import quote, unquote_to_bytes
 
-from .errors import InvalidParamsError
+from .errors import UriMatchError
 
-__all__ = ["UriMatchError", "UriTemplate", "UriValue"]
+__all__ = ["UriTemplate", "UriValue"]
 
 UriValue = str | list[str]
 """A variable's value: a string, or a list of segments for an exploded ``{/var*}``."""
@@ -40,15 +40,6 @@ _VARSPEC: Final = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)(\*?)$")
 _BAD_ESCAPE: Final = re.compile(r"%(?![0-9A-Fa-f]{2})")
 _RESERVED_SAFE: Final = ":/[]@!$&'()*+,;="  # RFC 3986 reserved minus '?' and '#'
 _OPERATORS: Final = frozenset({"", "+", "/", "?", "&"})
-
-
-class UriMatchError(InvalidParamsError):
-    """A URI that fits a template's shape but holds a value the matcher refuses (-32602,
-    ``data.reason`` ``"invalid_uri"``): a malformed percent-escape, a simple variable decoding
-    to a ``/``, a repeated query parameter."""
-
-    default_message = "Invalid resource URI"
-    default_reason = "invalid_uri"
 
 
 @dataclass(frozen=True, slots=True)
