@@ -15,6 +15,7 @@ Cache hints (2026-07-28 ``server/utilities/caching``): per list method
 
 from __future__ import annotations
 
+import re
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
@@ -37,6 +38,7 @@ CALL_METHODS: Final = frozenset({"resources/read", "prompts/get", "completion/co
 """The methods that run a handler (a ``PreparedCall`` like ``tools/call``)."""
 LIST_METHODS: Final = ("tools/list", "prompts/list", "resources/list", "resources/templates/list")
 _URI_LIMIT: Final = 8192
+_URI: Final = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*:[^\x00-\x20\x7f]*$")
 
 Run = Callable[[Context, Request, BackgroundTasks], Awaitable[dict[str, Any]]]
 
@@ -62,6 +64,8 @@ def _uri_param(params: Mapping[str, Any], method: str) -> str:
         raise InvalidParamsError(f"{method} requires a non-empty string 'uri'", reason="invalid_uri")
     if len(uri) > _URI_LIMIT:
         raise InvalidParamsError(f"{method}: the uri is longer than {_URI_LIMIT} characters", reason="invalid_uri")
+    if not _URI.match(uri):  # RFC 3986 §3.1: a scheme, then no space or control character
+        raise InvalidParamsError(f"{method}: {uri[:256]!r} is not a URI", reason="invalid_uri", data={"uri": uri})
     return uri
 
 
