@@ -15,7 +15,9 @@ from typing import Any
 
 import mcp_types as types
 import pytest
+from conftest import Wire, open_client
 from fastapi import Depends, FastAPI, Header
+from notify_app import build, frames, get_stream, methods, tenant_auth, wait_frames
 from starlette.requests import Request
 
 from fastapi_mcp_ctx import Context, McpRouter, McpSettings, mcp_context
@@ -313,3 +315,25 @@ def test_not_found_error_codes_by_era() -> None:
     assert ResourceNotFoundError("a://b", era="legacy").code == -32002
     modern = ResourceNotFoundError("a://b")
     assert modern.code == -32602 and modern.to_error(3)["data"] == {"requestId": 3, "reason": "resource_not_found", "uri": "a://b"}
+
+
+async def test_updates_reach_only_sessions_that_subscribed_with_resources_subscribe() -> None:
+    """B44 end to end: ``resources/subscribe`` (not a tool) feeds the registry the notifier
+    reads; the update arrives on the subscriber's GET stream only, and stops after unsubscribe."""
+    app, router = build(authenticate=tenant_auth)
+    router.resource("note://{owner}/secret")(lambda owner: f"{owner}'s secret")
+    async with open_client(app, headers={"x-tenant": "a"}) as ca, open_client(app, headers={"x-tenant": "a"}) as cb:
+        a, b = Wire(ca), Wire(cb)
+        sid_a, sid_b = await a.initialize(), await b.initialize()
+        async with get_stream(app, sid_a, **{"x-tenant": "a"}) as stream_a, get_stream(app, sid_b, **{"x-tenant": "a"}) as stream_b:
+            await a.legacy("resources/subscribe", {"uri": "note://a/secret"})
+            await router.notify_resource_updated("note://a/secret", tenant_id="a")
+            await wait_frames(stream_a, 1)
+            await a.legacy("resources/unsubscribe", {"uri": "note://a/secret"})
+            await router.notify_resource_updated("note://a/secret", tenant_id="a")
+            await router.notify_tools_list_changed()  # marker: every stream got everything before it
+            await wait_frames(stream_a, 2)
+            await wait_frames(stream_b, 1)
+    assert frames(stream_a)[0] == {"jsonrpc": "2.0", "method": "notifications/resources/updated", "params": {"uri": "note://a/secret"}}
+    assert methods(stream_a) == ["notifications/resources/updated", "notifications/tools/list_changed"]
+    assert methods(stream_b) == ["notifications/tools/list_changed"]
