@@ -18,11 +18,11 @@ from pydantic import Field
 
 from fastapi_mcp_ctx import (
     Context,
-    embedded_blob_resource,
     McpRouter,
     McpSettings,
     ToolError,
     audio_content,
+    embedded_blob_resource,
     embedded_text_resource,
     image_content,
     mcp_context,

@@ -337,3 +337,13 @@ async def test_updates_reach_only_sessions_that_subscribed_with_resources_subscr
     assert frames(stream_a)[0] == {"jsonrpc": "2.0", "method": "notifications/resources/updated", "params": {"uri": "note://a/secret"}}
     assert methods(stream_a) == ["notifications/resources/updated", "notifications/tools/list_changed"]
     assert methods(stream_b) == ["notifications/tools/list_changed"]
+
+
+async def test_non_ascii_uri_travels_in_the_base64_mcp_name_and_decodes_once() -> None:
+    """B28 for resources: a non-ASCII URI goes in ``Mcp-Name`` as ``=?base64?...?=`` (2026) and is
+    compared decoded; the template value is decoded from the URI exactly once."""
+    app, _, seen = make_app()
+    async with McpTestClient(app, era="modern") as client:
+        raw = await read(client, "dom://Grüße?selector=%C3%A9%2520")
+    assert json.loads(raw["contents"][0]["text"]) == {"page": "Grüße", "selector": "é%20", "includeText": False}
+    assert seen == [("Grüße", "é%20", False)]
