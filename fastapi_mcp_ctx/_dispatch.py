@@ -181,7 +181,7 @@ class Dispatcher:
         if self.features is None:
             return table
         subscribe = self.notifier is not None and self.notifier.served.resources_subscribe
-        return table | self.features.methods(era, subscribe)
+        return self.features.methods(era, subscribe, table)
 
     def _finish(self, result: dict[str, Any], envelope: RequestEnvelope, *, cacheable: bool = False) -> dict[str, Any]:
         if envelope.era == "modern":

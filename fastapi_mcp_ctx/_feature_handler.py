@@ -131,13 +131,15 @@ async def run_handler(
         McpError: the handler's or a dependency's protocol error (``ToolError`` and
             ``HTTPException`` translated), ``InternalError`` for a crash.
     """
-    try:
-        parsed: Any = target.arguments_model.__pydantic_validator__.validate_python(dict(arguments))
-    except PydanticValidationError as exc:
-        raise InvalidParamsError(
-            f"Invalid arguments for {target.kind} {target.name!r}: {describe_errors(exc)}", reason="invalid_arguments", data=error_data
-        ) from exc
-    kwargs = {name: getattr(parsed, name) for name in target.argument_names}
+    kwargs: dict[str, Any] = {}
+    if target.argument_names:  # a handler without arguments (a static resource) skips the model
+        try:
+            parsed: Any = target.arguments_model.__pydantic_validator__.validate_python(dict(arguments))
+        except PydanticValidationError as exc:
+            raise InvalidParamsError(
+                f"Invalid arguments for {target.kind} {target.name!r}: {describe_errors(exc)}", reason="invalid_arguments", data=error_data
+            ) from exc
+        kwargs = {name: getattr(parsed, name) for name in target.argument_names}
 
     def invalid(problems: str) -> R:
         raise InvalidParamsError(f"Invalid request for {target.kind} {target.name!r}: {problems}", reason="invalid_request", data=error_data)

@@ -79,6 +79,7 @@ class Features:
         self.list_cache: dict[str, CacheHints] = {}
         self.subscriptions = subscriptions
         self.page_size = page_size
+        self._methods: dict[tuple[str, bool], frozenset[str]] = {}  # cleared by every registration
 
     # -- registration ---------------------------------------------------------------------
     def add_resource(self, resource: ResourceDef, complete: Mapping[str, FeatureHandler]) -> None:
@@ -87,6 +88,7 @@ class Features:
         if unknown:
             raise ValueError(f"resource {resource.uri!r}: complete= names {unknown}, which are not template variables")
         self.resources.add(resource)
+        self._methods.clear()
         for variable, completer in complete.items():
             self.completers[("ref/resource", resource.uri, variable)] = completer
 
@@ -96,8 +98,10 @@ class Features:
         if unknown:
             raise ValueError(f"prompt {prompt.name!r}: complete= names {unknown}, which are not its arguments")
         self.prompts.add(prompt)
+        self._methods.clear()
         for argument, completer in complete.items():
             self.completers[("ref/prompt", prompt.name, argument)] = completer
+        self._methods.clear()
 
     def add_completer(self, ref: str, target: str, argument: str, completer: FeatureHandler) -> None:
         """Register ``completer`` for ``argument`` of the prompt (``ref="ref/prompt"``) or the
@@ -106,6 +110,7 @@ class Features:
         if key in self.completers:
             raise ValueError(f"a completer for {argument!r} of {target!r} is already registered")
         self.completers[key] = completer
+        self._methods.clear()
 
     def set_list_cache(self, method: str, hints: CacheHints) -> None:
         """Declare the cache hints of every page of one list method."""
@@ -119,9 +124,13 @@ class Features:
         return hints.apply(result) if hints is not None and era == "modern" else result
 
     # -- what is served -------------------------------------------------------------------
-    def methods(self, era: str, subscribe: bool) -> frozenset[str]:
-        """The methods served in ``era`` (``subscribe``: resource updates are announced)."""
-        served: set[str] = set()
+    def methods(self, era: str, subscribe: bool, base: frozenset[str] = frozenset()) -> frozenset[str]:
+        """``base`` plus the methods served in ``era`` (``subscribe``: resource updates are
+        announced); computed once per registration state."""
+        cached = self._methods.get((era, subscribe))
+        if cached is not None:
+            return cached
+        served: set[str] = set(base)
         if len(self.resources):
             served |= {"resources/list", "resources/read", "resources/templates/list"}
             if subscribe and era == "legacy":
@@ -130,7 +139,8 @@ class Features:
             served |= {"prompts/list", "prompts/get"}
         if self.completers:
             served.add("completion/complete")
-        return frozenset(served)
+        table = self._methods[(era, subscribe)] = frozenset(served)
+        return table
 
     # -- methods without a handler --------------------------------------------------------
     async def simple(self, method: str, params: Mapping[str, Any], era: str, subscriber: SessionAddress | None) -> dict[str, Any]:

@@ -101,3 +101,12 @@ async def test_client_sees_the_eras_not_found_code(server_url: str, mode: str) -
                 await client.read_resource("library://books/99")
     assert caught.value.error.code == (-32002 if mode == "legacy" else -32602)
     assert caught.value.error.data["uri"] == "library://books/99"
+
+
+def test_the_docs_example_is_the_tested_file() -> None:
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    doc = (root / "docs" / "resources.md").read_text(encoding="utf-8")
+    block = doc.split('```python title="examples/library.py"\n', 1)[1].split("\n```", 1)[0] + "\n"
+    assert block == (root / "examples" / "library.py").read_text(encoding="utf-8")
