@@ -62,7 +62,7 @@ class McpRouter(FeatureRoutes, APIRouter):
             2025 sessions to the principal's subject. Without it the tenant is ``"default"``.
         state_backend: the ``ctx.state`` backend (default: built from ``settings.storage_url``;
             it connects lazily on first use; close it with :meth:`aclose` at shutdown).
-        dependencies: run before every tool call, in that call's dependency graph (not on
+        dependencies: run before every tool, resource, prompt and completer call, in its graph (not on
             the HTTP request: use ``app.include_router(router, dependencies=[...])`` to guard
             every MCP request, ``initialize`` included).
         list_changed: the lists whose changes the application announces, any of ``"tools"``,

@@ -16,7 +16,8 @@ from typing import Any
 import mcp_types as types
 import pytest
 from conftest import Wire, open_client
-from fastapi import Depends, FastAPI, Header
+from fastapi import Depends, FastAPI, Header, HTTPException, Security
+from fastapi.security import APIKeyHeader
 from notify_app import build, frames, get_stream, methods, tenant_auth, wait_frames
 from starlette.requests import Request
 
@@ -347,3 +348,34 @@ async def test_non_ascii_uri_travels_in_the_base64_mcp_name_and_decodes_once() -
         raw = await read(client, "dom://Grüße?selector=%C3%A9%2520")
     assert json.loads(raw["contents"][0]["text"]) == {"page": "Grüße", "selector": "é%20", "includeText": False}
     assert seen == [("Grüße", "é%20", False)]
+
+
+@pytest.mark.parametrize("era", ERAS)
+async def test_router_dependencies_and_security_guard_resources_prompts_completers(era: str) -> None:
+    calls: list[str] = []
+
+    def audit(request: Request) -> None:
+        calls.append(request.url.path)
+
+    def staff(key: str | None = Security(APIKeyHeader(name="X-Key", auto_error=False))) -> str:
+        if key is None:
+            raise HTTPException(401, "no key")
+        if key != "ok":
+            raise HTTPException(403, "wrong key")
+        return key
+
+    router = McpRouter(dependencies=[Depends(audit)])
+    router.resource("staff://notes")(lambda key=Depends(staff): f"notes for {key}")
+    router.prompt("staff_prompt", complete={"topic": lambda value: ["a", "b"]})(lambda topic: topic)
+    app = FastAPI()
+    app.include_router(router)
+    async with McpTestClient(app, era=era, headers={"X-Key": "ok"}) as client:  # type: ignore[arg-type]
+        assert (await read(client, "staff://notes"))["contents"][0]["text"] == "notes for ok"
+        await client.request("prompts/get", {"name": "staff_prompt", "arguments": {"topic": "x"}})
+        await client.request("completion/complete", {"ref": {"type": "ref/prompt", "name": "staff_prompt"}, "argument": {"name": "topic", "value": ""}})
+    assert calls == ["/mcp"] * 3
+    for headers, status in (({}, 401), ({"X-Key": "bad"}, 403)):
+        async with McpTestClient(app, era=era, headers=headers) as client:  # type: ignore[arg-type]
+            with pytest.raises(McpResponseError) as caught:
+                await read(client, "staff://notes")
+        assert caught.value.http_status == status
