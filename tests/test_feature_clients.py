@@ -6,17 +6,21 @@ from __future__ import annotations
 import base64
 import json
 from collections.abc import Iterator
+from pathlib import Path
 
 import anyio
 import mcp_types as types
 import pytest
+from conftest import rpc
 from mcp import Client
 from mcp.shared.exceptions import MCPError
 from serving import uvicorn_thread
+from stdio_wire import envelope, spawn
 
 from examples import library
 
 MODES = ["legacy", "2026-07-28"]
+ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
@@ -104,9 +108,25 @@ async def test_client_sees_the_eras_not_found_code(server_url: str, mode: str) -
 
 
 def test_the_docs_example_is_the_tested_file() -> None:
-    from pathlib import Path
-
-    root = Path(__file__).resolve().parents[1]
-    doc = (root / "docs" / "resources.md").read_text(encoding="utf-8")
+    doc = (ROOT / "docs" / "resources.md").read_text(encoding="utf-8")
     block = doc.split('```python title="examples/library.py"\n', 1)[1].split("\n```", 1)[0] + "\n"
-    assert block == (root / "examples" / "library.py").read_text(encoding="utf-8")
+    assert block == (ROOT / "examples" / "library.py").read_text(encoding="utf-8")
+
+
+async def test_library_over_stdio_in_both_eras(tmp_path: Path) -> None:
+    """The same handlers on stdio: no HTTP, the same dispatcher (no subscribe advertised there)."""
+    async with spawn(tmp_path, app="examples.library:app", cwd=ROOT) as server:
+        await server.send(rpc("initialize", {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}, 1))
+        caps = (await server.recv(timeout=60))["result"]["capabilities"]  # a loaded machine starts Python slowly
+        await server.send(rpc("notifications/initialized", None, None))
+        read = await server.request("resources/read", {"uri": "library://books/2"}, 2)
+        prompt = await server.request("prompts/get", {"name": "summarize_book", "arguments": {"book_id": "3"}}, 3)
+        missing = await server.request("resources/read", {"uri": "library://books/99"}, 4)
+    async with spawn(tmp_path, app="examples.library:app", cwd=ROOT) as server:  # a 2026 connection
+        await server.send(rpc("resources/read", {"uri": "library://books/99", "_meta": envelope()}, 5))
+        modern = await server.recv(timeout=60)
+    assert caps["resources"] == {"listChanged": False, "subscribe": False} and caps["completions"] == {}
+    assert json.loads(read["result"]["contents"][0]["text"])["title"] == "Dracula"
+    assert prompt["result"]["messages"][1]["content"]["text"] == "Write a short summary of Emma by Jane Austen."
+    assert missing["error"]["code"] == -32002
+    assert modern["error"]["code"] == -32602 and modern["error"]["data"]["uri"] == "library://books/99"
