@@ -25,7 +25,8 @@ from fastapi_mcp_ctx import (
     mcp_context,
     text_content,
 )
-from fastapi_mcp_ctx.errors import McpResponseError
+from fastapi_mcp_ctx._jsonrpc import parse_message
+from fastapi_mcp_ctx.errors import InvalidRequestError, McpResponseError
 from fastapi_mcp_ctx.testing import McpTestClient
 
 ERAS = ["legacy", "modern"]
@@ -245,3 +246,25 @@ def test_prompt_and_completer_registration_errors() -> None:
     router.prompt("dup")(lambda: "x")
     with pytest.raises(ValueError, match="already registered"):
         router.prompt("dup")(lambda: "y")
+
+
+@pytest.mark.parametrize(
+    ("body", "refused"),
+    [
+        # clientInfo.name beside params.name: the same key twice in the body, no duplicate in an object
+        (b'{"jsonrpc":"2.0","id":1,"method":"prompts/get","params":{"name":"greet","arguments":{"who":"name"},'
+         b'"_meta":{"io.modelcontextprotocol/clientInfo":{"name":"c","version":"1"}}}}', False),
+        (b'{"jsonrpc":"2.0","id":1,"method":"prompts/get","params":{"name":"greet","name":"ghost",'
+         b'"_meta":{"io.modelcontextprotocol/clientInfo":{"name":"c","version":"1"}}}}', True),
+        (b'{"jsonrpc":"2.0","id":1,"method":"prompts/get","params":{"name":"greet","arguments":{"who":"a","who":"b"},'
+         b'"_meta":{"io.modelcontextprotocol/clientInfo":{"name":"c","version":"1"}}}}', True),
+        (b'{"jsonrpc":"2.0","id":1,"method":"prompts/get","params":{"name":"greet","arguments":{"who":"a"},'
+         b'"_meta":{"k":{"name":"c","name":"d"}}}}', False),  # deeper objects are the schema's to judge
+    ],
+)
+def test_repeated_keys_in_a_2026_body_with_client_info(body: bytes, refused: bool) -> None:
+    if refused:
+        with pytest.raises(InvalidRequestError, match="Duplicate key"):
+            parse_message(body)
+    else:
+        parse_message(body)
