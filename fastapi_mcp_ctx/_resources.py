@@ -213,9 +213,16 @@ def _item(value: Any, uri: str, mime_type: str | None) -> dict[str, Any]:
 
 def shape_contents(value: Any, uri: str, mime_type: str | None) -> dict[str, Any]:
     """The ``ReadResourceResult`` dict of what a resource function returned for ``uri`` (rules
-    in the module docstring; ``None`` is the caller's "not found")."""
+    in the module docstring; ``None`` is the caller's "not found").
+
+    Raises:
+        TypeError: another protocol result (an ``InputRequiredResult``, a ``CallToolResult``...):
+            the server's bug, answered ``-32603`` and logged, never sent as text (known fault B46).
+    """
     if isinstance(value, types.ReadResourceResult):
         return value.model_dump(by_alias=True, exclude_none=True, mode="json", exclude={"result_type"})
+    if isinstance(value, types.Result):  # e.g. an InputRequiredResult: never JSON-dumped as content (B46)
+        raise TypeError(f"resource {uri!r} returned a {type(value).__name__}: return contents or a ReadResourceResult")
     if isinstance(value, (list, tuple)) and value and all(isinstance(v, _CONTENT_TYPES) for v in value):  # pyright: ignore[reportUnknownVariableType]
         items: list[Any] = list(value)  # pyright: ignore[reportUnknownArgumentType]
         return {"contents": [_dump(v) for v in items]}

@@ -379,3 +379,20 @@ async def test_router_dependencies_and_security_guard_resources_prompts_complete
             with pytest.raises(McpResponseError) as caught:
                 await read(client, "staff://notes")
         assert caught.value.http_status == status
+
+
+@pytest.mark.parametrize("era", ERAS)
+async def test_a_returned_input_required_result_is_a_server_error_never_content(era: str) -> None:
+    """B46, the part that is this module's: a resource or prompt function that returns an
+    ``InputRequiredResult`` itself gets -32603 (logged), never its JSON as text or a message."""
+    interim = types.InputRequiredResult(request_state="s")
+    router = McpRouter()
+    router.resource("vault://static")(lambda: interim)
+    router.prompt("deploy_prompt")(lambda: interim)
+    app = FastAPI()
+    app.include_router(router)
+    async with McpTestClient(app, era=era) as client:  # type: ignore[arg-type]
+        for method, params in (("resources/read", {"uri": "vault://static"}), ("prompts/get", {"name": "deploy_prompt"})):
+            with pytest.raises(McpResponseError) as caught:
+                await client.request(method, params)
+            assert caught.value.code == -32603 and "input_required" not in caught.value.message
