@@ -11,6 +11,8 @@ plus ``BENCH_TOOLS - 1`` fillers; with ``BENCH_EXTRA_TOOLS=1`` (workloads d and 
 * ``countdown``: ``await ctx.report_progress(i, n)``: the response turns into the call's SSE
   stream at the first notification, by itself (no setting).
 
+Always: the resource ``bench://note`` and the prompt ``greet`` (workloads r, rm, g, gm).
+
 Settings, and why:
 
 - ``session_mode="stateless"`` (``"stateful"`` with ``BENCH_STATEFUL=1``, workload s): the peers
@@ -34,7 +36,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # run by hand as `uvicorn bench_app:app --app-dir examples`
     sys.path.insert(0, str(ROOT))
 
-from bench.servers.tools import EXTRA_TOOLS, N_TOOLS, STATEFUL, get_db, tool_functions  # noqa: E402
+from bench.servers.tools import EXTRA_TOOLS, N_TOOLS, NOTE_URI, STATEFUL, get_db, greet, note, tool_functions  # noqa: E402
 from fastapi_mcp_ctx import Context, McpRouter, McpSettings, mcp_context  # noqa: E402
 
 
@@ -61,6 +63,9 @@ settings = McpSettings(
 mcp_router = McpRouter(settings=settings)
 for fn in tool_functions() + ([lookup, countdown] if EXTRA_TOOLS else []):
     mcp_router.add_tool(fn)
+
+mcp_router.resource(NOTE_URI, mime_type="text/plain")(note)  # workloads r, rm
+mcp_router.prompt()(greet)  # workloads g, gm
 
 app = FastAPI(title="fastapi-mcp-ctx bench", openapi_url=None, docs_url=None, redoc_url=None)
 app.include_router(mcp_router)

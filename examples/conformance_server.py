@@ -6,6 +6,7 @@ then: scripts/conformance.sh http://127.0.0.1:8931/mcp 2025-11-25 2026-07-28   (
 
 from __future__ import annotations
 
+import base64
 import json
 import sys
 from typing import Annotated, Any
@@ -21,6 +22,7 @@ from fastapi_mcp_ctx import (
     McpSettings,
     ToolError,
     audio_content,
+    embedded_blob_resource,
     embedded_text_resource,
     image_content,
     input_required,
@@ -34,7 +36,8 @@ WAV = "UklGRiYAAABXQVZFZm10IBAAAAABAAEAQB8AAAB9AAACABAAZGF0YQIAAAA="
 
 router = McpRouter(
     settings=McpSettings(server_name="fastapi-mcp-ctx-conformance", server_version="0.1.0"),
-    list_changed={"tools"},  # announced by test_trigger_tool_change: tools.listChanged, subscriptions/listen
+    list_changed={"tools", "prompts", "resources"},  # test_trigger_*_change: <kind>.listChanged, subscriptions/listen
+    resources_subscribe=True,  # resources/subscribe (2025) and resourceSubscriptions (2026 listen)
 )
 
 
@@ -285,6 +288,13 @@ async def test_trigger_tool_change(ctx: Context = Depends(mcp_context)) -> types
 
 
 @router.tool()
+async def test_trigger_prompt_change(ctx: Context = Depends(mcp_context)) -> types.TextContent:
+    """Announces a prompt-list change (2025 GET streams, 2026 listen streams that asked for it)."""
+    await ctx.notify_prompts_list_changed()
+    return text_content("Prompt list change triggered")
+
+
+@router.tool()
 async def test_reconnection(ctx: Context = Depends(mcp_context)) -> types.TextContent:
     """Closes its SSE connection mid-call (after a retry hint); the client resumes with GET +
     Last-Event-ID and gets the result there (2025-11-25 SSE polling)."""
@@ -337,6 +347,85 @@ async def json_schema_2020_12_tool(
     """Accepts arguments described by a JSON Schema 2020-12 document."""
     return text_content(f"name={name} contact={contactMethod} phone={phone} email={email} address={address}")
 
+
+# -- resources (checklist §7.1) ---------------------------------------------------------------
+@router.resource("test://static-text", name="static-text", mime_type="text/plain", cache_scope="public")
+async def static_text() -> str:
+    """A static text resource."""
+    return "This is the content of the static text resource."
+
+
+@router.resource("test://static-binary", name="static-binary", mime_type="image/png")
+async def static_binary() -> bytes:
+    """A static binary resource (a 1x1 PNG)."""
+    return base64.b64decode(PNG_1X1)
+
+
+@router.resource("test://watched-resource", name="watched-resource", mime_type="text/plain")
+async def watched_resource() -> str:
+    """A resource clients subscribe to."""
+    return "Watched resource content"
+
+
+@router.resource("test://template/{id}/data", name="template-data", mime_type="application/json")
+async def template_data(id: str) -> str:  # noqa: A002 - the template's variable
+    """Data for one id."""
+    return json.dumps({"id": id, "templateTest": True, "data": f"Data for ID: {id}"}, separators=(",", ":"))
+
+
+# -- prompts --------------------------------------------------------------------------------
+@router.prompt()
+async def test_simple_prompt() -> str:
+    """A prompt without arguments."""
+    return "This is a simple prompt for testing."
+
+
+async def _complete_arg1(value: str) -> list[str]:
+    return [v for v in ("paris", "park", "party", "test", "testing") if v.startswith(value)]
+
+
+@router.prompt(complete={"arg1": _complete_arg1})
+async def test_prompt_with_arguments(
+    arg1: Annotated[str, Field(description="First test argument")],
+    arg2: Annotated[str, Field(description="Second test argument")],
+) -> str:
+    """A prompt with two required arguments."""
+    return f"Prompt with arguments: arg1='{arg1}', arg2='{arg2}'"
+
+
+@router.prompt()
+async def test_prompt_with_embedded_resource(
+    resourceUri: Annotated[str, Field(description="URI of the resource to embed")],  # noqa: N803 - wire name
+) -> list[types.EmbeddedResource | types.TextContent]:
+    """A prompt embedding a resource."""
+    return [
+        embedded_text_resource(resourceUri, "Embedded resource content for testing."),
+        text_content("Please process the embedded resource above."),
+    ]
+
+
+@router.prompt()
+async def test_prompt_with_image() -> list[types.ImageContent | types.TextContent]:
+    """A prompt with an image."""
+    return [image_content(PNG_1X1, "image/png"), text_content("Please analyze the image above.")]
+
+
+@router.prompt()
+async def test_prompt_with_binary_resource() -> list[types.EmbeddedResource]:
+    """A prompt embedding a binary resource (bytes become a base64 blob once)."""
+    return [embedded_blob_resource("test://static-binary", base64.b64decode(PNG_1X1), "image/png")]
+
+
+
+class PromptContext(BaseModel):
+    context: str
+
+
+@router.prompt()
+async def test_input_required_result_prompt(ctx: Context = Depends(mcp_context)) -> str:
+    """Asks what context the prompt should use (key user_context), then builds the prompt."""
+    answer = await ctx.elicit("What context should the prompt use?", PromptContext, key="user_context")
+    return f"Use this context: {answer.data.context if answer.data else 'none'}"
 
 app = FastAPI(title="fastapi-mcp-ctx conformance server")
 app.include_router(router)

@@ -20,7 +20,7 @@ and a request :class:`Context` for every handler.
 
 from . import input_required
 from .auth import Principal
-from .content import audio_content, embedded_text_resource, image_content, text_content
+from .content import audio_content, embedded_blob_resource, embedded_text_resource, image_content, text_content
 from .context import CancelSignal, ClientView, Context, get_request_context, mcp_context
 from .errors import McpError, ToolError
 from .input_required import ElicitAnswer, InputRequired
@@ -42,6 +42,7 @@ __all__ = [
     "Principal",
     "ToolError",
     "audio_content",
+    "embedded_blob_resource",
     "embedded_text_resource",
     "get_request_context",
     "get_settings",

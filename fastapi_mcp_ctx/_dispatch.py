@@ -9,8 +9,6 @@ for ``tools/call``. ``Dispatcher.serve`` is the transport-neutral core (stdio us
 
 from __future__ import annotations
 
-import base64
-import binascii
 import logging
 import re
 from collections.abc import Callable, Mapping
@@ -28,12 +26,15 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from ._envelope import LOG_LEVELS, RequestEnvelope, decode_header_value
+from ._features import CALL_METHODS, Features, Run
 from ._http import BODY_SCOPE_KEY, replaying_receive
 from ._jsonrpc import JsonRpcRequest, RequestId, dumps, error_message, result_message
+from ._pages import paginate
 from ._registry import ToolDef, ToolRegistry
+from ._resolve import run_tool
 from ._results import error_result
 from ._sealing import RequestStateSealer
-from ._server.input_rounds import run_tool_rounds
+from ._server.input_rounds import run_rounds
 from ._sessions import LiveSessions, SessionRecord, SessionStore, new_session_id
 from ._streams import SSE_HEADERS, CallResponse, Outbound, Reply, Runner, sse_frame
 from ._transport.listen import ListenResponse, parse_filter
@@ -43,6 +44,7 @@ from ._transport.requests import BackChannel
 from ._transport.resumable import ResumableStreams
 from ._transport.resumable_call import ResumableCallResponse, answered_stream
 from ._transport.shutdown import SHUTDOWN_REASON, ShutdownCoordinator
+from ._transport.subscriptions import SessionAddress
 from .auth import Principal
 from .context import CallState, CancelSignal, Context
 from .errors import (
@@ -50,7 +52,6 @@ from .errors import (
     ConfigurationError,
     HeaderMismatchError,
     InternalError,
-    InvalidCursorError,
     InvalidParamsError,
     InvalidRequestError,
     McpError,
@@ -75,7 +76,6 @@ PRINCIPAL_SCOPE_KEY: Final = "fastapi_mcp_ctx.principal"
 _ECHO_LIMIT: Final = 256
 LEGACY_METHODS: Final = frozenset({"ping", "tools/list", "tools/call", "logging/setLevel"})
 MODERN_METHODS: Final = frozenset({"server/discover", "tools/list", "tools/call", "subscriptions/listen"})
-_CURSOR_PREFIX: Final = "tools:"
 _DECIMAL: Final = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?")
 
 
@@ -119,27 +119,6 @@ def _numbers_equal(header: str, value: int | float) -> bool:
         return False
 
 
-def _encode_cursor(offset: int) -> str:
-    return base64.urlsafe_b64encode(f"{_CURSOR_PREFIX}{offset}".encode()).decode().rstrip("=")
-
-
-def _decode_cursor(cursor: Any, total: int) -> int:
-    if cursor is None or cursor == "":
-        return 0
-    if not isinstance(cursor, str) or len(cursor) > 64:
-        raise InvalidCursorError("Invalid cursor")
-    try:
-        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode("ascii")
-    except (binascii.Error, UnicodeDecodeError, ValueError) as exc:
-        raise InvalidCursorError("Invalid cursor") from exc
-    if not raw.startswith(_CURSOR_PREFIX) or not raw[len(_CURSOR_PREFIX) :].isdigit():
-        raise InvalidCursorError("Invalid cursor")
-    offset = int(raw[len(_CURSOR_PREFIX) :])
-    if offset <= 0 or offset >= total:
-        raise InvalidCursorError("Invalid cursor: the listing changed or the cursor is stale")
-    return offset
-
-
 @dataclass(frozen=True, slots=True)
 class PreparedCall:
     """A ``tools/call`` ready to run on any transport.
@@ -172,6 +151,7 @@ class Dispatcher:
     streams: ResumableStreams | None = None
     shutdown: ShutdownCoordinator | None = None
     sealer: RequestStateSealer | None = None
+    features: Features | None = None
 
     # -- helpers -------------------------------------------------------------------------
     @property
@@ -187,17 +167,29 @@ class Dispatcher:
             return {"tools": {"listChanged": False}, "logging": {}}
         modern = era == "modern"
         deliverable = transport == "http" and (modern or self.settings.session_mode == "stateful")
+        table = self._table(era)
         caps = self.notifier.capabilities(
-            methods=MODERN_METHODS if modern else LEGACY_METHODS,
+            methods=table,
             deliverable=deliverable,
             subscribe_method="subscriptions/listen" if modern else "resources/subscribe",
         )
+        if "completion/complete" in table:
+            caps["completions"] = {}
         return {**caps, "logging": {}}
+
+    def _table(self, era: str) -> frozenset[str]:
+        """The methods served in ``era``: the core table plus the resources, prompts and
+        completions the application registered (``_features``)."""
+        table = MODERN_METHODS if era == "modern" else LEGACY_METHODS
+        if self.features is None:
+            return table
+        subscribe = self.notifier is not None and self.notifier.served.resources_subscribe
+        return self.features.methods(era, subscribe, table)
 
     def _finish(self, result: dict[str, Any], envelope: RequestEnvelope, *, cacheable: bool = False) -> dict[str, Any]:
         if envelope.era == "modern":
             result.setdefault("resultType", "complete")  # input_required results come set (_server.input_rounds)
-            if cacheable:
+            if cacheable and result["resultType"] != "input_required":  # an input_required result has no hints
                 result.setdefault("ttlMs", self.settings.cache_ttl_ms)
                 result.setdefault("cacheScope", self.settings.cache_scope)
             meta = result.setdefault("_meta", {})
@@ -281,15 +273,23 @@ class Dispatcher:
             The final :class:`Reply`, or a :class:`PreparedCall` for ``tools/call``.
         """
         try:
-            table = MODERN_METHODS if envelope.era == "modern" else LEGACY_METHODS
-            if message.method not in table:
+            if message.method not in self._table(envelope.era):
                 raise MethodNotFoundError(data={"method": _echo(message.method)})
             if message.method == "tools/call":
                 return await self._tools_call(
                     message, envelope, request, session, http_headers, signal if signal is not None else CancelSignal(), back_channel
                 )
+            if message.method in CALL_METHODS and self.features is not None:
+                invocation = self.features.prepare(message.method, message.params, envelope.era)
+                return self._prepare(
+                    message, envelope, request, session, signal if signal is not None else CancelSignal(), back_channel,
+                    run=invocation.run, operation=invocation.operation, logger_name=invocation.logger_name,
+                    private_scope=invocation.private_scope, uri=invocation.uri, cacheable=invocation.cacheable,
+                )  # fmt: skip
             transport = "http" if http_headers else "stdio"
-            return Reply(result_message(message.id, await self._simple(message, envelope, session, transport)))
+            principal: Principal | None = request.scope.get(PRINCIPAL_SCOPE_KEY)
+            tenant = principal.tenant_id if principal is not None else "default"
+            return Reply(result_message(message.id, await self._simple(message, envelope, session, transport, tenant)))
         except McpError as exc:
             return error_reply(message.id, exc, envelope.era)
         except Exception:
@@ -297,13 +297,24 @@ class Dispatcher:
             return error_reply(message.id, InternalError(), envelope.era)
 
     async def _simple(
-        self, message: JsonRpcRequest, envelope: RequestEnvelope, session: SessionRecord | None, transport: str = "http"
+        self,
+        message: JsonRpcRequest,
+        envelope: RequestEnvelope,
+        session: SessionRecord | None,
+        transport: str = "http",
+        tenant: str | None = "default",
     ) -> dict[str, Any]:
         method, params = message.method, message.params
         if method == "ping":
             return {}
+        features = self.features
         if method == "tools/list":
-            return self._finish(self._tools_page(params.get("cursor")), envelope, cacheable=True)
+            page = self._tools_page(params.get("cursor"))
+            return self._finish(features.list_hints(method, page, envelope.era) if features is not None else page, envelope, cacheable=True)
+        if features is not None and (method.startswith("resources/") or method == "prompts/list"):
+            subscriber = SessionAddress(tenant, session.id) if session is not None else None
+            result = await features.simple(method, params, envelope.era, subscriber)
+            return self._finish(result, envelope, cacheable=method.endswith("/list"))
         if method == "server/discover":
             result: dict[str, Any] = {"supportedVersions": list(MODERN_PROTOCOL_VERSIONS), "capabilities": self.capabilities("modern", transport=transport)}
             if self.settings.instructions:
@@ -332,13 +343,7 @@ class Dispatcher:
         return ListenResponse(stream, notifier.hub, keepalive_seconds=self.settings.keepalive_seconds, headers=headers)
 
     def _tools_page(self, cursor: Any) -> dict[str, Any]:
-        listings = self.registry.listings()
-        start = _decode_cursor(cursor, len(listings))
-        end = start + self.settings.page_size
-        page: dict[str, Any] = {"tools": listings[start:end]}
-        if end < len(listings):
-            page["nextCursor"] = _encode_cursor(end)
-        return page
+        return paginate("tools", "tools", self.registry.listings(), cursor, self.settings.page_size)
 
     # -- tools/call ----------------------------------------------------------------------
     def _check_header_params(self, tool: ToolDef, arguments: dict[str, Any], request: Request) -> None:
@@ -386,11 +391,40 @@ class Dispatcher:
             raise UnknownToolError(f"Unknown tool: {_echo(name)}", data={"name": _echo(name)})
         if envelope.era == "modern" and tool.header_params and http_headers:
             self._check_header_params(tool, arguments, request)  # pyright: ignore[reportUnknownArgumentType]
+
+        async def run(context: Context, call_request: Request, background: BackgroundTasks) -> dict[str, Any]:
+            return await run_tool(tool, arguments, context, call_request, background, message.out_of_range)  # pyright: ignore[reportUnknownArgumentType]
+
+        return self._prepare(
+            message, envelope, request, session, signal, back_channel,
+            run=run, operation=f"tools/call:{name}", logger_name=name, private_scope=tool.dependant is not None, tool=tool,
+        )  # fmt: skip
+
+    def _prepare(
+        self,
+        message: JsonRpcRequest,
+        envelope: RequestEnvelope,
+        request: Request,
+        session: SessionRecord | None,
+        signal: CancelSignal,
+        back_channel: BackChannel | None,
+        *,
+        run: Run,
+        operation: str,
+        logger_name: str,
+        private_scope: bool,
+        tool: ToolDef | None = None,
+        uri: str | None = None,
+        cacheable: bool = False,
+    ) -> PreparedCall:
+        """The :class:`PreparedCall` of one handler call (``tools/call``, ``resources/read``,
+        ``prompts/get``, ``completion/complete``): its ``CallState`` and ``Context``, and a
+        runner turning ``run``'s result or failure into the reply."""
         background = BackgroundTasks()
-        # One HTTP request carries one call; a tool with dependencies gets a private scope
+        # One HTTP request carries one call; a handler with dependencies gets a private scope
         # copy because the solver stores the call's exit stacks in it. The body was read
         # already: the call's request replays it, so ``await request.body()`` works in a tool.
-        scope = dict(request.scope) if tool.dependant is not None else request.scope
+        scope = dict(request.scope) if private_scope else request.scope
         call_request = Request(scope, replaying_receive(scope.get(BODY_SCOPE_KEY, b""), request.receive))
         live = self.live.get(session.id) if session is not None else None
         if live is not None and message.id in live.in_flight:
@@ -405,8 +439,9 @@ class Dispatcher:
             auth=principal,
             tenant_id=principal.tenant_id if principal is not None else "default",
             session_id=session.id if session is not None else self._stateless_session_id(envelope),
-            operation=f"tools/call:{name}",
-            logger_name=name,
+            operation=operation,
+            logger_name=logger_name,
+            uri=uri,
             client_log_level=(lambda: session.log_level) if session is not None else (lambda: None),
             state_factory=self.state_factory,
             notifications=self.notifier,
@@ -425,19 +460,17 @@ class Dispatcher:
             state.outbound = outbound
             untrack = shutdown.track_call(state.signal) if shutdown is not None else None
             try:
-                result = await run_tool_rounds(
-                    tool, arguments, params, context, state, call_request, background, message.out_of_range, self.sealer  # pyright: ignore[reportUnknownArgumentType]
-                )
-                return Reply(result_message(request_id, self._finish(result, envelope)))
+                result = await run_rounds(context, state, message.params, lambda: run(context, call_request, background), self.sealer, tool)
+                return Reply(result_message(request_id, self._finish(result, envelope, cacheable=cacheable)))
             except MissingCapabilityError as exc:
-                if era == "modern":
+                if era == "modern" or tool is None:
                     return error_reply(request_id, exc, era)
                 exc.recovery_hint = "Reconnect with a client that declares it."
                 return Reply(result_message(request_id, error_result(exc, request_id, tool)))
             except McpError as exc:
                 return error_reply(request_id, exc, era)
             except Exception:
-                logger.exception("internal error in tools/call %r (request id %r)", name, request_id)
+                logger.exception("internal error in %s (request id %r)", operation, request_id)
                 return error_reply(request_id, InternalError(), era)
             finally:
                 state.outbound = None

@@ -25,7 +25,7 @@ from pydantic import BaseModel, ConfigDict, PydanticUserError, TypeAdapter, crea
 from ._fastapi_compat import build_dependant, dependency_of, is_dependency_parameter
 from .context import mcp_context
 
-__all__ = ["ToolDef", "ToolRegistry", "build_tool"]
+__all__ = ["SignatureParts", "ToolDef", "ToolRegistry", "build_dependants", "build_tool", "split_signature"]
 
 _NAME: Final = re.compile(r"^[A-Za-z0-9_.\-/]{1,128}$")
 _CONTENT_TYPES: Final[tuple[type, ...]] = (
@@ -156,6 +156,54 @@ def _header_params(schema: dict[str, Any], tool: str) -> dict[str, str]:
     return found
 
 
+@dataclass(frozen=True, slots=True)
+class SignatureParts:
+    """A handler's signature split the way every handler kind (tool, resource, prompt,
+    completer) uses it: ``plain`` maps each argument parameter to ``(annotation, default)``
+    (``...`` when required) for a pydantic model; ``dependency_parameters`` are FastAPI's."""
+
+    signature: inspect.Signature
+    hints: dict[str, Any]
+    plain: dict[str, tuple[Any, Any]]
+    dependency_parameters: list[inspect.Parameter]
+
+
+def split_signature(handler: Callable[..., Any], what: str) -> SignatureParts:
+    """Split ``handler``'s parameters into arguments and dependencies (``what`` names the
+    handler in errors, e.g. ``"tool 'add'"``).
+
+    Raises:
+        ValueError: a ``*args`` / ``**kwargs`` parameter.
+    """
+    signature = inspect.signature(handler)
+    hints = typing.get_type_hints(handler, include_extras=True)
+    plain: dict[str, tuple[Any, Any]] = {}
+    dependency_parameters: list[inspect.Parameter] = []
+    for parameter in signature.parameters.values():
+        if parameter.kind in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD):
+            raise ValueError(f"{what}: *args / **kwargs parameters are not supported")
+        resolved = parameter.replace(annotation=hints.get(parameter.name, parameter.annotation))
+        if is_dependency_parameter(resolved):
+            dependency_parameters.append(resolved)
+            continue
+        annotation = resolved.annotation if resolved.annotation is not inspect.Parameter.empty else Any
+        default = resolved.default if resolved.default is not inspect.Parameter.empty else ...
+        plain[parameter.name] = (annotation, default)
+    return SignatureParts(signature, hints, plain, dependency_parameters)
+
+
+def build_dependants(
+    name: str, dependency_parameters: Sequence[inspect.Parameter], dependencies: Sequence[params.Depends], path: str
+) -> tuple[Dependant | None, tuple[str, ...], Dependant | None]:
+    """``(dependant, context_params, lean_dependant)`` of a handler (see :class:`ToolDef`)."""
+    context_params = tuple(p.name for p in dependency_parameters if dependency_of(p) is mcp_context)
+    dependant = build_dependant(name, dependency_parameters, dependencies, path)
+    if not context_params:
+        return dependant, context_params, dependant
+    lean_parameters = [p for p in dependency_parameters if p.name not in context_params]
+    return dependant, context_params, build_dependant(name, lean_parameters, dependencies, path)
+
+
 def build_tool(
     handler: Callable[..., Any],
     *,
@@ -178,26 +226,14 @@ def build_tool(
     tool_name = name or handler.__name__
     if not _NAME.match(tool_name):
         raise ValueError(f"invalid tool name {tool_name!r}: use 1-128 characters of [A-Za-z0-9_.-/]")
-    signature = inspect.signature(handler)
-    hints = typing.get_type_hints(handler, include_extras=True)
-    plain: dict[str, Any] = {}
-    dependency_parameters: list[inspect.Parameter] = []
-    for parameter in signature.parameters.values():
-        if parameter.kind in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD):
-            raise ValueError(f"tool {tool_name!r}: *args / **kwargs parameters are not supported")
-        resolved = parameter.replace(annotation=hints.get(parameter.name, parameter.annotation))
-        if is_dependency_parameter(resolved):
-            dependency_parameters.append(resolved)
-            continue
-        annotation = resolved.annotation if resolved.annotation is not inspect.Parameter.empty else Any
-        default = resolved.default if resolved.default is not inspect.Parameter.empty else ...
-        plain[parameter.name] = (annotation, default)
+    parts = split_signature(handler, f"tool {tool_name!r}")
+    signature, hints, plain, dependency_parameters = parts.signature, parts.hints, parts.plain, parts.dependency_parameters
     model = create_model(  # pyright: ignore[reportCallIssue, reportUnknownVariableType]
         f"{tool_name}_arguments",
         __config__=ConfigDict(extra="ignore", arbitrary_types_allowed=True),
         **plain,  # pyright: ignore[reportArgumentType]
     )
-    schema = input_schema if input_schema is not None else _clean_schema(model.model_json_schema(), arguments=True)  # pyright: ignore[reportUnknownMemberType]
+    schema = input_schema if input_schema is not None else _clean_schema(model.model_json_schema(), arguments=True)  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType]
     adapter, output_schema, wrap = _output(hints.get("return", signature.return_annotation))
     listing: dict[str, Any] = {"name": tool_name}
     if title is not None:
@@ -218,9 +254,7 @@ def build_tool(
         listing["icons"] = icons
     if meta:
         listing["_meta"] = meta
-    context_params = tuple(p.name for p in dependency_parameters if dependency_of(p) is mcp_context)
-    dependant = build_dependant(tool_name, dependency_parameters, dependencies, path)
-    lean_parameters = [p for p in dependency_parameters if p.name not in context_params]
+    dependant, context_params, lean_dependant = build_dependants(tool_name, dependency_parameters, dependencies, path)
     return ToolDef(
         name=tool_name,
         handler=handler,
@@ -229,7 +263,7 @@ def build_tool(
         argument_names=tuple(plain),
         dependant=dependant,
         context_params=context_params,
-        lean_dependant=build_dependant(tool_name, lean_parameters, dependencies, path) if context_params else dependant,
+        lean_dependant=lean_dependant,
         output_adapter=adapter,
         output_passthrough=adapter is not None and not _rebuilt_by_validation(adapter.core_schema),
         wrap_output=wrap,

@@ -18,12 +18,13 @@ import dataclasses
 import functools
 import logging
 import math
-from collections.abc import Iterable, Mapping
-from typing import Any, Final
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Final, Protocol, TypeVar
 
 import anyio.to_thread
 from fastapi import HTTPException
 from fastapi.background import BackgroundTasks
+from fastapi.dependencies.models import Dependant
 from pydantic import BaseModel
 from pydantic import ValidationError as PydanticValidationError
 from pydantic_core import to_json
@@ -46,9 +47,10 @@ from .errors import (
 )
 from .input_required import InputRequired
 
-__all__ = ["from_http_exception", "run_tool"]
+__all__ = ["Invocable", "call_handler", "dependency_problems", "describe_errors", "from_http_exception", "run_tool"]
 
 logger = logging.getLogger("fastapi_mcp_ctx")
+R = TypeVar("R")
 
 
 MAX_PROBLEMS: Final = 10
@@ -74,12 +76,28 @@ def _problems(items: Iterable[str], count: int | None = None) -> str:
     return "; ".join(listed) + (f"; …and {more} more" if more > 0 else "")
 
 
-def _describe_errors(exc: PydanticValidationError) -> str:
+def describe_errors(exc: PydanticValidationError) -> str:
     errors = exc.errors(include_url=False, include_input=False, include_context=False)
     return _problems((f"{'.'.join(str(p) for p in e['loc']) or 'arguments'}: {e['msg']}" for e in errors), len(errors))
 
 
-async def _invoke(tool: ToolDef, kwargs: dict[str, Any]) -> Any:
+class Invocable(Protocol):
+    """What :func:`call_handler` needs of a registered handler (a tool, resource, prompt or
+    completer definition; see :class:`~._registry.ToolDef` for the fields)."""
+
+    @property
+    def handler(self) -> Callable[..., Any]: ...
+    @property
+    def is_async(self) -> bool: ...
+    @property
+    def dependant(self) -> Dependant | None: ...
+    @property
+    def lean_dependant(self) -> Dependant | None: ...
+    @property
+    def context_params(self) -> tuple[str, ...]: ...
+
+
+async def _invoke(tool: Invocable, kwargs: dict[str, Any]) -> Any:
     if tool.is_async:
         return await tool.handler(**kwargs)
     # A thread cannot be interrupted: a cancelled sync tool runs to its end (its yield
@@ -182,35 +200,24 @@ async def run_tool(
         # (the model's validator itself: model_validate_json's wrapper costs ~3k instructions a call)
         parsed: Any = tool.arguments_model.__pydantic_validator__.validate_json(raw, strict=True)
     except PydanticValidationError as exc:
-        return error_result(_invalid_arguments(tool, _describe_errors(exc)), request_id, tool)
+        return error_result(_invalid_arguments(tool, describe_errors(exc)), request_id, tool)
     kwargs = {name: getattr(parsed, name) for name in tool.argument_names}
     if may_overflow(raw):  # only a huge literal can turn into inf: most calls skip the walk
         overflowed = _non_finite(kwargs)
         if overflowed:
             return error_result(_invalid_arguments(tool, _out_of_range(overflowed)), request_id, tool)
-    app = request.scope.get("app")
-    dependant = tool.dependant
-    if tool.context_params and mcp_context not in getattr(app, "dependency_overrides", ()):
-        # ``Depends(mcp_context)`` would only read the Context back from the scope: hand it over
-        # directly. An override of mcp_context (read per call) gets the whole graph solved.
-        dependant = tool.lean_dependant
-        for name in tool.context_params:
-            kwargs[name] = context
-    request.scope[SCOPE_KEY] = context
-    token = bind_context(context)
-    returned = False
     try:
-        if dependant is None:
-            result, returned = _shaped(tool, await _invoke(tool, kwargs), request_id)
-            return result
-        async with solve(dependant, request, app, background_tasks) as solved:
-            if solved.errors:
-                problems = _problems((f"{'.'.join(map(str, e.get('loc', ())))}: {e.get('msg', '')}" for e in solved.errors), len(solved.errors))
-                failure = ToolError(f"Invalid request for tool {tool.name!r}: {problems}", code=-32600, reason="invalid_request")
-                return error_result(failure, request_id, tool)
-            result, shaped = _shaped(tool, await _invoke(tool, {**kwargs, **solved.values}), request_id)
-        returned = shaped
-        return result
+        return await call_handler(
+            tool,
+            kwargs,
+            context,
+            request,
+            background_tasks,
+            lambda value: _shaped(tool, value, request_id),
+            lambda problems: error_result(
+                ToolError(f"Invalid request for tool {tool.name!r}: {problems}", code=-32600, reason="invalid_request"), request_id, tool
+            ),
+        )
     except ToolError as exc:
         return error_result(exc, request_id, tool)
     except HTTPException as exc:
@@ -234,8 +241,56 @@ async def run_tool(
             f"Tool {tool.name!r} failed with an internal error (request id {request_id!r})", code=-32603, reason="internal_error"
         )
         return error_result(crash, request_id, tool)
+
+
+def dependency_problems(errors: Iterable[Any]) -> str:
+    """The bounded text of FastAPI's dependency errors (``loc: msg; ...``)."""
+    listed = list(errors)
+    return _problems((f"{'.'.join(map(str, e.get('loc', ())))}: {e.get('msg', '')}" for e in listed), len(listed))
+
+
+async def call_handler(
+    target: Invocable,
+    kwargs: dict[str, Any],
+    context: Context,
+    request: Request,
+    background_tasks: BackgroundTasks,
+    finish: Callable[[Any], tuple[R, bool]],
+    invalid: Callable[[str], R],
+) -> R:
+    """Run any handler kind with its FastAPI dependencies, the way tools run.
+
+    ``kwargs`` are its validated arguments; a top-level ``Depends(mcp_context)`` gets
+    ``context`` directly unless ``app.dependency_overrides`` replaces ``mcp_context``; the
+    rest of the graph is solved by FastAPI (``Depends``, ``Security``, overrides). The
+    handler's value goes to ``finish`` inside the dependency scope (yield dependencies are
+    torn down after it), which returns ``(result, ok)``: background tasks run only when ``ok``
+    (as FastAPI: an endpoint that raised runs none). Failed ``Header``/``Query``/... dependencies
+    give ``invalid(problems)``. Exceptions of the handler and its dependencies propagate.
+    """
+    app = request.scope.get("app")
+    dependant = target.dependant
+    if target.context_params and mcp_context not in getattr(app, "dependency_overrides", ()):
+        # ``Depends(mcp_context)`` would only read the Context back from the scope: hand it over
+        # directly. An override of mcp_context (read per call) gets the whole graph solved.
+        dependant = target.lean_dependant
+        for name in target.context_params:
+            kwargs[name] = context
+    request.scope[SCOPE_KEY] = context
+    token = bind_context(context)
+    ok = False
+    try:
+        if dependant is None:
+            result, ok = finish(await _invoke(target, kwargs))
+            return result
+        async with solve(dependant, request, app, background_tasks) as solved:
+            if solved.errors:
+                return invalid(dependency_problems(solved.errors))
+            result, shaped = finish(await _invoke(target, {**kwargs, **solved.values}))
+        ok = shaped
+        return result
     finally:
-        if not returned:  # as FastAPI: an endpoint that raised (or broke its output schema) runs no background task
+        if not ok:
             background_tasks.tasks.clear()
         unbind_context(token)
         request.scope.pop(SCOPE_KEY, None)  # scope → context → call → request → scope: no cycle left for the GC

@@ -10,7 +10,7 @@ import base64
 
 import mcp_types as types
 
-__all__ = ["audio_content", "embedded_text_resource", "image_content", "text_content"]
+__all__ = ["audio_content", "embedded_blob_resource", "embedded_text_resource", "image_content", "text_content"]
 
 
 def _b64(data: bytes | str) -> str:
@@ -36,4 +36,12 @@ def embedded_text_resource(uri: str, text: str, mime_type: str = "text/plain") -
     """``{"type": "resource", "resource": {"uri", "mimeType", "text"}}``."""
     return types.EmbeddedResource(
         type="resource", resource=types.TextResourceContents(uri=uri, mime_type=mime_type, text=text)
+    )
+
+
+def embedded_blob_resource(uri: str, data: bytes, mime_type: str = "application/octet-stream") -> types.EmbeddedResource:
+    """``{"type": "resource", "resource": {"uri", "mimeType", "blob": <base64>}}`` from raw
+    bytes (encoded once, standard alphabet, padded, no line breaks)."""
+    return types.EmbeddedResource(
+        type="resource", resource=types.BlobResourceContents(uri=uri, mime_type=mime_type, blob=base64.b64encode(data).decode("ascii"))
     )

@@ -27,6 +27,9 @@ Tree::
     ├── MethodNotFoundError          -32601  404  unknown, or removed at this protocol version
     ├── InvalidParamsError           -32602  400  params do not fit the method
     │   ├── UnknownToolError         -32602  400  tools/call of a tool that is not registered
+    │   ├── UnknownPromptError       -32602  400  prompts/get of a prompt that is not registered
+    │   ├── ResourceNotFoundError    -32602  400  resources/read of a URI nothing serves (data.uri); -32002 in 2025
+    │   ├── UriMatchError            -32602  400  a malformed escape or a '/' in a simple template variable (_uri_template)
     │   ├── InvalidCursorError       -32602  400  a forged, foreign or stale pagination cursor
     │   ├── ValidationError          -32602  400  a ctx.state key or prefix outside the key grammar
     │   ├── SerializationError       -32602  400  a ctx.state value that is not JSON-serializable
@@ -132,6 +135,9 @@ __all__ = [
     "ConsentDeclinedError",
     "ClientCapabilityMissingError",
     "InputRoundsExceededError",
+    "ResourceNotFoundError",
+    "UnknownPromptError",
+    "UriMatchError",
 ]
 
 
@@ -833,3 +839,33 @@ class InputRoundsExceededError(InternalError):
             data={"rounds": rounds},
             recovery_hint="End the call when the user declines or cancels instead of asking again.",
         )
+class ResourceNotFoundError(InvalidParamsError):
+    """``resources/read`` (or a subscription) of a URI no resource or template serves:
+    ``-32602`` with ``data.uri`` echoed exactly as sent (2026-07-28 ``server/resources``
+    §Error Handling, MUST), ``-32002`` in the 2025 era (2025-11-25, SHOULD; pass ``era``).
+    A resource handler may raise it (or return None) for an item that does not exist."""
+
+    default_message = "Resource not found"
+    default_reason = "resource_not_found"
+
+    def __init__(self, uri: str, message: str | None = None, *, era: str = "modern") -> None:
+        super().__init__(message or f"Resource not found: {uri[:256]}", data={"uri": uri})
+        if era == "legacy":
+            self.code = -32002
+
+
+class UnknownPromptError(InvalidParamsError):
+    """``prompts/get`` (or a completion ref) naming a prompt that is not registered (-32602, both eras)."""
+
+    default_message = "Unknown prompt"
+    default_reason = "unknown_prompt"
+
+
+class UriMatchError(InvalidParamsError):
+    """A URI that fits a resource template's shape but holds a value the matcher refuses
+    (-32602, ``data.reason`` ``"invalid_uri"``, ``data.uri``): a malformed percent-escape, a
+    simple ``{var}`` decoding to a ``/``, a repeated query parameter (RFC 6570 §3.2; see
+    ``_uri_template``)."""
+
+    default_message = "Invalid resource URI"
+    default_reason = "invalid_uri"

@@ -18,10 +18,10 @@ from typing import Any, TypeVar
 import mcp_types as types
 from fastapi import APIRouter, Depends, params
 
-from ._dispatch import (
-    Dispatcher,
-)
+from ._dispatch import Dispatcher
 from ._fastapi_compat import LeanRoute, build_dependant
+from ._feature_routes import FeatureRoutes
+from ._features import Features
 from ._registry import ToolRegistry, build_tool
 from ._sealing import request_state_sealer
 from ._server.endpoint import McpEndpoint
@@ -39,9 +39,7 @@ from ._transport.resumable import ResumableStreams
 from ._transport.shutdown import ShutdownCoordinator
 from ._transport.subscriptions import MemoryResourceSubscriptions, ResourceSubscriptions
 from .backends import StateBackend, backend_from_url
-from .errors import (
-    ConfigurationError,
-)
+from .errors import ConfigurationError
 from .settings import McpSettings, SessionMode, get_settings
 from .state import ContextState, derive_cursor_key
 
@@ -49,11 +47,11 @@ __all__ = ["McpRouter"]
 
 logger = logging.getLogger("fastapi_mcp_ctx")
 F = TypeVar("F", bound=Callable[..., Any])
-class McpRouter(APIRouter):
+class McpRouter(FeatureRoutes, APIRouter):
     """An ``APIRouter`` that serves the Model Context Protocol at ``path`` (default ``/mcp``).
 
     Mount it with ``app.include_router(mcp_router)``; it needs no lifespan of its own.
-    Register tools with :meth:`tool`.
+    Register tools with :meth:`tool`; resources, prompts, completers: ``_feature_routes``.
 
     Args:
         path: the MCP endpoint path (POST, GET and DELETE on it).
@@ -65,7 +63,7 @@ class McpRouter(APIRouter):
             2025 sessions to the principal's subject. Without it the tenant is ``"default"``.
         state_backend: the ``ctx.state`` backend (default: built from ``settings.storage_url``;
             it connects lazily on first use; close it with :meth:`aclose` at shutdown).
-        dependencies: run before every tool call, in that call's dependency graph (not on
+        dependencies: run before every tool, resource, prompt and completer call, in its graph (not on
             the HTTP request: use ``app.include_router(router, dependencies=[...])`` to guard
             every MCP request, ``initialize`` included).
         list_changed: the lists whose changes the application announces, any of ``"tools"``,
@@ -168,6 +166,7 @@ class McpRouter(APIRouter):
             else MemoryEventStore(max_events=conf.event_retention_count, max_age_seconds=conf.event_retention_seconds)
         )
         self.streams = ResumableStreams(self.event_store, conf, self.shutdown_coordinator, self.notifier)
+        self.features = Features(self.subscriptions, page_size=conf.page_size)  # resources, prompts, completions
         self.pending = PendingRequests(origin=replica_id)  # answers to ctx.send_request, by session; ids name this replica
         self.dispatcher = Dispatcher(
             self.registry,
@@ -178,7 +177,7 @@ class McpRouter(APIRouter):
             self.notifier,
             pending=self.pending,
             streams=self.streams,
-            shutdown=self.shutdown_coordinator, sealer=self.request_state,
+            shutdown=self.shutdown_coordinator, sealer=self.request_state, features=self.features,
         )
         self.endpoint = McpEndpoint(
             self,

@@ -136,7 +136,7 @@ async def test_ceiling_returns_the_project_bytes(tmp_path: Path, monkeypatch: py
     fixture.write_text(json.dumps(await capture()))
     monkeypatch.setenv("BENCH_TOOLS_LIST", str(fixture))
     ceiling = importlib.import_module("bench.servers.fastapi_ceiling").app
-    for wl in ("a", "b", "c", "cm"):
+    for wl in ("a", "b", "c", "cm", "r", "rm", "g", "gm"):
         body, headers = WORKLOADS[wl].body_bytes(), WORKLOADS[wl].headers
         mine, theirs = await asgi_post(project, body, headers), await asgi_post(ceiling, body, headers)
         assert mine == theirs, wl

@@ -76,9 +76,9 @@ async def test_b44_subscribe_is_not_advertised_where_it_is_not_served() -> None:
         wire.session = initialize.headers["mcp-session-id"]
         response = await wire.legacy("resources/subscribe", {"uri": "note://x"}, check=False)
         modern = result_of(await wire.modern("server/discover"))["capabilities"]
-    assert "resources" not in result_of(initialize)["capabilities"]  # resources/subscribe is not served in 2025 yet
+    assert "resources" not in result_of(initialize)["capabilities"]  # no resource is registered: resources/subscribe is not served
     assert messages_of(response)[0]["error"]["code"] == -32601
-    assert "resources" not in modern  # resources/list is not served yet (B52): nothing under resources is advertised
+    assert "resources" not in modern  # no resource, no resources/list (B52): nothing under resources is advertised
 
 
 # -- B52: listen on a server that publishes nothing; an empty honoured set; capacity ---------

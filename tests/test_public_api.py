@@ -21,6 +21,7 @@ PUBLIC_NAMES = {
     "Principal",
     "ToolError",
     "audio_content",
+    "embedded_blob_resource",
     "embedded_text_resource",
     "get_request_context",
     "get_settings",

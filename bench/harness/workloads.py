@@ -19,6 +19,9 @@ ACCEPT = "application/json, text/event-stream"
 TENANT = "acme"  # workload d's X-Tenant header
 LOOKUP_RESULT = {"value": "v1", "tenant": TENANT}
 PROGRESS_TOKEN = "t1"
+NOTE_URI = "bench://note"  # workloads r, rm (bench/servers/tools.py serves it)
+NOTE_TEXT = "A small note: the benchmark reads it as a resource."
+GREETING = "Hello, Ada!"  # workloads g, gm: prompts/get greet {"who": "Ada"}
 COUNTDOWN_N = 10
 
 
@@ -27,7 +30,8 @@ class Workload:
     """One request, replayed by wrk: ``body`` (JSON-RPC, id 1) and ``headers``.
 
     ``check``: what a good response holds (``add`` → 5, ``list`` → the tool count, ``lookup`` →
-    :data:`LOOKUP_RESULT`, ``countdown`` → :data:`COUNTDOWN_N` progress events then the result).
+    :data:`LOOKUP_RESULT`, ``countdown`` → :data:`COUNTDOWN_N` progress events then the result,
+    ``read`` → :data:`NOTE_TEXT` as the first contents, ``prompt`` → :data:`GREETING` as the first message).
     ``session``: initialize once, then every request carries ``Mcp-Session-Id`` and its own id.
     """
 
@@ -63,6 +67,7 @@ def _make() -> dict[str, Workload]:
     a, b, c, cm = _legacy("tools/call", add), _modern("tools/call", add, "add"), _legacy("tools/list", {}), _modern("tools/list", {}, None)
     d = _legacy("tools/call", {"name": "lookup", "arguments": {"key": "k1"}})
     p = _legacy("tools/call", countdown)
+    read, prompt = {"uri": NOTE_URI}, {"name": "greet", "arguments": {"who": "Ada"}}
     out = [
         Workload("a", "tools/call add, 2025-11-25, no session", *a),
         Workload("b", "tools/call add, 2026-07-28 _meta envelope + headers", *b),
@@ -72,6 +77,10 @@ def _make() -> dict[str, Workload]:
                  {**d[1], "X-Tenant": TENANT}, check="lookup"),  # fmt: skip
         Workload("s", "tools/call add in a 2025-11-25 session", *a, session=True),
         Workload("p", f"tools/call countdown: {COUNTDOWN_N} progress notifications on SSE, 2025-11-25", *p, check="countdown"),
+        Workload("r", f"resources/read {NOTE_URI} (small text), 2025-11-25", *_legacy("resources/read", read), check="read"),
+        Workload("rm", f"resources/read {NOTE_URI} (small text), 2026-07-28", *_modern("resources/read", read, NOTE_URI), check="read"),
+        Workload("g", "prompts/get greet {who: Ada}, 2025-11-25", *_legacy("prompts/get", prompt), check="prompt"),
+        Workload("gm", "prompts/get greet {who: Ada}, 2026-07-28", *_modern("prompts/get", prompt, "greet"), check="prompt"),
     ]
     return {w.id: w for w in out}
 
@@ -139,6 +148,13 @@ def check_response(wl: Workload, status: int, content_type: str, raw: bytes, n_t
     result = msg.get("result") if isinstance(msg, dict) else None
     if not isinstance(result, dict) or msg.get("id") != 1:
         return False, f"no result for id 1: {raw[:200]!r}"
+    if wl.check == "read":
+        contents = result.get("contents") or [{}]
+        return (True, "ok") if contents[0].get("text") == NOTE_TEXT else (False, f"wrong contents: {raw[:200]!r}")
+    if wl.check == "prompt":
+        messages = result.get("messages") or [{}]
+        text = (messages[0].get("content") or {}).get("text")
+        return (True, "ok") if text == GREETING else (False, f"wrong messages: {raw[:200]!r}")
     if wl.check == "list":
         names = [t.get("name") for t in result.get("tools") or []]
         if len(names) == n_tools and "add" in names:
@@ -168,6 +184,8 @@ def expectation(wl: Workload, raw: bytes, n_tools: int) -> tuple[str, str, int]:
         candidates = [json.dumps(LOOKUP_RESULT, separators=s) for s in spell] + ['"tenant":"acme"', '"tenant": "acme"']
     elif wl.check == "countdown":
         candidates = [json.dumps({"done": COUNTDOWN_N}, separators=s) for s in spell]
+    elif wl.check in ("read", "prompt"):
+        candidates = [json.dumps(NOTE_TEXT if wl.check == "read" else GREETING)]
     else:
         last = f"tool_{n_tools - 2:03d}" if n_tools > 1 else "add"
         candidates = [f'"name":"{last}"', f'"name": "{last}"']

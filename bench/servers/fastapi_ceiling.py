@@ -24,7 +24,7 @@ from typing import Any
 from fastapi import Depends, FastAPI, Header, Request, Response
 from fastapi.responses import StreamingResponse
 
-from bench.servers.tools import DB, EXTRA_TOOLS, get_db
+from bench.servers.tools import DB, EXTRA_TOOLS, NOTE_TEXT, get_db
 
 PV_KEY = "io.modelcontextprotocol/protocolVersion"
 SERVER_INFO = {"io.modelcontextprotocol/serverInfo": {"name": "bench", "version": "0.1.0"}}
@@ -89,6 +89,17 @@ async def answer(body: bytes, db: dict[str, str], tenant: str | None) -> Respons
             return _json(envelope(rid, tool_result(found, _dumps(found), _modern(params))))
         if name == "countdown":
             return StreamingResponse(countdown_stream(rid, params), media_type="text/event-stream")
+    elif method == "resources/read":  # workloads r, rm: the project's ReadResourceResult, built per request
+        result = {"contents": [{"uri": params["uri"], "mimeType": "text/plain", "text": NOTE_TEXT}]}
+        if _modern(params):
+            result.update({"resultType": "complete", "ttlMs": 0, "cacheScope": "private", "_meta": SERVER_INFO})
+        return _json(envelope(rid, result))
+    elif method == "prompts/get":  # workloads g, gm: the project's GetPromptResult
+        text = f"Hello, {(params.get('arguments') or {})['who']}!"
+        result = {"messages": [{"role": "user", "content": {"type": "text", "text": text}}], "description": "Greet someone (workloads g, gm: prompts/get)."}
+        if _modern(params):
+            result.update({"resultType": "complete", "_meta": SERVER_INFO})
+        return _json(envelope(rid, result))
     elif method == "tools/list":
         era = "2026-07-28" if _modern(params) else "2025-11-25"
         return _json(b'{"jsonrpc":"2.0","id":' + _dumps(rid).encode() + b',"result":' + LIST_BYTES[era] + b"}")

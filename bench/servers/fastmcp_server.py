@@ -15,7 +15,7 @@ from contextlib import asynccontextmanager
 from fastmcp import Context, FastMCP
 from fastmcp.dependencies import CurrentHeaders, Depends
 
-from bench.servers.tools import EXTRA_TOOLS, SSE, STATEFUL, TENANT_HEADER, get_db, tool_functions
+from bench.servers.tools import EXTRA_TOOLS, NOTE_URI, SSE, STATEFUL, TENANT_HEADER, get_db, greet, note, tool_functions
 
 db_session = asynccontextmanager(get_db)
 
@@ -39,5 +39,7 @@ async def countdown(n: int, ctx: Context) -> dict[str, int]:
 server = FastMCP("bench-fastmcp")
 for fn in tool_functions() + ([lookup, countdown] if EXTRA_TOOLS else []):
     server.tool(fn)
+server.resource(NOTE_URI, mime_type="text/plain")(note)  # workloads r, rm
+server.prompt()(greet)  # workloads g, gm
 
 app = server.http_app(path="/mcp", json_response=not SSE, stateless_http=not STATEFUL)

@@ -16,7 +16,7 @@ from typing import Annotated
 
 from mcp.server.mcpserver import Context, MCPServer, Resolve
 
-from bench.servers.tools import EXTRA_TOOLS, SSE, STATEFUL, TENANT_HEADER, get_db, tool_functions
+from bench.servers.tools import EXTRA_TOOLS, NOTE_URI, SSE, STATEFUL, TENANT_HEADER, get_db, greet, note, tool_functions
 
 db_session = asynccontextmanager(get_db)
 
@@ -42,5 +42,7 @@ async def countdown(n: int, ctx: Context) -> dict[str, int]:
 server = MCPServer("bench-sdk", log_level="WARNING")
 for fn in tool_functions() + ([lookup, countdown] if EXTRA_TOOLS else []):
     server.add_tool(fn)
+server.resource(NOTE_URI, mime_type="text/plain")(note)  # workloads r, rm
+server.prompt()(greet)  # workloads g, gm
 
 app = server.streamable_http_app(streamable_http_path="/mcp", json_response=not SSE, stateless_http=not STATEFUL)

@@ -6,6 +6,8 @@ reverse):
 * ``add(a: int, b: int) -> int``: workloads a, b, s;
 * ``BENCH_TOOLS - 1`` fillers ``tool_000``… (``filler(x: int, label: str = "item") -> str``):
   what ``tools/list`` returns in workloads c, cm (100 tools by default);
+* :func:`note` (the resource ``bench://note``, ``text/plain``) and :func:`greet` (the prompt
+  ``greet(who)``): workloads r, rm, g, gm;
 * :func:`get_db`, the yield dependency of ``lookup`` (workload d), whose opens and teardowns are
   counted and printed at exit (``BENCH_COUNTERS {...}``), so a server that skipped the teardown
   shows ``opened != closed``.
@@ -51,6 +53,20 @@ async def get_db() -> AsyncIterator[dict[str, str]]:
 def _print_counters() -> None:
     if DB_COUNTERS["opened"]:
         print("BENCH_COUNTERS " + json.dumps(DB_COUNTERS), file=sys.stderr, flush=True)
+
+
+NOTE_URI = "bench://note"  # workloads r, rm: resources/read of a small text resource
+NOTE_TEXT = "A small note: the benchmark reads it as a resource."
+
+
+async def note() -> str:
+    """A small text note."""
+    return NOTE_TEXT
+
+
+async def greet(who: str) -> str:
+    """Greet someone (workloads g, gm: prompts/get)."""
+    return f"Hello, {who}!"
 
 
 async def add(a: int, b: int) -> int:

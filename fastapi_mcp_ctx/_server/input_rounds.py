@@ -1,8 +1,7 @@
 """The input rounds of one call: the :class:`~fastapi_mcp_ctx.input_required.InputRequired`
 signal becomes the era's answer, and the answers re-enter the handler.
 
-The entry point of a transport's runner is :func:`run_rounds` (``tools/call`` through
-:func:`run_tool_rounds`; ``resources/read`` and ``prompts/get`` pass their own ``attempt``, one
+The entry point of a transport's runner is :func:`run_rounds` (``tools/call``, ``resources/read`` and ``prompts/get`` pass their own ``attempt``, one
 run of the handler): the wire result to send, the handler's or the ``input_required`` one (no
 cache hints: spec 2026-07-28 ``server/utilities/caching``). :func:`run_with_input` is the
 lower level: the handler's value, or an :class:`InputRequiredOutcome`.
@@ -29,12 +28,8 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, TypeVar
 
-from fastapi.background import BackgroundTasks
-from starlette.requests import Request
-
 from .._asking import refusal, with_elicitation_id
 from .._registry import ToolDef
-from .._resolve import run_tool
 from .._results import error_result
 from .._sealing import RequestStateSealer, StateBinding
 from ..auth import Principal
@@ -43,7 +38,7 @@ from ..errors import InputRoundsExceededError, InvalidParamsError, InvalidReques
 from ..input_required import InputRequired
 from ..inputs import InputRound, admit, decode_round_state, encode_round_state
 
-__all__ = ["CallTarget", "InputRequiredOutcome", "first_round", "run_rounds", "run_tool_rounds", "run_with_input"]
+__all__ = ["CallTarget", "InputRequiredOutcome", "first_round", "run_rounds", "run_with_input"]
 
 T = TypeVar("T")
 SERVER_INFO_KEY: Final = "io.modelcontextprotocol/serverInfo"
@@ -204,22 +199,3 @@ async def run_rounds(
         return error_result(exc, context.request_id, tool)
     return outcome.result if isinstance(outcome, InputRequiredOutcome) else outcome
 
-
-async def run_tool_rounds(
-    tool: ToolDef,
-    arguments: dict[str, Any],
-    params: Mapping[str, Any],
-    context: Context,
-    call: CallState,
-    request: Request,
-    background_tasks: BackgroundTasks,
-    out_of_range: tuple[str, ...] = (),
-    sealer: RequestStateSealer | None = None,
-) -> dict[str, Any]:
-    """``tools/call``: :func:`run_tool` under :func:`run_rounds`; the ``CallToolResult`` dict,
-    or the ``input_required`` result (2026)."""
-
-    async def attempt() -> dict[str, Any]:
-        return await run_tool(tool, arguments, context, request, background_tasks, out_of_range)
-
-    return await run_rounds(context, call, params, attempt, sealer, tool)

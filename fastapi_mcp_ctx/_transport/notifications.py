@@ -108,9 +108,10 @@ class Notifier:
         """The ``tools`` / ``prompts`` / ``resources`` members of ``ServerCapabilities``: only
         what is served and can be delivered (B52).
 
-        A kind appears only when its ``<kind>/list`` is in ``methods`` (in this release: tools;
-        a declared ``list_changed={"prompts"}`` or ``resources_subscribe`` is then not
-        advertised, though a 2026 listen stream that asks for it is honoured and acknowledged).
+        A kind appears only when its ``<kind>/list`` is in ``methods`` (tools always; prompts and
+        resources once one is registered: without one, a declared ``list_changed={"prompts"}`` or
+        ``resources_subscribe`` is not advertised, though a 2026 listen stream that asks for it is
+        honoured and acknowledged).
         ``listChanged`` / ``subscribe`` are true only when declared and ``deliverable``.
 
         Args:
