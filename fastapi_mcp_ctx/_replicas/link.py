@@ -26,7 +26,7 @@ from urllib.parse import urlsplit
 from redis.exceptions import RedisError
 
 from ..backends._loops import PerLoop
-from ..backends.redis import _client_from_url, _Client, _refusal, _Script, _server_text, _Slots  # pyright: ignore[reportPrivateUsage]
+from ..backends.redis import _Client, _client_from_url, _refusal, _Script, _server_text, _Slots  # pyright: ignore[reportPrivateUsage]
 from ..errors import ConfigurationError, StateUnavailableError
 
 __all__ = ["BLOCK_SECONDS", "RedisLink", "Script"]

@@ -265,8 +265,7 @@ class RedisLeases:
         self.lease_seconds = lease_seconds
         self.lease_ms = _ms(lease_seconds)
 
-    @staticmethod
-    def token() -> str:
+    def token(self) -> str:
         """A fresh holder token (one per connection)."""
         return secrets.token_hex(8)
 
