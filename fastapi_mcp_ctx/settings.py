@@ -84,6 +84,13 @@ class McpSettings(BaseSettings):
         listen_max_streams_per_owner: open ``subscriptions/listen`` streams per authenticated owner
             in this process; ``None``: ``max(1, listen_max_streams // 10)`` (anonymous callers:
             only ``listen_max_streams``).
+        session_store_url: where 2025 sessions, the SSE event log and the replica bus live:
+            ``memory://`` (this process) or ``redis://host:port/db`` / ``rediss://…`` (shared by
+            every replica; needs the ``redis`` extra). See docs/architecture.md "Replicas".
+        session_store_namespace: prefix of every Redis key and channel of the session store.
+        session_lease_seconds: a replica's hold on a session's GET stream lasts this long
+            (seconds) without renewal, so after a replica dies its sessions' GET streams can be
+            reopened elsewhere (409 meanwhile) at most this much later.
     """
 
     model_config = SettingsConfigDict(env_prefix="MCP_", extra="ignore")
@@ -122,6 +129,9 @@ class McpSettings(BaseSettings):
     max_client_metadata_bytes: int = Field(default=64 * 1024, ge=2)
     max_sessions_per_owner: int | None = Field(default=None, ge=1)
     listen_max_streams_per_owner: int | None = Field(default=None, ge=1)
+    session_store_url: str = "memory://"
+    session_store_namespace: str = "mcp:"
+    session_lease_seconds: float = Field(default=10.0, gt=0, allow_inf_nan=False)
 
     @property
     def session_owner_quota(self) -> int:

@@ -1,0 +1,122 @@
+"""One Redis deployment shared by the replica stores (sessions, events, bus): its clients.
+
+The same redis-py asyncio client family and per-loop pool handling as ``ctx.state``'s
+:class:`~fastapi_mcp_ctx.backends.redis.RedisBackend` (:mod:`..backends._loops`): a pool is
+made, without I/O, on the first call from each running event loop. Two pools per loop:
+
+- *commands*: short commands and Lua scripts, at most ``max_connections`` in flight (a caller
+  waits at most ``pool_timeout`` seconds for a slot);
+- *blocking*: ``XREAD BLOCK`` of the SSE tails, one connection per waiting reader (unbounded:
+  each open SSE connection holds one while it waits), with a socket timeout longer than the
+  longest block (:data:`BLOCK_SECONDS`).
+
+Every failure is translated at this edge: an outage (refused, reset, timed out, a transient
+error reply) is :class:`~fastapi_mcp_ctx.errors.StateUnavailableError` (HTTP 503 +
+``Retry-After``), a refusal that repeats until the operator acts (credentials, ACL, database
+number) a :class:`~fastapi_mcp_ctx.errors.ConfigurationError`.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any, Final
+from urllib.parse import urlsplit
+
+from redis.exceptions import RedisError
+
+from ..backends._loops import PerLoop
+from ..backends.redis import _Client, _client_from_url, _refusal, _Script, _server_text, _Slots  # pyright: ignore[reportPrivateUsage]
+from ..errors import ConfigurationError, StateUnavailableError
+
+__all__ = ["BLOCK_SECONDS", "RedisLink", "Script"]
+
+logger = logging.getLogger("fastapi_mcp_ctx")
+
+BLOCK_SECONDS: Final = 5.0
+"""The longest single ``XREAD BLOCK`` (a longer wait is several of them)."""
+
+Script = _Script
+
+
+def _db_of(url: str) -> int:
+    path = urlsplit(url).path.strip("/")
+    return int(path) if path.isdigit() else 0
+
+
+class RedisLink:
+    """The clients of one ``MCP_SESSION_STORE_URL`` (``redis://…`` / ``rediss://…``).
+
+    Args:
+        url: the Redis URL (parsed now: a malformed one raises ``ValueError`` here).
+        namespace: prefix of every key and channel the replica stores use.
+        timeout: connect / read timeout of a command, in seconds.
+        max_connections: in-flight commands at most (per event loop).
+        pool_timeout: longest wait for a free command slot, in seconds.
+    """
+
+    def __init__(
+        self, url: str, *, namespace: str = "mcp:", timeout: float = 2.0, max_connections: int = 64, pool_timeout: float = 5.0
+    ) -> None:
+        self.url = url
+        self.namespace = namespace
+        self.db = _db_of(url)
+        self.timeout = timeout
+        _client_from_url(url, timeout, 1)  # parses the URL now (no I/O)
+        self._commands: PerLoop[_Client] = PerLoop(
+            lambda: _Client(_client_from_url(url, timeout, max_connections), True, _Slots(max_connections, pool_timeout)),
+            _Client.aclose,
+        )
+        self._blocking: PerLoop[_Client] = PerLoop(
+            lambda: _Client(_client_from_url(url, timeout + BLOCK_SECONDS, 2**31), True, _Slots(2**31 - 1, pool_timeout)),
+            _Client.aclose,
+        )
+
+    def commands(self) -> _Client:
+        """The command client of the running loop."""
+        return self._commands.get()
+
+    def blocking(self) -> _Client:
+        """The client of blocking reads of the running loop."""
+        return self._blocking.get()
+
+    def unavailable(self, exc: BaseException, what: str) -> StateUnavailableError | ConfigurationError:
+        """The error a failed Redis call is raised as (``what``: the store, for the message)."""
+        refusal = _refusal(exc)
+        if refusal is not None:
+            refusal = refusal.replace("MCP_STORAGE_URL", "MCP_SESSION_STORE_URL")
+            logger.error("redis %s refused: %s (%s: %s)", what, refusal, type(exc).__name__, _server_text(exc))
+            return ConfigurationError(f"the {what} (redis) is unusable: {refusal}; the server log has Redis's error.")
+        logger.warning("redis %s unavailable: %s: %s", what, type(exc).__name__, _server_text(exc))
+        return StateUnavailableError(f"The {what} (redis) is unavailable, retry later")
+
+    async def call(self, what: str, *args: Any) -> Any:
+        """Run one command (``what`` names the store in errors).
+
+        Raises:
+            StateUnavailableError: Redis cannot be reached. ConfigurationError: Redis refuses.
+        """
+        c = self._commands.get()
+        async with c.slots:
+            try:
+                return await c.exec(*args)
+            except (RedisError, OSError) as exc:
+                raise self.unavailable(exc, what) from exc
+
+    async def eval(self, what: str, script: _Script, keys: Sequence[str], args: Sequence[str | int]) -> Any:
+        """Run a Lua script (EVALSHA, EVAL after a script-cache flush); errors as :meth:`call`."""
+        c = self._commands.get()
+        async with c.slots:
+            try:
+                return await c.eval(script, keys, args)
+            except (RedisError, OSError) as exc:
+                raise self.unavailable(exc, what) from exc
+
+    async def ping(self) -> None:
+        """One PING. Raises as :meth:`call`."""
+        await self.call("session store", "PING")
+
+    async def aclose(self) -> None:
+        """Close this loop's pools (and ask other loops to close theirs); the next call reconnects."""
+        await self._commands.aclose()
+        await self._blocking.aclose()
