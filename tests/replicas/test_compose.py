@@ -59,7 +59,7 @@ def test_replicas_share_every_setting_and_the_stores_are_on_the_compose_redis(mo
         assert parts.scheme == "redis" and parts.hostname == "redis", url
     assert settings.session_store_url != settings.storage_url  # type: ignore[attr-defined]
     assert settings.allowed_hosts and settings.auth_mode == "none"
-    assert "appendonly" in services["redis"]["command"]
+    assert "--appendonly" in services["redis"]["command"]
     with pytest.raises(ValueError, match="MCP_REQUEST_STATE_KEY is empty"):
         _settings_of(services["replica-1"], monkeypatch)  # unset: refused at start-up, saying what to set
 
@@ -85,7 +85,7 @@ def test_nginx_serves_the_template_the_tests_render_pointed_at_the_replicas() ->
     assert placeholders == set(nginx["environment"])  # envsubst fills every one, and only those
     for i, name in enumerate(REPLICAS, start=1):
         argv = services[name]["command"]
-        assert nginx["environment"][f"MCP_REPLICA_{i}"] == f"{name}:{argv[argv.index('--port') + 1]}"
+        assert nginx["environment"][f"UPSTREAM_{i}"] == f"{name}:{argv[argv.index('--port') + 1]}"
     listen = nginx["environment"]["NGINX_LISTEN"]
     assert nginx["ports"] == [f"127.0.0.1:8080:{listen}"]
     assert set(nginx["depends_on"]) == set(REPLICAS)

@@ -190,7 +190,7 @@ class Nginx:
         template rendered as the http block's one include (what compose.yaml's nginx serves)."""
         site = render_template(
             TEMPLATE.read_text(),
-            {"NGINX_LISTEN": f"127.0.0.1:{self.port}", "MCP_REPLICA_1": self.upstreams[0], "MCP_REPLICA_2": self.upstreams[1]},
+            {"NGINX_LISTEN": f"127.0.0.1:{self.port}", "UPSTREAM_1": self.upstreams[0], "UPSTREAM_2": self.upstreams[1]},
         )
         (self.prefix / "mcp.conf").write_text(site)
         temp = "\n".join(
