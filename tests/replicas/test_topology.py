@@ -242,11 +242,29 @@ async def test_redis_outage_fails_closed_then_everything_recovers(topo: Topology
             assert refused.json()["error"]["data"]["reason"] == "backend_unavailable"
             ready = await http.get(f"{replica.base}/mcp/ready")
             assert ready.status_code == 503 and ready.headers["retry-after"] and ready.json()["ready"] is False
+            # known fault B02: fail closed and consistently, never "valid", never 404, never a 500
+            made_up = await http.post(replica.url, json=call("served_by"), headers=legacy_headers("made-up-123"))
+            assert made_up.status_code == 503 and "retry-after" in made_up.headers, made_up.text
+            opened = await http.post(
+                replica.url,
+                json={
+                    "jsonrpc": "2.0",
+                    "id": 0,
+                    "method": "initialize",
+                    "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "x", "version": "1"}},
+                },
+                headers=legacy_headers(),
+            )
+            assert opened.status_code == 503 and "Traceback" not in opened.text, opened.text
+            deleted = await http.delete(replica.url, headers=legacy_headers(session))
+            assert deleted.status_code == 503, deleted.text
     finally:
         topo.redis.start()
     for replica in (a, b):
         await anyio.to_thread.run_sync(wait_ready, replica.base)
         assert await call_tool(http, replica.url, session, "served_by") == replica.name  # the earlier session, on both
+        made_up = await http.post(replica.url, json=call("served_by"), headers=legacy_headers("made-up-123"))
+        assert made_up.status_code == 404  # verifiable again: an id never issued is unknown
     async with stream(http, "GET", a.url, legacy_headers(session, accept="text/event-stream")) as get:
         assert get.status == 200, get.status
         await get.next()
@@ -262,3 +280,29 @@ async def test_readiness_reports_every_store_in_use(topo: Topology, http: httpx.
         report = ready.json()
         assert report["ready"] is True and report["shuttingDown"] is False
         assert report["checks"] == {"sessions": "ok", "events": "ok", "bus": "ok", "state": "ok"}  # all on Redis
+
+
+async def test_resuming_replays_only_the_callers_own_session(topo: Topology, http: httpx.AsyncClient) -> None:
+    """Known fault B16: one shared event log for every session; a resume on another replica
+    replays nothing of another session, and another session's event id is refused exactly like
+    an id that never existed (no oracle)."""
+    a, b = topo.replica("a"), topo.replica("b")
+    alice, bob = await initialize(http, topo.url), await initialize(http, topo.url)
+    async with stream(http, "GET", a.url, legacy_headers(alice, accept="text/event-stream")) as get:
+        first = await get.next()
+        assert first is not None and first.id is not None
+        alice_last = first.id
+    async with stream(http, "GET", b.url, legacy_headers(bob, accept="text/event-stream")) as bob_get:
+        await bob_get.next()
+        assert await call_tool(http, b.url, bob, "poke", {"text": "for bob only"}) is True
+        bob_event, message = await bob_get.message()
+        assert message["params"]["data"] == "for bob only" and bob_event is not None
+    headers = legacy_headers(alice, accept="text/event-stream")
+    async with stream(http, "GET", b.url, {**headers, "last-event-id": alice_last}) as resumed:
+        assert resumed.status == 200
+        assert await resumed.drain(0.5) == []  # nothing of bob's
+    statuses = []
+    for foreign in (bob_event, f"{bob_event.split(':')[0][::-1]}:1"):
+        refused = await http.get(a.url, headers={**headers, "last-event-id": foreign})
+        statuses.append((refused.status_code, refused.json()["error"]["message"]))
+    assert statuses[0] == statuses[1] and statuses[0][0] == 400, statuses

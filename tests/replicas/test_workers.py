@@ -5,10 +5,10 @@ sessions intermittently with ``Session not found``")."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import tempfile
+import time
 import uuid
 from collections import Counter
 from collections.abc import Iterator
@@ -78,16 +78,19 @@ async def test_two_workers_serve_fifty_legacy_calls_from_five_clients(redis: Red
     port = free_port()
     common = ["examples.replicated_app:app", "--host", "127.0.0.1", "--port", str(port), "--workers", "2"]
     if command == "uvicorn":
-        argv = [sys.executable, "-m", "uvicorn", *common, "--no-access-log"]
+        argv = [sys.executable, "-m", "uvicorn", *common, "--no-access-log", "--timeout-graceful-shutdown", "2"]
     else:
-        argv = [sys.executable, "-m", "fastapi_mcp_ctx", "serve", *common, "--log-level", "warning"]
+        argv = [sys.executable, "-m", "fastapi_mcp_ctx", "serve", *common, "--log-level", "warning", "--graceful-timeout", "2"]
     log = tmp_path / "server.log"
+    started = time.monotonic()
     proc = _serve(argv, redis, port, log)
+    up = time.monotonic()
     try:
         served, executed = await _fifty_calls(f"http://127.0.0.1:{port}/mcp")
     finally:
+        called = time.monotonic()
         _stop(proc)
+    print(f"{command}: start {up - started:.1f} s, 50 calls {called - up:.1f} s, stop {time.monotonic() - called:.1f} s")
     assert len(served) == CLIENTS * CALLS
     assert Counter(executed) == Counter(served)  # each call executed exactly once
-    assert all(name.rsplit(":", 1)[1] != str(os.getpid()) for name in served)
     print(f"{command} --workers 2: calls per worker {dict(Counter(served))}")

@@ -215,7 +215,7 @@ http {{
         log = self.prefix / "error.log"
         log.touch()
         self.proc = subprocess.Popen(
-            [binary("nginx", "/usr/sbin/nginx"), "-p", str(self.prefix), "-c", str(self.prefix / "nginx.conf"), "-e", str(log)],
+            [binary("nginx", os.environ.get("MCP_TEST_NGINX", ""), "/usr/sbin/nginx"), "-p", str(self.prefix), "-c", str(self.prefix / "nginx.conf"), "-e", str(log)],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT,
         )  # fmt: skip
         _wait("nginx", lambda: _accepts(self.port), self.proc, log)
