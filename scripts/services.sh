@@ -207,7 +207,7 @@ ensure_nginx() {
     # that denies every start keeps it stopped (removed again afterwards).
     local policy=/usr/sbin/policy-rc.d placed=0
     if is_root && [ ! -e "$policy" ]; then
-        printf '#!/bin/sh\nexit 101\n' > "$policy" && chmod 755 "$policy" && placed=1
+        printf '#!/usr/bin/env sh\nexit 101\n' > "$policy" && chmod 755 "$policy" && placed=1
     fi
     local rc=0
     ( apt_install nginx ) || rc=$?
