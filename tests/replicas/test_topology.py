@@ -19,7 +19,7 @@ import mcp_types as types
 import pytest
 from mcp import Client
 
-from .topology import Topology, wait_ready
+from .topology import LEASE_SECONDS, Topology, wait_ready
 from .wire import (
     SUB,
     call,
@@ -306,3 +306,29 @@ async def test_resuming_replays_only_the_callers_own_session(topo: Topology, htt
         refused = await http.get(a.url, headers={**headers, "last-event-id": foreign})
         statuses.append((refused.status_code, refused.json()["error"]["message"]))
     assert statuses[0] == statuses[1] and statuses[0][0] == 400, statuses
+
+
+async def test_one_get_stream_per_session_across_replicas_and_the_lease_dies_with_its_holder(
+    topo: Topology, http: httpx.AsyncClient
+) -> None:
+    a, b = topo.replica("a"), topo.replica("b")
+    session = await initialize(http, topo.url)
+    headers = legacy_headers(session, accept="text/event-stream")
+    async with stream(http, "GET", a.url, headers) as held:
+        await held.next()
+        second = await http.get(b.url, headers=headers)
+        assert second.status_code == 409, second.text  # the rule holds across replicas
+        a.kill()
+    started = anyio.current_time()
+    context, reopened = await _open_get(http, b.url, session, patience=LEASE_SECONDS + 5)
+    waited = anyio.current_time() - started
+    try:
+        assert reopened.status == 200, reopened.status
+        await reopened.next()
+        assert await call_tool(http, b.url, session, "poke", {"text": "after"}) is True
+        _, message = await reopened.message()
+        assert message["params"]["data"] == "after"
+    finally:
+        with anyio.CancelScope(shield=True):
+            await context.__aexit__(None, None, None)
+    assert waited <= LEASE_SECONDS + 2, f"a fresh GET after kill -9 was refused for {waited:.1f} s"

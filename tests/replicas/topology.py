@@ -35,8 +35,18 @@ TEMPLATE = ROOT / "deploy" / "nginx.conf.template"
 APP = "examples.replicated_app:app"
 START_SECONDS = 20.0
 
-REPLICA_SETTINGS = ("MCP_SESSION_STORE_URL", "MCP_STORAGE_URL", "MCP_REQUEST_STATE_KEY", "MCP_AUTH_MODE", "MCP_SSE_RETRY_MS")
+REPLICA_SETTINGS = (
+    "MCP_SESSION_STORE_URL",
+    "MCP_STORAGE_URL",
+    "MCP_REQUEST_STATE_KEY",
+    "MCP_AUTH_MODE",
+    "MCP_SSE_RETRY_MS",
+    "MCP_SESSION_LEASE_SECONDS",
+)
 """The MCP_* variables every replica gets (compose.yaml sets the same ones: tests/replicas/test_compose.py)."""
+
+LEASE_SECONDS = 3.0
+"""``MCP_SESSION_LEASE_SECONDS`` of the test replicas: a dead holder's GET lease lapses this fast."""
 
 PLACEHOLDER = re.compile(r"\$\{([A-Z0-9_]+)\}")
 
@@ -283,6 +293,7 @@ def replica_env(redis: RedisServer) -> dict[str, str]:
         MCP_REQUEST_STATE_KEY=secrets.token_urlsafe(32),
         MCP_AUTH_MODE="none",
         MCP_SSE_RETRY_MS="200",
+        MCP_SESSION_LEASE_SECONDS=str(LEASE_SECONDS),
     )
     assert {k for k in env if k.startswith("MCP_") and not k.startswith("MCP_TEST_")} == set(REPLICA_SETTINGS)
     return env
