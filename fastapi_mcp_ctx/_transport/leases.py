@@ -9,10 +9,17 @@ connection is open; it expires soon after the holder dies.
 
 from __future__ import annotations
 
+import logging
 import secrets
 from typing import Protocol
 
-__all__ = ["LocalLeases", "StreamLeases"]
+import anyio
+
+from ..errors import McpError
+
+__all__ = ["LocalLeases", "StreamLeases", "hold"]
+
+logger = logging.getLogger("fastapi_mcp_ctx")
 
 
 class StreamLeases(Protocol):
@@ -76,3 +83,15 @@ class LocalLeases:
 
     async def is_get_stream(self, session_id: str, stream_id: str) -> bool:
         return False
+
+
+async def hold(leases: StreamLeases, session_id: str, token: str) -> None:
+    """Renew ``token``'s lease every third of its life until cancelled (the connection ended);
+    a renewal also keeps the session from idling out on every replica. An unreachable store is
+    retried at the next turn (the lease may lapse meanwhile: a reconnect elsewhere is then let in)."""
+    while True:
+        await anyio.sleep(leases.lease_seconds / 3)
+        try:
+            await leases.renew(session_id, token)
+        except McpError as exc:
+            logger.warning("could not renew a GET stream lease: %s", exc)

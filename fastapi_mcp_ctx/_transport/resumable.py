@@ -47,7 +47,7 @@ from .._streams import SSE_HEADERS
 from ..errors import InvalidEventIdError, McpError, ServerShuttingDownError, StreamConflictError
 from ..settings import McpSettings
 from .events import EventStore, StreamKey, UnknownStreamError, new_stream_id, parse_event_id
-from .leases import LocalLeases, StreamLeases
+from .leases import LocalLeases, StreamLeases, hold
 from .notifications import Notifier
 from .shutdown import ShutdownCoordinator
 from .sse import Attachments, Connection, closer
@@ -380,8 +380,8 @@ class _GetResponse(Response):
                     tg.cancel_scope.cancel()
 
                 tg.start_soon(watch)
-                if streams.leases.shared:
-                    tg.start_soon(self._renew)
+                if streams.leases.shared:  # the session's GET lease, held while this connection is open
+                    tg.start_soon(hold, streams.leases, self.session.id, self.token)
                 if self._resume is not None:
                     key, after = self._resume
                     more = self.log is None and (self.takeover or streams.retired(key))
@@ -402,17 +402,6 @@ class _GetResponse(Response):
                     await streams.leases.release(self.session.id, self.token)
         if self.background is not None:
             await self.background()
-
-    async def _renew(self) -> None:
-        """Hold the session's GET lease while this connection is open (it also keeps the
-        session from idling out on every replica); an unreachable store is retried."""
-        leases = self.streams.leases
-        while True:
-            await anyio.sleep(leases.lease_seconds / 3)
-            try:
-                await leases.renew(self.session.id, self.token)
-            except McpError as exc:
-                logger.warning("could not renew a GET stream lease: %s", exc)
 
     async def _serve(self, key: StreamKey, after: int, send: Send, *, end_body: bool = True) -> str:
         streams = self.streams
