@@ -9,6 +9,7 @@ answered, so every crossing is proved, not assumed.
 
 from __future__ import annotations
 
+import signal
 import uuid
 from collections import Counter
 from typing import Any
@@ -332,3 +333,34 @@ async def test_one_get_stream_per_session_across_replicas_and_the_lease_dies_wit
         with anyio.CancelScope(shield=True):
             await context.__aexit__(None, None, None)
     assert waited <= LEASE_SECONDS + 2, f"a fresh GET after kill -9 was refused for {waited:.1f} s"
+
+
+async def test_rolling_restart_sigterm_hands_the_get_stream_to_the_other_replica(topo: Topology, http: httpx.AsyncClient) -> None:
+    """docs/deployment.md "Rolling restarts": SIGTERM ends the replica's streams with a retry
+    hint, it exits cleanly, and the client resumes through the proxy on the other one."""
+    session = await initialize(http, topo.url)
+    context, get = await _open_get(http, topo.url, session)
+    try:
+        holder = topo.replica(get.headers["x-served-by"])
+        await get.next()
+        assert await call_tool(http, topo.url, session, "poke", {"text": "before"}) is True
+        last_id, _ = await get.message()
+        assert holder.proc is not None
+        holder.proc.send_signal(signal.SIGTERM)
+        assert await get.next(timeout=10) is None  # the replica closed the stream at once
+    finally:
+        with anyio.CancelScope(shield=True):
+            await context.__aexit__(None, None, None)
+    await anyio.to_thread.run_sync(holder.proc.wait, 15)  # uvicorn re-raises SIGTERM once it is done
+    assert "Application shutdown complete" in holder.log.read_text(errors="replace").rsplit("Started server process", 1)[-1]
+    context, again = await _open_get(http, topo.url, session, last_event_id=last_id, patience=0)
+    try:
+        assert again.status == 200 and again.headers["x-served-by"] == topo.other(holder.name).name
+        primer = await again.next()  # nothing was missed: the new replica's own GET stream begins
+        assert primer is not None and primer.data is None
+        assert await call_tool(http, topo.url, session, "poke", {"text": "after"}) is True
+        _, message = await again.message()
+        assert message["params"]["data"] == "after"
+    finally:
+        with anyio.CancelScope(shield=True):
+            await context.__aexit__(None, None, None)
