@@ -12,6 +12,8 @@ from __future__ import annotations
 import signal
 import uuid
 from collections import Counter
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 import anyio
@@ -23,6 +25,7 @@ from mcp import Client
 from .topology import LEASE_SECONDS, Topology, wait_ready
 from .wire import (
     SUB,
+    SseStream,
     call,
     call_tool,
     initialize,
@@ -97,28 +100,34 @@ async def test_list_change_on_one_replica_reaches_the_get_stream_held_by_the_oth
         assert await get.drain(0.5) == []  # once, not once per replica
 
 
-async def _open_get(
+@asynccontextmanager
+async def get_stream(
     http: httpx.AsyncClient, url: str, session: str, last_event_id: str | None = None, patience: float = 15.0
-) -> Any:
-    """Open the session's GET stream through ``url``; a 409 (the dead holder's lease) is retried
-    until ``patience`` seconds have passed. Returns the entered stream context and its stream."""
+) -> AsyncIterator[SseStream]:
+    """The session's GET stream through ``url``, open for the block; a 409 (a dead holder's
+    lease) is retried until ``patience`` seconds have passed, then yielded as it is."""
     headers = legacy_headers(session, accept="text/event-stream")
     if last_event_id is not None:
         headers["last-event-id"] = last_event_id
     deadline = anyio.current_time() + patience
     while True:
-        context = stream(http, "GET", url, headers)
-        opened = await context.__aenter__()
-        if opened.status != 409 or anyio.current_time() > deadline:
-            return context, opened
-        await context.__aexit__(None, None, None)
+        async with stream(http, "GET", url, headers) as opened:
+            if opened.status != 409 or anyio.current_time() > deadline:
+                yield opened
+                return
         await anyio.sleep(0.25)
+
+
+async def assert_poke_arrives(http: httpx.AsyncClient, url: str, session: str, get: SseStream, text: str) -> None:
+    """``poke`` through ``url`` is delivered (True) and is the next message on ``get``."""
+    assert await call_tool(http, url, session, "poke", {"text": text}) is True
+    _, message = await get.message()
+    assert message["params"]["data"] == text
 
 
 async def test_kill_9_of_the_get_stream_holder_then_resume_through_the_proxy(topo: Topology, http: httpx.AsyncClient) -> None:
     session = await initialize(http, topo.url)
-    context, get = await _open_get(http, topo.url, session)
-    try:
+    async with get_stream(http, topo.url, session) as get:
         assert get.status == 200, get.status
         holder = get.headers["x-served-by"]
         await get.next()  # priming
@@ -132,26 +141,17 @@ async def test_kill_9_of_the_get_stream_holder_then_resume_through_the_proxy(top
             assert await call_tool(http, topo.url, session, "poke", {"text": f"p{i}"}) is True
         await anyio.sleep(0.3)
         topo.replica(holder).kill()
-    finally:
-        with anyio.CancelScope(shield=True):
-            await context.__aexit__(None, None, None)
     started = anyio.current_time()
-    context, again = await _open_get(http, topo.url, session, last_event_id=last_id)
-    try:
+    async with get_stream(http, topo.url, session, last_event_id=last_id) as again:
         assert again.status == 200, again.status
         assert again.headers["x-served-by"] == topo.other(holder).name
-        replayed = [await again.message() for _ in range(2)]
+        replayed = [(await again.message())[1]["params"]["data"] for _ in range(2)]
         reconnect_seconds = anyio.current_time() - started
         primer = await again.next()  # the dead replica's stream ended: this replica's own GET stream begins
         assert primer is not None and primer.data is None and primer.id is not None, primer
-        assert await call_tool(http, topo.url, session, "poke", {"text": "p6"}) is True
-        live = await again.message()
+        await assert_poke_arrives(http, topo.url, session, again, "p6")
         rest = await again.drain(0.5)
-    finally:
-        with anyio.CancelScope(shield=True):
-            await context.__aexit__(None, None, None)
-    texts = [m["params"]["data"] for _, m in [*replayed, live]] + [m.get("params", {}).get("data") for m in rest]
-    assert texts == ["p4", "p5", "p6"], texts  # exactly the missed ones, none twice, then live
+    assert replayed == ["p4", "p5"] and rest == []  # exactly the missed ones, none twice, then live
     assert reconnect_seconds < 15
 
 
@@ -321,26 +321,19 @@ async def test_one_get_stream_per_session_across_replicas_and_the_lease_dies_wit
         assert second.status_code == 409, second.text  # the rule holds across replicas
         a.kill()
     started = anyio.current_time()
-    context, reopened = await _open_get(http, b.url, session, patience=LEASE_SECONDS + 5)
-    waited = anyio.current_time() - started
-    try:
+    async with get_stream(http, b.url, session, patience=LEASE_SECONDS + 5) as reopened:
+        waited = anyio.current_time() - started
         assert reopened.status == 200, reopened.status
         await reopened.next()
-        assert await call_tool(http, b.url, session, "poke", {"text": "after"}) is True
-        _, message = await reopened.message()
-        assert message["params"]["data"] == "after"
-    finally:
-        with anyio.CancelScope(shield=True):
-            await context.__aexit__(None, None, None)
+        await assert_poke_arrives(http, b.url, session, reopened, "after")
     assert waited <= LEASE_SECONDS + 2, f"a fresh GET after kill -9 was refused for {waited:.1f} s"
 
 
 async def test_rolling_restart_sigterm_hands_the_get_stream_to_the_other_replica(topo: Topology, http: httpx.AsyncClient) -> None:
     """docs/deployment.md "Rolling restarts": SIGTERM ends the replica's streams with a retry
-    hint, it exits cleanly, and the client resumes through the proxy on the other one."""
+    hint, it shuts down cleanly, and the client resumes through the proxy on the other one."""
     session = await initialize(http, topo.url)
-    context, get = await _open_get(http, topo.url, session)
-    try:
+    async with get_stream(http, topo.url, session) as get:
         holder = topo.replica(get.headers["x-served-by"])
         await get.next()
         assert await call_tool(http, topo.url, session, "poke", {"text": "before"}) is True
@@ -348,19 +341,10 @@ async def test_rolling_restart_sigterm_hands_the_get_stream_to_the_other_replica
         assert holder.proc is not None
         holder.proc.send_signal(signal.SIGTERM)
         assert await get.next(timeout=10) is None  # the replica closed the stream at once
-    finally:
-        with anyio.CancelScope(shield=True):
-            await context.__aexit__(None, None, None)
     await anyio.to_thread.run_sync(holder.proc.wait, 15)  # uvicorn re-raises SIGTERM once it is done
     assert "Application shutdown complete" in holder.log.read_text(errors="replace").rsplit("Started server process", 1)[-1]
-    context, again = await _open_get(http, topo.url, session, last_event_id=last_id, patience=0)
-    try:
+    async with get_stream(http, topo.url, session, last_event_id=last_id, patience=0) as again:
         assert again.status == 200 and again.headers["x-served-by"] == topo.other(holder.name).name
         primer = await again.next()  # nothing was missed: the new replica's own GET stream begins
         assert primer is not None and primer.data is None
-        assert await call_tool(http, topo.url, session, "poke", {"text": "after"}) is True
-        _, message = await again.message()
-        assert message["params"]["data"] == "after"
-    finally:
-        with anyio.CancelScope(shield=True):
-            await context.__aexit__(None, None, None)
+        await assert_poke_arrives(http, topo.url, session, again, "after")
