@@ -21,6 +21,7 @@ import httpx
 import mcp_types as types
 import pytest
 from mcp import Client
+from mcp.client.subscriptions import ToolsListChanged
 
 from .topology import LEASE_SECONDS, Topology, wait_ready
 from .wire import (
@@ -228,6 +229,30 @@ async def test_listen_on_one_replica_gets_a_change_made_on_the_other_tagged_and_
         _, change = await listen.message()
         assert change == {"jsonrpc": "2.0", "method": "notifications/tools/list_changed", "params": {"_meta": {SUB: "watch"}}}
         assert await listen.drain(0.5) == []
+
+
+async def test_official_client_listen_through_the_proxy_hears_both_replicas(topo: Topology) -> None:
+    """The official client in the 2026 era: a listen stream (held by one replica) hears the
+    announcement of each replica (tool calls land on both, round robin); one outside the filter
+    never arrives. (The client coalesces events it has not consumed yet, so each is awaited.)"""
+    announcers: list[str] = []
+    extra: list[Any] = []
+    with anyio.fail_after(30):
+        async with Client(topo.url, mode="2026-07-28", cache=None) as client:
+            async with client.listen(tools_list_changed=True) as sub:
+                assert sub.honored.tools_list_changed is True and not sub.honored.prompts_list_changed
+                while set(announcers) != {"a", "b"} and len(announcers) < 6:  # until each replica announced
+                    result = await client.call_tool("announce", {"kind": "tools"})
+                    assert isinstance(result.structured_content, dict)
+                    announcers.append(result.structured_content["result"])
+                    with anyio.fail_after(5):
+                        assert isinstance(await sub.__anext__(), ToolsListChanged)
+                await client.call_tool("announce", {"kind": "prompts"})  # outside the filter
+                with anyio.move_on_after(1.0):
+                    async for event in sub:
+                        extra.append(event)
+    assert set(announcers) == {"a", "b"}, announcers  # so one came from the replica not holding the listen
+    assert extra == []
 
 
 async def test_redis_outage_fails_closed_then_everything_recovers(topo: Topology, http: httpx.AsyncClient) -> None:
