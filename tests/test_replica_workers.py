@@ -73,6 +73,7 @@ async def test_serve_with_two_workers_and_the_redis_store_serves_50_legacy_calls
         "MCP_SESSION_STORE_URL": url,
         "MCP_SESSION_STORE_NAMESPACE": f"w{uuid.uuid4().hex[:10]}:",
         "MCP_STORAGE_URL": url,
+        "MCP_REQUEST_STATE_KEY": "7e7e7e7e7e7e7e7e7e7e7e7e7e7e7e7e7e7e7e7e7e7e7e7e7e7e7e7e7e7e7e7e",  # the same on every worker (cursors, sealed requestState)
         "PYTHONUNBUFFERED": "1",
     }
     with tempfile.NamedTemporaryFile(prefix="serve-workers-", suffix=".log") as log:

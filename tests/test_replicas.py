@@ -259,3 +259,17 @@ async def test_ready_reports_every_store_in_use() -> None:
     async with two_replicas() as (_, router_a, _, _):
         report = await router_a.ready()
         assert report == {"ready": True, "checks": {"sessions": "ok", "events": "ok", "bus": "ok", "state": "in-process"}}
+
+
+async def test_the_relay_subscribes_again_under_a_new_identity_after_a_fork() -> None:
+    async with two_replicas() as (app_a, router_a, _, _):
+        await initialize(app_a)
+        assert router_a.relay.started
+        router_a.relay.identity = lambda: "a-forked"  # what replica_id() returns in a forked child
+        assert not router_a.relay.started
+        await initialize(app_a)  # the next request subscribes replica.a-forked
+        assert router_a.relay.started
+        assert "replica.a-forked" in await router_a.bus.channels("replica.")
+        with anyio.fail_after(3.0):  # the old channel is released in the background
+            while "replica.a" in await router_a.bus.channels("replica."):
+                await anyio.sleep(0.05)

@@ -29,7 +29,7 @@ from typing import Any, Final, cast
 from pydantic_core import from_json
 from redis.exceptions import RedisError
 
-from .._transport.bus import Handler, Unsubscribe, encode_message
+from .._transport.bus import Handler, Unsubscribe, add_handler, encode_message
 from ..backends._loops import PerLoop
 from ..errors import StateUnavailableError
 from .link import RedisLink
@@ -120,21 +120,7 @@ class _Subscriber:
 
     async def subscribe(self, channel: str, handler: Handler, timeout: float) -> Unsubscribe:
         first = channel not in self.handlers
-        self.handlers.setdefault(channel, []).append(handler)
-        done = False
-
-        def unsubscribe() -> None:
-            nonlocal done
-            if done:
-                return
-            done = True
-            handlers = self.handlers.get(channel)
-            if handlers is not None and handler in handlers:
-                handlers.remove(handler)
-                if not handlers:
-                    del self.handlers[channel]
-                    if self.pubsub is not None:
-                        self._spawn(self._release(channel))
+        unsubscribe = add_handler(self.handlers, channel, handler, self._emptied)
 
         if channel in self.live:
             return unsubscribe
@@ -148,6 +134,10 @@ class _Subscriber:
             unsubscribe()
             raise StateUnavailableError("The replica bus (redis) is unavailable, retry later") from exc
         return unsubscribe
+
+    def _emptied(self, channel: str) -> None:
+        if self.pubsub is not None:
+            self._spawn(self._release(channel))
 
     async def _release(self, channel: str) -> None:
         if channel not in self.handlers and self.pubsub is not None:

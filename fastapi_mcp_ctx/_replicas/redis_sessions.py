@@ -12,7 +12,8 @@ Keys under the namespace ``<ns>`` (default ``mcp:``)::
 Every compound step is one Lua script (atomic, one round trip), timed by Redis's own clock
 (``TIME``) so replicas with skewed clocks agree: ``create`` purges expired members of the
 counting sets and refuses beyond ``max_sessions`` / the owner quota; ``get`` reads and
-refreshes the idle expiry; a lease holder's renewal refreshes it too, so a session whose GET
+refreshes the idle expiry (only once the expiry is ``min(idle / 20, 30 s)`` old, so most
+lookups write nothing: no AOF write, no fsync); a lease holder's renewal refreshes it too, so a session whose GET
 stream is open on any replica never expires (the memory store's "pinned" rule). A lease
 expires ``lease_seconds`` after its holder stops renewing it (a replica killed with
 ``kill -9``): a reconnect is refused with 409 for at most that long.
@@ -74,10 +75,13 @@ end
 """
 )
 
+# KEYS: rec, all; ARGV: idle_ms, id, own prefix, slack_ms. Writes (the refresh) only when the
+# record's expiry is more than slack_ms old: most lookups are pure reads (no AOF write, no fsync).
 _GET = Script(
     """
 local r = redis.call('HGET', KEYS[1], 'r')
 if not r then return false end
+if redis.call('PTTL', KEYS[1]) >= tonumber(ARGV[1]) - tonumber(ARGV[4]) then return r end
 local rec, all, idle, id, ownp = KEYS[1], KEYS[2], ARGV[1], ARGV[2], ARGV[3]
 """
     + _TOUCH
@@ -199,6 +203,7 @@ class RedisSessionStore:
     def __init__(self, link: RedisLink, *, idle_seconds: float, max_sessions: int, max_per_owner: int | None = None) -> None:
         self.link = link
         self.idle_ms = _ms(idle_seconds)
+        self.slack_ms = _ms(min(idle_seconds / 20, 30.0))  # the idle timer restarts at most this late
         self.max_sessions = max_sessions
         self.max_per_owner = max_per_owner
         self.keys = _Keys(link.namespace)
@@ -230,7 +235,7 @@ class RedisSessionStore:
             StateUnavailableError: Redis cannot be reached (never None: fail closed).
         """
         k = self.keys
-        raw = await self.link.eval(_WHAT, _GET, [k.rec + session_id, k.all], [self.idle_ms, session_id, k.own])
+        raw = await self.link.eval_batched(_WHAT, _GET, [k.rec + session_id, k.all], [self.idle_ms, session_id, k.own, self.slack_ms])
         return None if raw is None else _record_of(session_id, raw)
 
     async def update(self, record: SessionRecord) -> None:

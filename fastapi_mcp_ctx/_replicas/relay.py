@@ -67,7 +67,6 @@ class Relay:
     def __init__(self, bus: MessageBus, identity: Callable[[], str] = replica_id) -> None:
         self.bus = bus
         self.identity = identity
-        self.started = False
         self._as: str | None = None
         self._unsubscribe: list[Unsubscribe] = []
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -75,6 +74,11 @@ class Relay:
         self._pending: PendingRequests | None = None
         self._streams: _Streams | None = None
         self._notifier: _Notifier | None = None
+
+    @property
+    def started(self) -> bool:
+        """Subscribed, as this process's current identity (a forked child starts again)."""
+        return self._as is not None and self._as == self.identity()
 
     def origin(self) -> str:
         """The origin of this replica's server→client request ids."""
@@ -88,7 +92,7 @@ class Relay:
         """Subscribe this replica's channels (at its first request, after any fork). A bus that
         cannot be reached is retried at the next request; meanwhile nothing is forwarded here."""
         me = self.identity()
-        if self.started and self._as == me:
+        if self._as == me:
             return
         self.stop()
         try:
@@ -98,14 +102,14 @@ class Relay:
             self.stop()
             logger.warning("the replica bus is unreachable: forwarding to this replica starts at a later request")
             return
-        self._as, self.started = me, True
+        self._as = me
 
     def stop(self) -> None:
         """Leave the channels."""
         for unsubscribe in self._unsubscribe:
             unsubscribe()
         self._unsubscribe.clear()
-        self.started = False
+        self._as = None
 
     # -- sending -----------------------------------------------------------------------
     async def forward_answer(self, response: JsonRpcResponse, session_id: str | None) -> bool:
