@@ -31,6 +31,7 @@ from ._discovery import find_targets
 from ._extras import missing_extra
 from ._sessions import MemorySessionStore
 from ._stdio import run_stdio
+from ._transport.bus import MemoryBus
 from .backends import backend_from_url
 from .backends.memory import MemoryBackend
 from .errors import AppLoadError, ConfigurationError, McpError
@@ -108,8 +109,11 @@ def _per_process_parts(app: Any) -> list[str]:
         if router.settings.session_mode != "stateless" and isinstance(router.sessions, MemorySessionStore):
             problems.append(
                 f"{target.path}: 2025 sessions are kept in this process's memory (MCP_SESSION_MODE="
-                f"{router.settings.session_mode}), so a request reaching another worker gets 404 'Session not found'"
+                f"{router.settings.session_mode}), so a request reaching another worker gets 404 'Session not found' "
+                "(MCP_SESSION_STORE_URL=memory://)"
             )
+        elif router.settings.session_mode != "stateless" and isinstance(router.bus, MemoryBus):
+            problems.append(f"{target.path}: the replica bus is this process's (McpRouter(bus=...) in memory)")
         if isinstance(router.state_backend, MemoryBackend):
             problems.append(f"{target.path}: ctx.state is in this process's memory (MCP_STORAGE_URL=memory://)")
     return problems
@@ -175,9 +179,9 @@ def serve(
         raise click.UsageError(
             f"--workers {workers} would split state that lives in one process:\n  - "
             + "\n  - ".join(problems)
-            + "\nServe with --workers 1, or set MCP_SESSION_MODE=stateless (2026-07-28 clients and stateless 2025 "
-            "requests need no session) and MCP_STORAGE_URL=redis://…, postgresql+asyncpg://… or sqlite+aiosqlite:///… "
-            "(after `fastapi-mcp-ctx migrate`). Sessions shared between processes come with a later release."
+            + "\nServe with --workers 1, or share them: MCP_SESSION_STORE_URL=redis://… (sessions, their streams and the "
+            "replica bus; or MCP_SESSION_MODE=stateless: 2026-07-28 clients and stateless 2025 requests need no session) "
+            "and MCP_STORAGE_URL=redis://…, postgresql+asyncpg://… or sqlite+aiosqlite:///… (after `fastapi-mcp-ctx migrate`)."
         )
     url = _base_url(host, port) + _mcp_path(target)
     click.echo(f"fastapi-mcp-ctx {__version__}: serving {app}, MCP endpoint {url}", err=True)

@@ -23,15 +23,13 @@ from ._fastapi_compat import LeanRoute, build_dependant
 from ._feature_routes import FeatureRoutes
 from ._features import Features
 from ._registry import ToolRegistry, build_tool
+from ._replicas.relay import Relay
+from ._replicas.stores import readiness, replica_stores
 from ._sealing import request_state_sealer
 from ._server.endpoint import McpEndpoint
-from ._sessions import (
-    LiveSessions,
-    MemorySessionStore,
-    SessionStore,
-)
-from ._transport.bus import MemoryBus, MessageBus, replica_id
-from ._transport.events import EventStore, MemoryEventStore
+from ._sessions import LiveSessions, SessionStore
+from ._transport.bus import MessageBus
+from ._transport.events import EventStore
 from ._transport.listen import ListenHub
 from ._transport.notifications import CALLER, Notifier, served_from
 from ._transport.pending import PendingRequests
@@ -127,12 +125,8 @@ class McpRouter(FeatureRoutes, APIRouter):
             else None
         )
         self.live = LiveSessions()
-        self.sessions: SessionStore = session_store or MemorySessionStore(
-            idle_seconds=self.settings.session_idle_seconds,
-            max_sessions=self.settings.max_sessions,
-            max_per_owner=self.settings.session_owner_quota,
-            pinned=self._get_stream_open,  # an open GET stream keeps its session alive
-        )
+        self.replica_stores = replica_stores(self.settings, pinned=self._get_stream_open)  # MCP_SESSION_STORE_URL
+        self.sessions: SessionStore = session_store or self.replica_stores.sessions
         self.state_backend: StateBackend = state_backend or backend_from_url(
             self.settings.storage_url, create_tables=self.settings.storage_create_tables
         )
@@ -144,7 +138,7 @@ class McpRouter(FeatureRoutes, APIRouter):
             return ContextState(backend, tenant_id, cursor_key=cursor_key)
 
         self._own_bus = bus is None
-        self.bus: MessageBus = bus if bus is not None else MemoryBus()
+        self.bus: MessageBus = bus if bus is not None else self.replica_stores.bus
         self.subscriptions: ResourceSubscriptions = subscription_registry or MemoryResourceSubscriptions()
         self.notifier = Notifier(
             served_from(list_changed, resources_subscribe),
@@ -160,14 +154,12 @@ class McpRouter(FeatureRoutes, APIRouter):
         conf = self.settings
         self.shutdown_coordinator = ShutdownCoordinator(grace_seconds=conf.shutdown_grace_seconds, signals=conf.shutdown_signals)
         self.shutdown_coordinator.add_stream(lambda: self.notifier.aclose(conf.shutdown_grace_seconds))  # listen + GET streams
-        self.event_store: EventStore = (
-            event_store
-            if event_store is not None
-            else MemoryEventStore(max_events=conf.event_retention_count, max_age_seconds=conf.event_retention_seconds)
-        )
-        self.streams = ResumableStreams(self.event_store, conf, self.shutdown_coordinator, self.notifier)
+        self.event_store: EventStore = event_store if event_store is not None else self.replica_stores.events
+        self.relay = Relay(self.bus)  # what this replica forwards to the others (and runs for them)
+        leases = self.replica_stores.leases_for(self.sessions)
+        self.streams = ResumableStreams(self.event_store, conf, self.shutdown_coordinator, self.notifier, leases, self.relay.get_stream_opened)
         self.features = Features(self.subscriptions, page_size=conf.page_size)  # resources, prompts, completions
-        self.pending = PendingRequests(origin=replica_id)  # answers to ctx.send_request, by session; ids name this replica
+        self.pending = PendingRequests(origin=self.relay.origin)  # answers to ctx.send_request, by session; ids name this replica
         self.dispatcher = Dispatcher(
             self.registry,
             conf,
@@ -179,6 +171,7 @@ class McpRouter(FeatureRoutes, APIRouter):
             streams=self.streams,
             shutdown=self.shutdown_coordinator, sealer=self.request_state, features=self.features,
         )
+        self.relay.bind(live=self.live, pending=self.pending, streams=self.streams, notifier=self.notifier)
         self.endpoint = McpEndpoint(
             self,
             settings=conf,
@@ -190,6 +183,7 @@ class McpRouter(FeatureRoutes, APIRouter):
             shutdown_coordinator=self.shutdown_coordinator,
             pending=self.pending,
             authenticate=self._authenticate,
+            relay=self.relay,
         )
         self.routes.append(
             LeanRoute(
@@ -299,6 +293,7 @@ class McpRouter(FeatureRoutes, APIRouter):
         await self.notifier.aclose(grace_seconds)
         if self._own_bus:
             await self.bus.aclose()
+        await self.replica_stores.aclose()
         await self.state_backend.aclose()
 
     # -- graceful shutdown (see _transport/shutdown.py) ----------------------------------
@@ -399,3 +394,9 @@ class McpRouter(FeatureRoutes, APIRouter):
         """Ids of the tenant's 2025 sessions that can be reached now (their GET stream is open on
         some replica), sorted. ``tenant_id`` as in :meth:`send_notification_to_session`."""
         return await self.notifier.active_sessions(self.notifier.caller_tenant(tenant_id, authenticated=self._authenticate is not None))
+
+    async def ready(self) -> dict[str, Any]:
+        """Readiness of this replica's stores (for a load balancer's health check): ``{"ready":
+        bool, "checks": {"sessions", "events", "bus", "state": "ok" | "in-process" |
+        "unavailable: <why>"}}``. Never raises; see docs/architecture.md "Replicas"."""
+        return await readiness(sessions=self.sessions, events=self.event_store, bus=self.bus, state=self.state_backend)

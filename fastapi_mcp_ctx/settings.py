@@ -96,6 +96,13 @@ class McpSettings(BaseSettings):
         input_max_rounds: 2025 era: rounds of server→client requests one call may drive with
             ``ctx.request_input`` (each round asks, then re-enters the handler); one more ends the
             call with ``input_rounds_exceeded``.
+        session_store_url: where 2025 sessions, the SSE event log and the replica bus live:
+            ``memory://`` (this process) or ``redis://host:port/db`` / ``rediss://…`` (shared by
+            every replica; needs the ``redis`` extra). See docs/architecture.md "Replicas".
+        session_store_namespace: prefix of every Redis key and channel of the session store.
+        session_lease_seconds: a replica's hold on a session's GET stream lasts this long
+            (seconds) without renewal, so after a replica dies its sessions' GET streams can be
+            reopened elsewhere (409 meanwhile) at most this much later.
     """
 
     model_config = SettingsConfigDict(env_prefix="MCP_", extra="ignore", hide_input_in_errors=True)  # never echo a secret
@@ -137,6 +144,9 @@ class McpSettings(BaseSettings):
     request_state_ttl_seconds: float = Field(default=900.0, gt=0, allow_inf_nan=False)
     request_state_max_bytes: int = Field(default=64 * 1024, ge=256)
     input_max_rounds: int = Field(default=10, ge=1, le=1000)
+    session_store_url: str = "memory://"
+    session_store_namespace: str = "mcp:"
+    session_lease_seconds: float = Field(default=10.0, gt=0, allow_inf_nan=False)
 
     @property
     def session_owner_quota(self) -> int:

@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
-# Local Redis + PostgreSQL for the state-backend tests and benchmarks.
+# Local Redis + PostgreSQL for the state-backend tests and benchmarks; nginx for the replica tests.
 #
-#   scripts/services.sh start [redis|postgres]   install when absent, start, wait until ready
+#   scripts/services.sh start [redis|postgres|nginx]   install when absent, start, wait until ready
 #   scripts/services.sh stop  [redis|postgres]   stop (data kept under .services/)
 #   scripts/services.sh status                   exit 0 when both answer
 #   scripts/services.sh env                      print the MCP_TEST_*_URL exports
 #
+# nginx is only installed (never started as a system service): the replica tests run their
+# own, as the current user, with a generated config under a temporary prefix
+# (tests/replicas/topology.py renders deploy/nginx.conf.template).
 # Both listen on 127.0.0.1 only, at non-default ports (override with MCP_REDIS_PORT /
 # MCP_PG_PORT), with their data under <repo>/.services/ (gitignored). Idempotent: starting
 # a running service is a no-op. Meant for a fresh Debian machine run as root (CI=true, no
@@ -195,9 +198,29 @@ stop_postgres() {
     fi
 }
 
+# ----------------------------------------------------------------------------- nginx
+find_nginx() { command -v nginx 2>/dev/null || { [ -x /usr/sbin/nginx ] && echo /usr/sbin/nginx; }; }
+
+ensure_nginx() {
+    find_nginx >/dev/null && return 0
+    # Debian's postinst would start nginx as a system service on port 80: a policy-rc.d
+    # that denies every start keeps it stopped (removed again afterwards).
+    local policy=/usr/sbin/policy-rc.d placed=0
+    if is_root && [ ! -e "$policy" ]; then
+        printf '#!/usr/bin/env sh\nexit 101\n' > "$policy" && chmod 755 "$policy" && placed=1
+    fi
+    local rc=0
+    ( apt_install nginx ) || rc=$?
+    if [ "$placed" = 1 ]; then rm -f "$policy"; fi
+    [ "$rc" = 0 ] || exit "$rc"
+    find_nginx >/dev/null || die "nginx not found after installing it"
+}
+
 print_env() {
     printf 'export MCP_TEST_REDIS_URL=redis://127.0.0.1:%s/0\n' "$REDIS_PORT"
     printf 'export MCP_TEST_POSTGRES_URL=postgresql+asyncpg://postgres@127.0.0.1:%s/%s\n' "$PG_PORT" "$PG_DB"
+    local nginx
+    if nginx="$(find_nginx)"; then printf 'export MCP_TEST_NGINX=%s\n' "$nginx"; fi
 }
 
 REDIS_DIR="$(svc_base redis redis)"
@@ -208,22 +231,24 @@ PG_LOG="$PG_BASE/postgres.log"
 
 cmd="${1:-}"
 what="${2:-all}"
-case "$what" in all | redis | postgres) ;; *) die "unknown service '$what' (redis, postgres)";; esac
+case "$what" in all | redis | postgres | nginx) ;; *) die "unknown service '$what' (redis, postgres, nginx)";; esac
 case "$cmd" in
     start)
-        if [ "$what" != postgres ]; then start_redis; fi
-        if [ "$what" != redis ]; then start_postgres; fi
+        if [ "$what" = all ] || [ "$what" = redis ]; then start_redis; fi
+        if [ "$what" = all ] || [ "$what" = postgres ]; then start_postgres; fi
+        if [ "$what" = all ] || [ "$what" = nginx ]; then ensure_nginx; fi
         ;;
     stop)
-        if [ "$what" != postgres ]; then stop_redis; fi
-        if [ "$what" != redis ]; then stop_postgres; fi
+        if [ "$what" = all ] || [ "$what" = redis ]; then stop_redis; fi
+        if [ "$what" = all ] || [ "$what" = postgres ]; then stop_postgres; fi
         ;;
     status)
         ok=0
-        if [ "$what" != postgres ]; then redis_ready || ok=1; fi
-        if [ "$what" != redis ]; then { find_pg_bin && pg_ready; } || ok=1; fi
+        if [ "$what" = all ] || [ "$what" = redis ]; then redis_ready || ok=1; fi
+        if [ "$what" = all ] || [ "$what" = postgres ]; then { find_pg_bin && pg_ready; } || ok=1; fi
+        if [ "$what" = all ] || [ "$what" = nginx ]; then find_nginx >/dev/null || ok=1; fi
         exit "$ok"
         ;;
     env) print_env ;;
-    *) die "usage: $0 {start|stop|status|env} [redis|postgres]" ;;
+    *) die "usage: $0 {start|stop|status|env} [redis|postgres|nginx]" ;;
 esac

@@ -91,6 +91,9 @@ def mcp_settings(**overrides: Any) -> McpSettings:
         "max_sessions_per_owner": None,
         "listen_max_streams_per_owner": None,
         "input_max_rounds": 10,
+        "session_store_url": "memory://",
+        "session_store_namespace": "mcp:",
+        "session_lease_seconds": 10.0,
     }
     values.update(overrides)
     return McpSettings(**values)

@@ -377,3 +377,43 @@ def test_serve_log_level_leaves_an_explicit_mcp_log_level(monkeypatch: pytest.Mo
     monkeypatch.setattr(uvicorn, "run", lambda app, **kwargs: None)
     assert CliRunner().invoke(cli, ["serve", "examples.quickstart:app", "--app-dir", str(ROOT), "--log-level", "debug"]).exit_code == 0
     assert os.environ["MCP_LOG_LEVEL"] == "error"
+
+
+SHARED_KEY = "7e" * 32  # MCP_REQUEST_STATE_KEY: replicas sharing stores need one (32 bytes, hex)
+
+
+@pytest.mark.parametrize("state_url", ["redis", "sqlite"])
+def test_serve_with_workers_accepts_sessions_shared_through_redis(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, state_url: str) -> None:
+    import uvicorn
+
+    state = "redis://127.0.0.1:1/0" if state_url == "redis" else f"sqlite+aiosqlite:///{tmp_path}/s.db"
+    (tmp_path / "replicated_app.py").write_text(
+        "from fastapi import FastAPI\n"
+        "from fastapi_mcp_ctx import McpRouter, McpSettings\n"
+        f"KEY = {SHARED_KEY!r}\n"
+        f"settings = McpSettings(session_store_url='redis://127.0.0.1:1/0', storage_url={state!r}, request_state_key=KEY)\n"
+        "app = FastAPI()\n"
+        "app.include_router(McpRouter(settings=settings))\n"
+    )
+    seen: dict[str, Any] = {}
+    monkeypatch.setattr(uvicorn, "run", lambda app, **kwargs: seen.update(app=app, **kwargs))
+    result = CliRunner().invoke(cli, ["serve", "replicated_app:app", "--app-dir", str(tmp_path), "--workers", "3"])
+    assert result.exit_code == 0, result.output  # nothing connects before the workers start
+    assert seen["app"] == "replicated_app:app" and seen["workers"] == 3
+
+
+def test_serve_with_workers_still_refuses_memory_state_next_to_a_redis_session_store(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    import uvicorn
+
+    (tmp_path / "half_app.py").write_text(
+        "from fastapi import FastAPI\n"
+        "from fastapi_mcp_ctx import McpRouter, McpSettings\n"
+        f"KEY = {SHARED_KEY!r}\n"
+        "app = FastAPI()\n"
+        "settings = McpSettings(session_store_url='redis://127.0.0.1:1/0', request_state_key=KEY)\n"
+        "app.include_router(McpRouter(settings=settings))\n"
+    )
+    monkeypatch.setattr(uvicorn, "run", lambda app, **kwargs: pytest.fail("uvicorn must not start"))
+    result = CliRunner().invoke(cli, ["serve", "half_app:app", "--app-dir", str(tmp_path), "--workers", "2"])
+    assert result.exit_code == 2
+    assert "MCP_STORAGE_URL=memory://" in result.output and "2025 sessions" not in result.output

@@ -40,7 +40,8 @@ def _cli_command(argv: list[str]) -> str:
 
 def test_compose_services_and_settings_are_valid(monkeypatch: pytest.MonkeyPatch) -> None:
     services = _compose()
-    assert set(services) == {"postgres", "migrate", "mcp"}  # no Redis: nothing uses it yet
+    assert set(services) == {"postgres", "migrate", "mcp", "redis", "replica-1", "replica-2", "nginx"}
+    assert all(services[name].get("profiles") == ["replicas"] for name in ("redis", "replica-1", "replica-2", "nginx"))
     for name, value in services["mcp"]["environment"].items():
         monkeypatch.setenv(name, value)
     settings = McpSettings()  # read from the environment exactly as the container does

@@ -31,6 +31,8 @@ SSE = {"BENCH_SSE": "1"}  # peers: SSE response mode (their JSON mode drops a ca
 ENV_PROJECT = {"d": EXTRA, "p": EXTRA, "s": STATEFUL}  # fastapi_mcp_ctx switches to SSE by itself
 ENV_PEER = {"d": EXTRA, "p": {**EXTRA, **SSE}, "s": STATEFUL}
 ENV_CEILING = {"d": EXTRA}  # only d declares dependencies on the route; p and s need nothing
+SESSION_STORE_URL = os.environ.get("BENCH_SESSION_STORE_URL", "redis://127.0.0.1:6379/0")
+ENV_PROJECT_REDIS = {**ENV_PROJECT, "s": {**STATEFUL, "MCP_SESSION_STORE_URL": SESSION_STORE_URL}}  # sessions in Redis
 
 
 @dataclass(frozen=True)
@@ -43,6 +45,7 @@ class ServerSpec:
     env: dict[str, dict[str, str]] = field(default_factory=dict)
     project: bool = False  # runs with --project-python
     ceiling: bool = False
+    opt_in: bool = False  # only when named with -s (needs a service)
 
 
 SERVERS: dict[str, ServerSpec] = {
@@ -52,6 +55,8 @@ SERVERS: dict[str, ServerSpec] = {
         ServerSpec("sdk", "official SDK (mcp)", "bench.servers.sdk_server:app", ENV_PEER),
         ServerSpec("fastmcp", "FastMCP", "bench.servers.fastmcp_server:app", ENV_PEER),
         ServerSpec("fastapi", "bare FastAPI (ceiling)", "bench.servers.fastapi_ceiling:app", ENV_CEILING, ceiling=True),
+        # -s project-redis: sessions in Redis (BENCH_SESSION_STORE_URL, default redis://127.0.0.1:6379/0)
+        ServerSpec("project-redis", "fastapi-mcp-ctx, Redis sessions", "examples.bench_app:app", ENV_PROJECT_REDIS, project=True, opt_in=True),
     ]
 }
 

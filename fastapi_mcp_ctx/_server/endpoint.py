@@ -35,6 +35,7 @@ from .._envelope import (
 from .._http import BODY_SCOPE_KEY, accepted, read_body, reject_repeated
 from .._jsonrpc import JsonRpcNotification, JsonRpcRequest, JsonRpcResponse, error_message, parse_message, request_id_of
 from .._logging import install_default_handler
+from .._replicas.relay import Relay
 from .._security import TransportSecurity, is_loopback_host, loopback_security
 from .._sessions import LiveSessions, OwnerQuotaExceeded, SessionRecord, SessionStore, check_client_metadata
 from .._streams import Reply, StandaloneStream
@@ -109,6 +110,7 @@ class McpEndpoint:
         shutdown_coordinator: ShutdownCoordinator,
         pending: PendingRequests,
         authenticate: Any,
+        relay: Relay | None = None,
     ) -> None:
         self.router = router
         self.settings = settings
@@ -120,6 +122,7 @@ class McpEndpoint:
         self.shutdown_coordinator = shutdown_coordinator
         self.pending = pending
         self._authenticate = authenticate
+        self.relay = relay if relay is not None else Relay(notifier.bus)  # forwarding between replicas
         self._loopback = loopback_security()
         self._log_checked = False
         self._configured_security = self._security_from_settings()
@@ -161,6 +164,8 @@ class McpEndpoint:
             install_default_handler(self.settings.log_level)
         outcome: AuthOutcome | None = None
         self.shutdown_coordinator.first_use()
+        if not self.relay.started:  # this replica's bus channels, at first use (after any fork)
+            await self.relay.start()
         try:
             headers = header_map(request.scope["headers"])
             if headers.repeated & {"host", "origin"}:
@@ -259,11 +264,13 @@ class McpEndpoint:
             raise
         headers = {_SESSION_HEADER: session.id} if session is not None else {}
         if isinstance(message, JsonRpcResponse):  # an answer to ctx.send_request, matched in its session
-            if not self.pending.resolve(message, session.id if session is not None else None):
+            scope = session.id if session is not None else None
+            if not self.pending.resolve(message, scope) and not await self.relay.forward_answer(message, scope):
                 logger.debug("ignored a client response to an unknown request id %r", message.id)
             return Response(status_code=202, headers=headers)
         if isinstance(message, JsonRpcNotification):
-            self._legacy_notification(message, session)
+            if not self._legacy_notification(message, session) and session is not None:  # the call may run elsewhere
+                await self.relay.forward_cancel(session.id, message.params["requestId"], message.params.get("reason"))
             return Response(status_code=202, headers=headers)
         header_version = request_headers.get("mcp-protocol-version")
         if session is not None:
@@ -300,14 +307,18 @@ class McpEndpoint:
             headers[_SESSION_HEADER] = record.id
         return json_reply(Reply({"jsonrpc": "2.0", "id": message.id, "result": result}), headers)
 
-    def _legacy_notification(self, message: JsonRpcNotification, session: SessionRecord | None) -> None:
+    def _legacy_notification(self, message: JsonRpcNotification, session: SessionRecord | None) -> bool:
+        """Act on a client notification; False for a cancellation of a call not running here."""
         if message.method == "notifications/cancelled" and session is not None:
             request_id = message.params.get("requestId")
             if isinstance(request_id, (str, int)) and not isinstance(request_id, bool):
                 signal = self.live.get(session.id).in_flight.get(request_id)
-                if signal is not None:
-                    reason = message.params.get("reason")
-                    signal.cancel(reason if isinstance(reason, str) else "cancelled by the client")
+                self.live.release(session.id)
+                if signal is None:
+                    return False
+                reason = message.params.get("reason")
+                signal.cancel(reason if isinstance(reason, str) else "cancelled by the client")
+        return True
 
     async def _session(self, headers: HeaderMap, scope: Scope) -> SessionRecord:
         session_id = headers.get(_SESSION_HEADER)
@@ -368,4 +379,5 @@ class McpEndpoint:
         await self.notifier.session_ended(session.id)
         self.pending.close_scope(session.id)
         await self.streams.session_ended(session.id)
+        await self.relay.session_ended(session.id)  # the other replicas end theirs
         return Response(status_code=200)

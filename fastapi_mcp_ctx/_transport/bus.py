@@ -35,6 +35,7 @@ __all__ = [
     "MemoryBus",
     "MessageBus",
     "Unsubscribe",
+    "add_handler",
     "encode_message",
     "replica_id",
     "session_channel",
@@ -99,6 +100,30 @@ def encode_message(message: Mapping[str, Any]) -> bytes:
         raise TypeError(f"A bus message must be JSON-serializable: {exc}") from exc
 
 
+def add_handler(
+    table: dict[str, list[Handler]], channel: str, handler: Handler, on_empty: Callable[[str], None] | None = None
+) -> Unsubscribe:
+    """Add ``handler`` to ``table[channel]``; the returned callable removes it once (a second
+    call is harmless) and calls ``on_empty(channel)`` when it was the channel's last handler."""
+    table.setdefault(channel, []).append(handler)
+    done = False
+
+    def unsubscribe() -> None:
+        nonlocal done
+        if done:
+            return
+        done = True
+        handlers = table.get(channel)
+        if handlers is not None and handler in handlers:
+            handlers.remove(handler)
+            if not handlers:
+                del table[channel]
+                if on_empty is not None:
+                    on_empty(channel)
+
+    return unsubscribe
+
+
 class MemoryBus:
     """In-process :class:`MessageBus`: handlers run synchronously inside :meth:`publish`."""
 
@@ -116,21 +141,7 @@ class MemoryBus:
         return len(handlers)
 
     async def subscribe(self, channel: str, handler: Handler) -> Unsubscribe:
-        self._handlers.setdefault(channel, []).append(handler)
-        done = False
-
-        def unsubscribe() -> None:
-            nonlocal done
-            if done:
-                return
-            done = True
-            handlers = self._handlers.get(channel)
-            if handlers is not None:
-                handlers.remove(handler)
-                if not handlers:
-                    del self._handlers[channel]
-
-        return unsubscribe
+        return add_handler(self._handlers, channel, handler)
 
     async def channels(self, prefix: str) -> list[str]:
         return sorted(name for name in self._handlers if name.startswith(prefix))

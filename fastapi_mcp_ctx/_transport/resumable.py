@@ -26,7 +26,9 @@ ends or no connection came back for ``MCP_EVENT_RETENTION_SECONDS``.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping, Sequence
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -42,9 +44,10 @@ from .._envelope import HeaderMap
 from .._jsonrpc import dumps
 from .._sessions import SessionRecord
 from .._streams import SSE_HEADERS
-from ..errors import InvalidEventIdError, ServerShuttingDownError, StreamConflictError
+from ..errors import InvalidEventIdError, McpError, ServerShuttingDownError, StreamConflictError
 from ..settings import McpSettings
 from .events import EventStore, StreamKey, UnknownStreamError, new_stream_id, parse_event_id
+from .leases import LocalLeases, StreamLeases, hold
 from .notifications import Notifier
 from .shutdown import ShutdownCoordinator
 from .sse import Attachments, Connection, closer
@@ -53,6 +56,7 @@ __all__ = ["ResumableStreams", "sse_headers"]
 
 PRIMING_VERSION: Final = "2025-11-25"
 _RETIRED_MAX: Final = 10_000
+logger = logging.getLogger("fastapi_mcp_ctx")
 
 
 def sse_headers(extra: Mapping[str, str]) -> list[tuple[bytes, bytes]]:
@@ -85,10 +89,23 @@ class ResumableStreams:
         settings: retention, ``retry`` and keep-alive settings.
         coordinator: the router's shutdown coordinator (every attached connection registers).
         notifier: feeds the session GET streams from the bus.
+        leases: who holds each session's GET stream across replicas (default: this process only).
+        announce: ``announce(session_id, stream_id)`` tells the other replicas that this one
+            opened the session's GET stream (theirs retire: ``taken_elsewhere``).
     """
 
-    def __init__(self, store: EventStore, settings: McpSettings, coordinator: ShutdownCoordinator, notifier: Notifier) -> None:
+    def __init__(
+        self,
+        store: EventStore,
+        settings: McpSettings,
+        coordinator: ShutdownCoordinator,
+        notifier: Notifier,
+        leases: StreamLeases | None = None,
+        announce: Callable[[str, str], Awaitable[None]] | None = None,
+    ) -> None:
         self.store = store
+        self.leases: StreamLeases = leases or LocalLeases()
+        self.announce = announce
         self.settings = settings
         self.coordinator = coordinator
         self.notifier = notifier
@@ -137,7 +154,14 @@ class ResumableStreams:
             if current is not None and current.holder is not None:
                 raise StreamConflictError()
             response = _GetResponse(self, session, tenant_id, retry_ms, headers)
-            response.log = await self.open_get_stream(session, tenant_id, response)
+            if not await self.leases.acquire(session.id, response.token):
+                raise StreamConflictError()  # held by a connection on another replica
+            try:
+                response.log = await self.open_get_stream(session, tenant_id, response)
+            except BaseException:
+                with anyio.CancelScope(shield=True), contextlib.suppress(McpError):
+                    await self.leases.release(session.id, response.token)
+                raise
             return response
         stream_id, seq = parse_event_id(raw)
         key = StreamKey(session.id, stream_id)
@@ -152,6 +176,13 @@ class ResumableStreams:
         if current is not None and current.key == key:
             response.log = current
             current.holder = response  # a resume takes the GET stream over
+        elif not self.retired(key) and await self.leases.is_get_stream(session.id, stream_id):
+            # Another replica's GET stream (that replica may be dead): replay it to its end
+            # here, then continue on a GET stream of this replica (theirs retires).
+            await self.store.end(key)
+            response.takeover = True
+        if self.leases.shared:
+            await self.leases.acquire(session.id, response.token, force=True)  # a resume takes the stream over
         return response
 
     async def open_get_stream(self, session: SessionRecord, tenant_id: str | None, holder: object) -> _GetLog:
@@ -164,6 +195,7 @@ class ResumableStreams:
             previous.send.close()
         try:
             await self.store.open(log.key)
+            await self.leases.note_get_stream(session.id, log.key.stream_id)
             if self.retry_ms(session.protocol_version) is not None:
                 await self.store.append(log.key, None)  # the priming event
         except BaseException:
@@ -183,7 +215,16 @@ class ResumableStreams:
         task = asyncio.get_running_loop().create_task(self._pump(log))
         log.tasks.add(task)
         task.add_done_callback(log.tasks.discard)
+        if self.announce is not None:
+            await self.announce(session.id, log.key.stream_id)
         return log
+
+    async def taken_elsewhere(self, session_id: str, stream_id: str) -> None:
+        """Another replica opened GET stream ``stream_id`` of the session: this replica's
+        (another stream of it) retires, as a newer local one would replace it."""
+        log = self._gets.get(session_id)
+        if log is not None and log.key.stream_id != stream_id:
+            await self._retire(log)
 
     def get_stream_attached(self, session_id: str) -> bool:
         """True while a connection holds ``session_id``'s GET stream (it keeps the session alive)."""
@@ -207,7 +248,10 @@ class ResumableStreams:
                     except (anyio.EndOfStream, anyio.ClosedResourceError):
                         return
                 if message is not None:
-                    await self.store.append(log.key, dumps(message))
+                    try:
+                        await self.store.append(log.key, dumps(message))
+                    except McpError as exc:  # the store is unreachable: this notification is lost
+                        logger.warning("a notification for a GET stream could not be stored: %s", exc)
                 elif log.holder is None and log.detached_at is not None and anyio.current_time() - log.detached_at >= retention:
                     return  # nobody came back: stop storing for this session
         except UnknownStreamError:
@@ -228,7 +272,10 @@ class ResumableStreams:
         self._retired[log.key] = None
         while len(self._retired) > _RETIRED_MAX:
             del self._retired[next(iter(self._retired))]
-        await self.store.end(log.key)
+        try:
+            await self.store.end(log.key)
+        except McpError as exc:  # unreachable: the stream's keys expire by themselves
+            logger.warning("a GET stream could not be ended in the event store: %s", exc)
 
     def retired(self, key: StreamKey) -> bool:
         """True when ``key`` was a GET stream that has ended (a resume continues on the current one)."""
@@ -309,6 +356,8 @@ class _GetResponse(Response):
         self._retry_ms = retry_ms
         self._extra_headers = dict(headers)
         self._resume = resume
+        self.takeover = False  # resuming another replica's GET stream: continue on a new one here
+        self.token = streams.leases.token()
         self._connection: Connection | None = None
         self.status_code = 200
         self.background: BackgroundTask | BackgroundTasks | None = None
@@ -331,9 +380,11 @@ class _GetResponse(Response):
                     tg.cancel_scope.cancel()
 
                 tg.start_soon(watch)
+                if streams.leases.shared:  # the session's GET lease, held while this connection is open
+                    tg.start_soon(hold, streams.leases, self.session.id, self.token)
                 if self._resume is not None:
                     key, after = self._resume
-                    more = self.log is None and streams.retired(key)
+                    more = self.log is None and (self.takeover or streams.retired(key))
                     end = await self._serve(key, after, send, end_body=not more)
                     if end != "ended" or not more or streams.coordinator.shutting_down:
                         tg.cancel_scope.cancel()
@@ -346,6 +397,9 @@ class _GetResponse(Response):
         finally:
             if self.log is not None:
                 streams.release_get_stream(self.log, self)
+            if streams.leases.shared:
+                with anyio.CancelScope(shield=True), anyio.move_on_after(2.0), contextlib.suppress(McpError):
+                    await streams.leases.release(self.session.id, self.token)
         if self.background is not None:
             await self.background()
 

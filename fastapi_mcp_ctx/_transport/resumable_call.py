@@ -30,6 +30,7 @@ from .._jsonrpc import dumps
 from .._sessions import SessionRecord
 from .._streams import Reply, Runner, sse_frame
 from ..context import CallState, CancelSignal
+from ..errors import StateUnavailableError
 from .events import StoredEvent, StreamKey, UnknownStreamError, new_stream_id
 from .resumable import ResumableStreams, sse_headers
 from .sse import End, event_frame, retry_frame
@@ -194,6 +195,9 @@ class ResumableCallResponse(Response):
                 seq = await self.streams.store.append(key, data)
             except UnknownStreamError:
                 return  # the session ended meanwhile
+            except StateUnavailableError:  # the store is unreachable: sent live, without an id (not resumable)
+                await self._write(sse_frame(data))
+                return
             await self._write(sse_frame(data, key.event_id(seq)))
 
     async def _start(self) -> StreamKey | None:
@@ -314,9 +318,13 @@ class ResumableCallResponse(Response):
                     await store.end(key)
                 else:
                     data = dumps(reply.message)
-                    seq = await store.append(key, data, last=True)
-                    await self._write(sse_frame(data, key.event_id(seq)))
-            except UnknownStreamError:
+                    try:
+                        seq = await store.append(key, data, last=True)
+                    except StateUnavailableError:  # unreachable store: the answer still goes out, live
+                        await self._write(sse_frame(data))
+                    else:
+                        await self._write(sse_frame(data, key.event_id(seq)))
+            except (UnknownStreamError, StateUnavailableError):
                 pass
             finally:
                 self.reason = self.reason or "ended"

@@ -25,6 +25,7 @@ import anyio
 from starlette.types import Send
 
 from .._streams import sse_frame
+from ..errors import StateUnavailableError
 from .events import EventStore, StoredEvent, StreamKey, UnknownStreamError
 
 __all__ = ["Attached", "Attachments", "Connection", "End", "closer", "event_frame", "retry_frame", "tail"]
@@ -36,6 +37,7 @@ dropped (its session ended)."""
 
 KEEPALIVE: Final = b": keep-alive\r\n\r\n"
 _FLUSH_SECONDS: Final = 5.0
+_RETRY_SECONDS: Final = 0.5
 
 
 def event_frame(key: StreamKey, event: StoredEvent, retry_ms: int | None) -> bytes:
@@ -125,7 +127,12 @@ async def tail(store: EventStore, connection: Connection, send: Send, after: int
                     with anyio.CancelScope() as waiting:
                         connection._waiting = waiting  # pyright: ignore[reportPrivateUsage]
                         if connection.reason is None:
-                            page = await store.read(key, cursor, wait=keepalive)
+                            try:
+                                page = await store.read(key, cursor, wait=keepalive)
+                            except StateUnavailableError:  # the store is unreachable: keep the connection, retry
+                                await _body(send, KEEPALIVE)
+                                await anyio.sleep(min(keepalive, _RETRY_SECONDS))
+                                continue
                     connection._waiting = None  # pyright: ignore[reportPrivateUsage]
                     if page is None:
                         break  # close() woke us: flush below

@@ -1,0 +1,197 @@
+"""The replica bus on Redis pub/sub: a :class:`~fastapi_mcp_ctx._transport.bus.MessageBus`
+shared by every replica, supervised.
+
+Channel ``<name>`` is the Redis channel ``<ns><db>:bus:<name>`` (pub/sub ignores database
+numbers, so the database is part of the name: two deployments on one server with different
+``/N`` never hear each other). Each event loop that uses the bus has one subscriber
+connection and one reader task (:mod:`..backends._loops`): the reader delivers every message
+to the handlers of its channel in this process, each handler once, with its own decoded copy.
+
+Supervision: when the subscriber connection breaks (Redis restarted, the network cut) the
+reader reconnects with exponential backoff (0.05 s doubling to 2 s) and subscribes again to
+every channel that still has a handler, so GET streams, listen streams and the relay receive
+again without any client reconnecting. Messages published while a replica was disconnected
+are not replayed (pub/sub is at-most-once, like the Protocol): what must survive is in the
+event log. A ``PING`` every :data:`_PING_SECONDS` detects a silent dead connection.
+
+:meth:`publish` returns how many subscriber *connections* (replicas) received the message;
+:meth:`channels` asks ``PUBSUB CHANNELS`` (every replica's subscriptions).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Mapping
+from typing import Any, Final, cast
+
+from pydantic_core import from_json
+from redis.exceptions import RedisError
+
+from .._transport.bus import Handler, Unsubscribe, add_handler, encode_message
+from ..backends._loops import PerLoop
+from ..errors import StateUnavailableError
+from .link import RedisLink
+
+__all__ = ["RedisBus"]
+
+logger = logging.getLogger("fastapi_mcp_ctx")
+
+_WHAT: Final = "replica bus"
+_PING_SECONDS: Final = 5.0
+_ALIVE: Final = "~alive"
+
+
+def _glob_escape(text: str) -> str:
+    return "".join(f"\\{ch}" if ch in "*?[]\\" else ch for ch in text)
+
+
+class _Subscriber:
+    """One event loop's subscriber connection, its reader task and its handlers."""
+
+    def __init__(self, bus: RedisBus) -> None:
+        self.bus = bus
+        self.handlers: dict[str, list[Handler]] = {}
+        self.live: set[str] = set()  # channels Redis confirmed on the current connection
+        self.waiters: dict[str, asyncio.Event] = {}
+        self.pubsub: Any = None
+        self.connected = asyncio.Event()
+        self.task = asyncio.get_running_loop().create_task(self._run(), name="fastapi-mcp-ctx replica bus")
+
+    async def _run(self) -> None:
+        delay = 0.05
+        while True:
+            redis: Any = self.bus.link.commands().redis
+            pubsub: Any = redis.pubsub()
+            try:
+                await pubsub.subscribe(*[self.bus.prefix + c for c in (_ALIVE, *self.handlers)])
+                self.pubsub = pubsub
+                pinged = asyncio.get_running_loop().time()
+                while True:
+                    message = await pubsub.get_message(timeout=1.0)
+                    if message is not None:
+                        self._on(cast("dict[str, Any]", message))
+                        if self.connected.is_set():
+                            delay = 0.05
+                    now = asyncio.get_running_loop().time()
+                    if now - pinged >= _PING_SECONDS:
+                        pinged = now
+                        await pubsub.ping()
+            except (RedisError, OSError) as exc:
+                if self.connected.is_set():
+                    logger.warning("replica bus lost Redis (%s: %s); reconnecting", type(exc).__name__, exc)
+            finally:
+                self.pubsub = None
+                self.connected.clear()
+                self.live.clear()
+                with contextlib.suppress(Exception):
+                    await pubsub.aclose()
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 2.0)
+
+    def _on(self, message: dict[str, Any]) -> None:
+        kind = message.get("type")
+        channel = str(message.get("channel", ""))[len(self.bus.prefix) :]
+        if kind == "subscribe":
+            if channel == _ALIVE:
+                self.connected.set()
+                logger.debug("replica bus connected")
+            self.live.add(channel)
+            waiter = self.waiters.pop(channel, None)
+            if waiter is not None:
+                waiter.set()
+        elif kind == "unsubscribe":
+            self.live.discard(channel)
+            if channel in self.handlers and self.pubsub is not None:  # subscribed again meanwhile
+                self._spawn(self.pubsub.subscribe(self.bus.prefix + channel))
+        elif kind == "message":
+            handlers = tuple(self.handlers.get(channel, ()))
+            data = str(message.get("data"))
+            for handler in handlers:
+                try:
+                    handler(from_json(data))
+                except Exception:  # noqa: BLE001 - one broken handler must not starve the others
+                    logger.exception("bus handler on channel %r failed", channel)
+
+    def _spawn(self, work: Any) -> None:
+        task = asyncio.get_running_loop().create_task(work)
+        task.add_done_callback(_quiet)
+
+    async def subscribe(self, channel: str, handler: Handler, timeout: float) -> Unsubscribe:
+        first = channel not in self.handlers
+        unsubscribe = add_handler(self.handlers, channel, handler, self._emptied)
+
+        if channel in self.live:
+            return unsubscribe
+        waiter = self.waiters.setdefault(channel, asyncio.Event())
+        try:
+            async with asyncio.timeout(timeout):
+                if first and self.pubsub is not None and self.connected.is_set():
+                    await self.pubsub.subscribe(self.bus.prefix + channel)
+                await waiter.wait()  # when disconnected, the reader subscribes on reconnect
+        except (TimeoutError, RedisError, OSError) as exc:
+            unsubscribe()
+            raise StateUnavailableError("The replica bus (redis) is unavailable, retry later") from exc
+        return unsubscribe
+
+    def _emptied(self, channel: str) -> None:
+        if self.pubsub is not None:
+            self._spawn(self._release(channel))
+
+    async def _release(self, channel: str) -> None:
+        if channel not in self.handlers and self.pubsub is not None:
+            await self.pubsub.unsubscribe(self.bus.prefix + channel)
+
+    async def aclose(self) -> None:
+        self.task.cancel()
+        with contextlib.suppress(BaseException):
+            await self.task
+        self.handlers.clear()
+
+
+def _quiet(task: asyncio.Task[Any]) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        logger.debug("replica bus (un)subscribe failed: %s", task.exception())
+
+
+class RedisBus:
+    """A :class:`~fastapi_mcp_ctx._transport.bus.MessageBus` on Redis pub/sub (see the module docstring).
+
+    Args:
+        link: the Redis clients.
+        timeout: how long :meth:`subscribe` waits for Redis to confirm, in seconds (then
+            :class:`~fastapi_mcp_ctx.errors.StateUnavailableError`).
+    """
+
+    shared = True
+
+    def __init__(self, link: RedisLink, *, timeout: float = 3.0) -> None:
+        self.link = link
+        self.prefix = f"{link.namespace}{link.db}:bus:"
+        self.timeout = timeout
+        self._loops: PerLoop[_Subscriber] = PerLoop(lambda: _Subscriber(self), _Subscriber.aclose)
+
+    async def publish(self, channel: str, message: Mapping[str, Any]) -> int:
+        encoded = encode_message(message)
+        return int(await self.link.call(_WHAT, "PUBLISH", self.prefix + channel, encoded))
+
+    async def subscribe(self, channel: str, handler: Handler) -> Unsubscribe:
+        return await self._loops.get().subscribe(channel, handler, self.timeout)
+
+    async def channels(self, prefix: str) -> list[str]:
+        names = cast("list[str]", await self.link.call(_WHAT, "PUBSUB", "CHANNELS", _glob_escape(self.prefix + prefix) + "*"))
+        cut = len(self.prefix)
+        return sorted(name[cut:] for name in names)
+
+    async def connected(self) -> bool:
+        """Whether this loop's subscriber connection is up (starting it when it is not)."""
+        subscriber = self._loops.get()
+        if not subscriber.connected.is_set():
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(self.timeout):
+                    await subscriber.connected.wait()
+        return subscriber.connected.is_set()
+
+    async def aclose(self) -> None:
+        await self._loops.aclose()

@@ -1,0 +1,150 @@
+"""The session store, event store, bus and leases a router uses, chosen by
+``MCP_SESSION_STORE_URL`` (``McpSettings.session_store_url``), and the readiness report.
+
+==========================================  =================================================
+``memory://`` (default)                     in this process: :class:`MemorySessionStore`,
+                                            :class:`MemoryEventStore`, :class:`MemoryBus`
+``redis://host:port/db``, ``rediss://…``    shared by every replica: :mod:`.redis_sessions`,
+                                            :mod:`.redis_events`, :mod:`.redis_bus`
+==========================================  =================================================
+
+No I/O happens here (the Redis pools connect on first use, one per event loop). A ``redis://``
+URL without the ``redis`` extra installed is a
+:class:`~fastapi_mcp_ctx.errors.ConfigurationError` naming ``pip install "fastapi-mcp-ctx[redis]"``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from .._extras import missing_extra
+from .._sessions import MemorySessionStore, SessionStore
+from .._transport.bus import MemoryBus, MessageBus
+from .._transport.events import EventStore, MemoryEventStore
+from .._transport.leases import LocalLeases, StreamLeases
+from ..backends.memory import MemoryBackend
+from ..errors import ConfigurationError, McpError
+from ..settings import McpSettings
+
+__all__ = ["ReplicaStores", "readiness", "replica_stores"]
+
+
+@dataclass(slots=True)
+class ReplicaStores:
+    """What :func:`replica_stores` built; ``link`` is the Redis clients (None in memory)."""
+
+    sessions: SessionStore
+    events: EventStore
+    bus: MessageBus
+    leases: StreamLeases
+    link: Any = None
+
+    def leases_for(self, sessions: SessionStore) -> StreamLeases:
+        """The leases to use with ``sessions`` (the in-process twin for a store given by the application)."""
+        return self.leases if sessions is self.sessions else LocalLeases()
+
+    async def aclose(self) -> None:
+        """Close the Redis pools (data stays in Redis)."""
+        if self.link is not None:
+            await self.link.aclose()
+
+
+def replica_stores(settings: McpSettings, *, pinned: Callable[[str], bool]) -> ReplicaStores:
+    """Build the stores named by ``settings.session_store_url``.
+
+    Args:
+        pinned: memory only: ``pinned(session_id)`` True keeps a session from idling out (its
+            GET stream is open here); with Redis the lease holder's renewal does that.
+    Raises:
+        ConfigurationError: an unsupported scheme, or the ``redis`` extra is missing.
+    """
+    url = settings.session_store_url
+    scheme = url.split("://", 1)[0].lower() if "://" in url else ""
+    s = settings
+    if scheme == "memory":
+        return ReplicaStores(
+            MemorySessionStore(
+                idle_seconds=s.session_idle_seconds,
+                max_sessions=s.max_sessions,
+                max_per_owner=s.session_owner_quota,
+                pinned=pinned,
+            ),
+            MemoryEventStore(max_events=s.event_retention_count, max_age_seconds=s.event_retention_seconds),
+            MemoryBus(),
+            LocalLeases(),
+        )
+    if scheme not in ("redis", "rediss"):
+        raise ConfigurationError(
+            f"MCP_SESSION_STORE_URL: unsupported scheme {scheme or '(none)'!r}; use memory:// (one process) "
+            "or redis://host:port/db (several replicas)"
+        )
+    try:
+        from .link import RedisLink
+        from .redis_bus import RedisBus
+        from .redis_events import RedisEventStore
+        from .redis_sessions import RedisLeases, RedisSessionStore
+    except ModuleNotFoundError as exc:
+        raise missing_extra(exc, "the session store URL redis://") from exc
+    try:
+        link = RedisLink(url, namespace=s.session_store_namespace)
+    except ValueError as exc:
+        raise ConfigurationError(f"MCP_SESSION_STORE_URL is not a valid Redis URL: {exc}") from exc
+    sessions = RedisSessionStore(
+        link, idle_seconds=s.session_idle_seconds, max_sessions=s.max_sessions, max_per_owner=s.session_owner_quota
+    )
+    return ReplicaStores(
+        sessions,
+        RedisEventStore(
+            link,
+            max_events=s.event_retention_count,
+            max_age_seconds=s.event_retention_seconds,
+            live_seconds=s.session_idle_seconds + s.event_retention_seconds,
+        ),
+        RedisBus(link),
+        RedisLeases(sessions, lease_seconds=s.session_lease_seconds),
+        link,
+    )
+
+
+async def _probe(component: Any, timeout: float) -> str:
+    ping = getattr(component, "ping", None)
+    if ping is None:
+        return "in-process"
+    try:
+        async with asyncio.timeout(timeout):
+            await ping()
+    except (McpError, TimeoutError) as exc:
+        return f"unavailable: {exc}"
+    return "ok"
+
+
+async def readiness(*, sessions: Any, events: Any, bus: Any, state: Any, timeout: float = 2.0) -> dict[str, Any]:
+    """Whether the stores this replica depends on answer now.
+
+    Returns:
+        ``{"ready": bool, "checks": {"sessions"|"events"|"bus"|"state": "ok" | "in-process" |
+        "unavailable: <why>"}}``; ``ready`` is False when any check is unavailable.
+    """
+    checks = {"sessions": await _probe(sessions, timeout), "events": await _probe(events, timeout)}
+    connected = getattr(bus, "connected", None)
+    if connected is None:
+        checks["bus"] = "in-process"
+    else:
+        try:
+            checks["bus"] = "ok" if await connected() else "unavailable: the subscriber connection is down"
+        except McpError as exc:
+            checks["bus"] = f"unavailable: {exc}"
+    check = getattr(state, "check", None)
+    if check is None:
+        checks["state"] = "in-process"
+    else:
+        try:
+            async with asyncio.timeout(timeout):
+                await check()
+            checks["state"] = "in-process" if isinstance(state, MemoryBackend) else "ok"
+        except (McpError, TimeoutError) as exc:
+            checks["state"] = f"unavailable: {exc}"
+    return {"ready": not any(v.startswith("unavailable") for v in checks.values()), "checks": checks}

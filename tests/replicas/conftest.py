@@ -1,0 +1,31 @@
+"""Fixtures of the replica tests: one topology (Redis, two replicas, nginx) per module,
+healed before each test (a test may stop Redis or kill a replica)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+
+import httpx
+import pytest
+
+from .topology import Topology, topology
+
+
+@pytest.fixture(scope="module")
+def topo_started() -> Iterator[Topology]:
+    with topology() as topo:
+        yield topo
+
+
+@pytest.fixture
+def topo(topo_started: Topology) -> Iterator[Topology]:
+    topo_started.heal()
+    yield topo_started
+    if any(not r.running for r in topo_started.replicas):
+        print(topo_started.logs())
+
+
+@pytest.fixture
+async def http() -> AsyncIterator[httpx.AsyncClient]:
+    async with httpx.AsyncClient(timeout=httpx.Timeout(15.0)) as client:
+        yield client

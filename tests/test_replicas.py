@@ -1,0 +1,275 @@
+"""Every session feature of both eras on two replicas sharing a real Redis (issue 7):
+``MCP_SESSION_STORE_URL=redis://…``. Two FastAPI apps in one process, each its own
+McpRouter and replica identity, driven over raw ASGI (streams observed while open).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import anyio
+import pytest
+from conftest import LEGACY, Wire, asgi_exchange, open_client, rpc, sse_events
+from notify_app import frames, get_stream, listening, wait_frames
+from replica_app import ASKED, ENDED, two_replicas
+from resume_wire import call_body, legacy_headers, post_call
+
+pytestmark = pytest.mark.redis
+
+
+async def initialize(app: Any) -> str:
+    async with open_client(app) as client:
+        return await Wire(client).initialize(LEGACY)
+
+
+async def call(app: Any, session: str, name: str, arguments: dict[str, Any] | None = None, request_id: Any = 7) -> Any:
+    async with open_client(app) as client:
+        response = await client.post("/mcp", content=call_body(name, arguments, request_id, None), headers=legacy_headers(session))
+    return response
+
+
+def result_text(response: Any) -> str:
+    body = response.text
+    message = json.loads(body) if response.headers["content-type"].startswith("application/json") else [
+        json.loads(e["data"]) for e in sse_events(body) if e.get("data")
+    ][-1]
+    return message["result"]["content"][0]["text"]
+
+
+def ids_of(exchange: Any) -> list[str]:
+    return [e["id"] for e in sse_events(exchange.body.decode()) if e.get("data")]
+
+
+async def test_a_session_made_on_a_serves_on_b_and_its_log_level_follows() -> None:
+    async with two_replicas() as (app_a, _, app_b, _):
+        session = await initialize(app_a)
+        response = await call(app_b, session, "where")
+        assert response.status_code == 200, response.text
+        assert result_text(response) == "b"
+        async with open_client(app_a) as client:
+            level = await client.post(
+                "/mcp", content=json.dumps(rpc("logging/setLevel", {"level": "error"}, 3)), headers=legacy_headers(session)
+            )
+            assert level.status_code == 200, level.text
+        async with post_call(app_b, session, "noisy", token="t") as exchange:
+            await exchange.wait_for(lambda ex: ex.finished.is_set(), 5.0)
+        assert not [m for m in frames(exchange) if m.get("method") == "notifications/message"]  # "busy" is info < error
+
+
+async def test_delete_on_a_ends_the_session_on_b_and_cancels_its_call_there() -> None:
+    async with two_replicas() as (app_a, _, app_b, _):
+        session = await initialize(app_a)
+        ENDED.clear()
+        async with post_call(app_b, session, "slow", {"steps": 50, "delay": 0.1}) as running:
+            await running.wait_for(lambda ex: len(frames(ex)) >= 1, 5.0)
+            async with open_client(app_a) as client:
+                deleted = await client.delete("/mcp", headers=legacy_headers(session))
+            assert deleted.status_code == 200
+            with anyio.fail_after(3.0):
+                while not ENDED:
+                    await anyio.sleep(0.05)
+            assert ENDED == [("b", "cancelled")]  # the call on b was cancelled, not only its stream
+        assert len([m for m in frames(running) if m.get("method") == "notifications/progress"]) < 50
+        gone = await call(app_b, session, "where")
+        assert gone.status_code == 404
+
+
+async def test_a_change_on_a_reaches_the_get_stream_held_by_b_once() -> None:
+    async with two_replicas() as (app_a, router_a, app_b, _):
+        session = await initialize(app_a)
+        async with get_stream(app_b, session) as stream:
+            await anyio.sleep(0.2)
+            await router_a.notify_tools_list_changed()
+            got = await wait_frames(stream, 1, 5.0)
+            await anyio.sleep(0.3)
+            assert [m["method"] for m in frames(stream)] == ["notifications/tools/list_changed"]
+            assert got[0]["method"] == "notifications/tools/list_changed"
+            assert await router_a.active_sessions(tenant_id="default") == [session]
+            assert await router_a.send_notification_to_session(session, "notifications/message", {"level": "info", "data": "hi"}, tenant_id="default")
+            await wait_frames(stream, 2, 5.0)
+            assert not await router_a.send_notification_to_session(session, "notifications/message", {"level": "info", "data": "x"}, tenant_id="other")
+
+
+async def test_a_server_to_client_ping_from_a_call_on_a_is_answered_through_b() -> None:
+    async with two_replicas() as (app_a, _, app_b, _):
+        ASKED.clear()
+        session = await initialize(app_a)
+        async with post_call(app_a, session, "ask", {"method": "ping"}) as running:
+            requests = await wait_frames(running, 1, 5.0)
+            ping = next(m for m in requests if m.get("method") == "ping")
+            assert str(ping["id"]).startswith("a:")
+            async with open_client(app_b) as client:
+                answer = await client.post(
+                    "/mcp", content=json.dumps({"jsonrpc": "2.0", "id": ping["id"], "result": {}}), headers=legacy_headers(session)
+                )
+                assert answer.status_code == 202
+                again = await client.post(  # a duplicate resolves nothing, and is still accepted
+                    "/mcp", content=json.dumps({"jsonrpc": "2.0", "id": ping["id"], "result": {}}), headers=legacy_headers(session)
+                )
+                assert again.status_code == 202
+            await running.wait_for(lambda ex: ex.finished.is_set(), 5.0)
+        final = frames(running)[-1]
+        assert final["result"]["structuredContent"] == {"answer": {}, "asked_from": "a"}
+        assert ASKED == [("a", {})]  # ran exactly once
+
+
+async def test_an_answer_posted_in_another_session_does_not_resolve_the_wait() -> None:
+    async with two_replicas() as (app_a, _, app_b, _):
+        session, other = await initialize(app_a), await initialize(app_b)
+        async with post_call(app_a, session, "ask", {"method": "ping"}) as running:
+            ping = next(m for m in await wait_frames(running, 1, 5.0) if m.get("method") == "ping")
+            async with open_client(app_b) as client:
+                await client.post("/mcp", content=json.dumps({"jsonrpc": "2.0", "id": ping["id"], "result": {}}), headers=legacy_headers(other))
+            await anyio.sleep(0.3)
+            assert not running.finished.is_set()
+            async with open_client(app_b) as client:
+                await client.post("/mcp", content=json.dumps({"jsonrpc": "2.0", "id": ping["id"], "result": {}}), headers=legacy_headers(session))
+            await running.wait_for(lambda ex: ex.finished.is_set(), 5.0)
+
+
+async def test_cancelled_on_b_cancels_the_call_running_on_a() -> None:
+    async with two_replicas() as (app_a, _, app_b, _):
+        session = await initialize(app_a)
+        ENDED.clear()
+        async with post_call(app_a, session, "slow", {"steps": 50, "delay": 0.1}, request_id="c1") as running:
+            await running.wait_for(lambda ex: len(frames(ex)) >= 1, 5.0)
+            async with open_client(app_b) as client:
+                note = rpc("notifications/cancelled", {"requestId": "c1", "reason": "user"}, None)
+                sent = await client.post("/mcp", content=json.dumps(note), headers=legacy_headers(session))
+                assert sent.status_code == 202
+            await running.wait_for(lambda ex: ex.finished.is_set(), 5.0)
+        assert len([m for m in frames(running) if m.get("method") == "notifications/progress"]) < 50
+        assert ENDED == [("a", "cancelled")]
+
+
+async def test_last_event_id_on_b_replays_exactly_the_missed_events_of_a_get_stream_written_on_a() -> None:
+    async with two_replicas() as (app_a, router_a, app_b, _):
+        session = await initialize(app_a)
+        async with get_stream(app_a, session) as stream:
+            await anyio.sleep(0.1)
+            for n in (1, 2):
+                await router_a.send_notification_to_session(session, "notifications/message", {"level": "info", "data": n}, tenant_id="default")
+            await wait_frames(stream, 2, 5.0)
+            seen = ids_of(stream)
+        for n in (3, 4):  # missed: no connection is attached; replica a still stores them
+            assert await router_a.send_notification_to_session(session, "notifications/message", {"level": "info", "data": n}, tenant_id="default")
+        await anyio.sleep(0.3)
+        async with get_stream(app_b, session, **{"last-event-id": seen[0]}) as resumed:
+            await wait_frames(resumed, 3, 5.0)
+            assert [m["params"]["data"] for m in frames(resumed)] == [2, 3, 4]
+            await anyio.sleep(0.3)  # b now holds the session's GET stream; a's retired
+            assert await router_a.send_notification_to_session(session, "notifications/message", {"level": "info", "data": 5}, tenant_id="default")
+            await wait_frames(resumed, 4, 5.0)
+            await anyio.sleep(0.3)
+            assert [m["params"]["data"] for m in frames(resumed)] == [2, 3, 4, 5]  # none twice
+
+
+async def test_a_call_running_on_a_is_resumed_on_b_with_its_remaining_progress_and_result() -> None:
+    async with two_replicas() as (app_a, _, app_b, _):
+        session = await initialize(app_a)
+        async with post_call(app_a, session, "slow", {"steps": 6, "delay": 0.15}) as running:
+            await running.wait_for(lambda ex: len(frames(ex)) >= 2, 5.0)
+            last = ids_of(running)[-1]
+            before = frames(running)
+        async with asgi_exchange(
+            app_b, "GET", headers={"accept": "text/event-stream", "mcp-session-id": session, "mcp-protocol-version": LEGACY, "last-event-id": last}
+        ) as resumed:
+            assert resumed.status == 200, resumed.body
+            await resumed.wait_for(lambda ex: ex.finished.is_set(), 5.0)
+        after = frames(resumed)
+        steps = [m["params"]["progress"] for m in before + after if m.get("method") == "notifications/progress"]
+        assert steps == [1, 2, 3, 4, 5, 6]
+        assert after[-1]["result"]["content"][0]["text"] == "a done"
+
+
+async def test_a_listen_stream_on_b_gets_a_change_made_on_a_tagged_and_filtered() -> None:
+    async with two_replicas() as (app_a, router_a, app_b, _):
+        async with listening(app_b, "l-1", {"toolsListChanged": True}) as listen:
+            await router_a.notify_prompts_list_changed()  # not asked for
+            await router_a.notify_tools_list_changed()
+            got = await wait_frames(listen, 2, 5.0)
+            await anyio.sleep(0.3)
+        assert [f.get("method") for f in frames(listen)[:2]] == [None, "notifications/tools/list_changed"] or [
+            f.get("method") for f in got[1:2]
+        ] == ["notifications/tools/list_changed"]
+        tagged = [f for f in frames(listen) if f.get("method") == "notifications/tools/list_changed"]
+        assert len(tagged) == 1
+        assert tagged[0]["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"] == "l-1"
+        assert not [f for f in frames(listen) if f.get("method") == "notifications/prompts/list_changed"]
+
+
+async def test_one_get_stream_per_session_across_replicas_and_the_lease_expires_after_its_holder() -> None:
+    async with two_replicas(session_lease_seconds=0.6) as (app_a, router_a, app_b, _):
+        session = await initialize(app_a)
+        headers = {"accept": "text/event-stream", "mcp-session-id": session, "mcp-protocol-version": LEGACY}
+        async with get_stream(app_a, session):
+            await anyio.sleep(0.9)  # renewed past its first lifetime
+            async with asgi_exchange(app_b, "GET", headers=headers) as second:
+                assert second.status == 409
+        async with get_stream(app_b, session):  # released when a's connection ended
+            pass
+        # A holder that dies (kill -9) leaves its lease behind: refused until it expires.
+        leases = router_a.streams.leases
+        assert await leases.acquire(session, "dead-replica")
+        async with asgi_exchange(app_b, "GET", headers=headers) as refused:
+            assert refused.status == 409
+        await anyio.sleep(0.8)
+        async with get_stream(app_b, session) as reopened:
+            assert reopened.status == 200
+
+
+async def test_an_open_get_stream_on_a_keeps_the_session_alive_for_b() -> None:
+    async with two_replicas(session_idle_seconds=1.0, session_lease_seconds=0.6) as (app_a, _, app_b, _):
+        session = await initialize(app_a)
+        async with get_stream(app_a, session):
+            await anyio.sleep(1.8)
+            assert (await call(app_b, session, "where")).status_code == 200
+        await anyio.sleep(1.5)
+        assert (await call(app_b, session, "where")).status_code == 404
+
+
+async def test_max_sessions_and_the_owner_quota_count_across_replicas() -> None:
+    async with two_replicas(max_sessions=2) as (app_a, _, app_b, _):
+        await initialize(app_a)
+        await initialize(app_b)
+        async with open_client(app_b) as client:
+            params = {"protocolVersion": LEGACY, "capabilities": {}, "clientInfo": {"name": "x", "version": "1"}}
+            full = await Wire(client).post(rpc("initialize", params, 0))
+        assert full.status_code == 503
+        assert full.json()["error"]["data"]["reason"] == "too_many_sessions"
+
+
+async def test_b16_an_event_id_of_another_session_finds_nothing_on_a_shared_store() -> None:
+    async with two_replicas() as (app_a, router_a, app_b, _):
+        mine, theirs = await initialize(app_a), await initialize(app_b)
+        async with get_stream(app_b, theirs) as stream:
+            await anyio.sleep(0.1)
+            await router_a.send_notification_to_session(theirs, "notifications/message", {"level": "info", "data": "secret"}, tenant_id="default")
+            await wait_frames(stream, 1, 5.0)
+            foreign = ids_of(stream)[0]
+        headers = {"accept": "text/event-stream", "mcp-session-id": mine, "mcp-protocol-version": LEGACY, "last-event-id": foreign}
+        for app in (app_a, app_b):
+            async with asgi_exchange(app, "GET", headers=headers) as probe:
+                assert probe.status == 400
+                assert b"secret" not in probe.body
+
+
+async def test_ready_reports_every_store_in_use() -> None:
+    async with two_replicas() as (_, router_a, _, _):
+        report = await router_a.ready()
+        assert report == {"ready": True, "checks": {"sessions": "ok", "events": "ok", "bus": "ok", "state": "in-process"}}
+
+
+async def test_the_relay_subscribes_again_under_a_new_identity_after_a_fork() -> None:
+    async with two_replicas() as (app_a, router_a, _, _):
+        await initialize(app_a)
+        assert router_a.relay.started
+        router_a.relay.identity = lambda: "a-forked"  # what replica_id() returns in a forked child
+        assert not router_a.relay.started
+        await initialize(app_a)  # the next request subscribes replica.a-forked
+        assert router_a.relay.started
+        assert "replica.a-forked" in await router_a.bus.channels("replica.")
+        with anyio.fail_after(3.0):  # the old channel is released in the background
+            while "replica.a" in await router_a.bus.channels("replica."):
+                await anyio.sleep(0.05)
