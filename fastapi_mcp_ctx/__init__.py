@@ -18,10 +18,13 @@ and a request :class:`Context` for every handler.
     app.include_router(mcp_router)
 """
 
+from . import input_required
 from .auth import Principal
 from .content import audio_content, embedded_text_resource, image_content, text_content
 from .context import CancelSignal, ClientView, Context, get_request_context, mcp_context
 from .errors import McpError, ToolError
+from .input_required import ElicitAnswer, InputRequired
+from .inputs import Inputs, InputView
 from .router import McpRouter
 from .settings import McpSettings, get_settings
 
@@ -29,6 +32,10 @@ __all__ = [
     "CancelSignal",
     "ClientView",
     "Context",
+    "ElicitAnswer",
+    "InputRequired",
+    "InputView",
+    "Inputs",
     "McpError",
     "McpRouter",
     "McpSettings",
@@ -39,6 +46,7 @@ __all__ = [
     "get_request_context",
     "get_settings",
     "image_content",
+    "input_required",
     "mcp_context",
     "text_content",
 ]

@@ -31,8 +31,8 @@ from ._envelope import LOG_LEVELS, RequestEnvelope, decode_header_value
 from ._http import BODY_SCOPE_KEY, replaying_receive
 from ._jsonrpc import JsonRpcRequest, RequestId, dumps, error_message, result_message
 from ._registry import ToolDef, ToolRegistry
-from ._resolve import run_tool
 from ._results import error_result
+from ._server.input_rounds import StateSealer, run_tool_rounds
 from ._sessions import LiveSessions, SessionRecord, SessionStore, new_session_id
 from ._streams import SSE_HEADERS, CallResponse, Outbound, Reply, Runner, sse_frame
 from ._transport.listen import ListenResponse, parse_filter
@@ -170,6 +170,7 @@ class Dispatcher:
     pending: PendingRequests | None = None
     streams: ResumableStreams | None = None
     shutdown: ShutdownCoordinator | None = None
+    sealer: StateSealer | None = None
 
     # -- helpers -------------------------------------------------------------------------
     @property
@@ -194,7 +195,7 @@ class Dispatcher:
 
     def _finish(self, result: dict[str, Any], envelope: RequestEnvelope, *, cacheable: bool = False) -> dict[str, Any]:
         if envelope.era == "modern":
-            result["resultType"] = "complete"
+            result.setdefault("resultType", "complete")  # input_required results come set (_server.input_rounds)
             if cacheable:
                 result.setdefault("ttlMs", self.settings.cache_ttl_ms)
                 result.setdefault("cacheScope", self.settings.cache_scope)
@@ -423,7 +424,9 @@ class Dispatcher:
             state.outbound = outbound
             untrack = shutdown.track_call(state.signal) if shutdown is not None else None
             try:
-                result = await run_tool(tool, arguments, context, call_request, background, message.out_of_range)  # pyright: ignore[reportUnknownArgumentType]
+                result = await run_tool_rounds(
+                    tool, arguments, params, context, state, call_request, background, message.out_of_range, self.sealer  # pyright: ignore[reportUnknownArgumentType]
+                )
                 return Reply(result_message(request_id, self._finish(result, envelope)))
             except MissingCapabilityError as exc:
                 if era == "modern":

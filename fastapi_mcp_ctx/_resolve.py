@@ -44,6 +44,7 @@ from .errors import (
     ToolError,
     ValidationError,
 )
+from .input_required import InputRequired
 
 __all__ = ["from_http_exception", "run_tool"]
 
@@ -223,7 +224,7 @@ async def run_tool(
         return error_result(exc, request_id, tool)
     except ServerRequestError as exc:  # ctx.send_request failed and the handler let it go: the model reads why
         return error_result(exc, request_id, tool)
-    except McpError:
+    except (McpError, InputRequired):  # InputRequired: a question, turned into the era's answer by _server.input_rounds
         raise
     except anyio.get_cancelled_exc_class():
         raise

@@ -37,7 +37,8 @@ Tree::
     │   │   └── ServerShuttingDownError -32603 503  this process is shutting down; retry (another replica answers)
     │   ├── ConfigurationError       -32603  500  the server is misconfigured (missing extra, SQL schema missing or
     │   │                                         outdated); not retryable, the message says what the operator must do
-    │   └── RequestStateTooLargeError -32603 500  a handler's requestState exceeds MCP_REQUEST_STATE_MAX_BYTES sealed
+    │   ├── RequestStateTooLargeError -32603 500  a handler's requestState exceeds MCP_REQUEST_STATE_MAX_BYTES sealed
+    │   └── InputRoundsExceededError -32603  500  2025: more input rounds in one call than MCP_INPUT_MAX_ROUNDS
     ├── HeaderMismatchError          -32020  400  2026: MCP-Protocol-Version / Mcp-Method / Mcp-Name disagree with the body
     ├── MissingCapabilityError       -32021  400  2026: the call needs a client capability the request did not declare
     ├── UnsupportedVersionError      -32022  400  2026: protocol version not served (data.supported, data.requested)
@@ -45,7 +46,9 @@ Tree::
     │   ├── NoBackChannelError       -32600  400  nothing can carry the request or its answer: JSON-only Accept, no
     │   │                                         session (stateless), the 2026 era, the call or session ended
     │   ├── ClientResponseError      (client's)   the client answered with a JSON-RPC error (.code; .client_message, .client_data)
-    │   └── ServerRequestTimeoutError -32603 500  no answer within the timeout (notifications/cancelled was sent)
+    │   ├── ServerRequestTimeoutError -32603 500  no answer within the timeout (notifications/cancelled was sent)
+    │   └── ClientCapabilityMissingError -32600 400 2025: input asked of a client that did not declare it, or
+    │                                             of a request without a session (data.requiredCapabilities)
     ├── AuthenticationError          -32001  401  missing or invalid credentials (a dependency raised HTTPException 401)
     ├── PermissionDeniedError        -32003  403  credentials lack a scope (a dependency raised HTTPException 403)
     ├── RequestCancelledError        -32800  200  2025 era: the answer to a call the client cancelled (ends its stream)
@@ -127,6 +130,8 @@ __all__ = [
     "InvalidRequestStateError",
     "RequestStateTooLargeError",
     "ConsentDeclinedError",
+    "ClientCapabilityMissingError",
+    "InputRoundsExceededError",
 ]
 
 
@@ -790,3 +795,41 @@ class ConsentDeclinedError(ToolError):
     ``data.action`` = ``"decline"`` or ``"cancel"``)."""
 
     default_reason = "consent_declined"
+
+
+class ClientCapabilityMissingError(ServerRequestError):
+    """2025 era: a handler asked the client for input (``ctx.request_input``, ``await
+    ctx.elicit`` / ``sample`` / ``list_roots``) that the client did not declare, or that no
+    session can carry (``MCP_SESSION_MODE=stateless``): refused where it stands, before
+    anything is sent (-32600, ``reason: "client_capability_missing"``).
+
+    A tool gets it as an ``isError`` result (``structuredContent.error.code = -32600``);
+    ``resources/read`` and ``prompts/get`` as a JSON-RPC ``-32600`` error with the same
+    ``data``: ``{"method", "requiredCapabilities": {...}, "recovery": {"hint": "Reconnect
+    with a client that declares the `elicitation.form` capability. <fallback_hint>"}}``.
+    The 2026-07-28 era answers :class:`MissingCapabilityError` (-32021) instead.
+    """
+
+    code = -32600
+    http_status = 400
+    default_reason = "client_capability_missing"
+
+    def __init__(self, method: str, required: Mapping[str, Any], message: str, *, recovery_hint: str) -> None:
+        super().__init__(method, message, data={"requiredCapabilities": dict(required)}, recovery_hint=recovery_hint)
+        self.required = dict(required)
+
+
+class InputRoundsExceededError(InternalError):
+    """2025 era: a handler kept asking for input past ``MCP_INPUT_MAX_ROUNDS`` rounds of
+    server→client requests in one call (-32603, ``reason: "input_rounds_exceeded"``): a tool
+    gets an ``isError`` result, ``resources/read`` / ``prompts/get`` a JSON-RPC error. Usually
+    a handler that asks again after a decline instead of ending the call."""
+
+    default_reason = "input_rounds_exceeded"
+
+    def __init__(self, rounds: int) -> None:
+        super().__init__(
+            f"The handler asked the client for input {rounds} times in one call (MCP_INPUT_MAX_ROUNDS={rounds})",
+            data={"rounds": rounds},
+            recovery_hint="End the call when the user declines or cancels instead of asking again.",
+        )

@@ -93,6 +93,9 @@ class McpSettings(BaseSettings):
         request_state_ttl_seconds: a sealed ``requestState`` is accepted for this many seconds.
         request_state_max_bytes: largest sealed ``requestState`` (bytes of the token sent); a
             handler's state that seals larger is a server error, never truncated.
+        input_max_rounds: 2025 era: rounds of server→client requests one call may drive with
+            ``ctx.request_input`` (each round asks, then re-enters the handler); one more ends the
+            call with ``input_rounds_exceeded``.
     """
 
     model_config = SettingsConfigDict(env_prefix="MCP_", extra="ignore", hide_input_in_errors=True)  # never echo a secret
@@ -133,6 +136,7 @@ class McpSettings(BaseSettings):
     listen_max_streams_per_owner: int | None = Field(default=None, ge=1)
     request_state_ttl_seconds: float = Field(default=900.0, gt=0, allow_inf_nan=False)
     request_state_max_bytes: int = Field(default=64 * 1024, ge=256)
+    input_max_rounds: int = Field(default=10, ge=1, le=1000)
 
     @property
     def session_owner_quota(self) -> int:

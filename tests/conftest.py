@@ -90,6 +90,7 @@ def mcp_settings(**overrides: Any) -> McpSettings:
         "max_client_metadata_bytes": 64 * 1024,
         "max_sessions_per_owner": None,
         "listen_max_streams_per_owner": None,
+        "input_max_rounds": 10,
     }
     values.update(overrides)
     return McpSettings(**values)

@@ -11,6 +11,10 @@ PUBLIC_NAMES = {
     "CancelSignal",
     "ClientView",
     "Context",
+    "ElicitAnswer",
+    "InputRequired",
+    "InputView",
+    "Inputs",
     "McpError",
     "McpRouter",
     "McpSettings",
@@ -21,6 +25,7 @@ PUBLIC_NAMES = {
     "get_request_context",
     "get_settings",
     "image_content",
+    "input_required",
     "mcp_context",
     "text_content",
 }

@@ -50,6 +50,7 @@ from ..errors import (
     ServerRequestError,
     ServerRequestTimeoutError,
 )
+from ..input_required import required_capabilities
 from .pending import PendingRequests
 
 __all__ = ["BackChannel", "SERVER_REQUEST_METHODS", "required_capabilities"]
@@ -68,30 +69,6 @@ JSON_ONLY: Final = (
 )
 CALL_ENDED: Final = "the call has ended"
 SCOPE_ENDED: Final = "the session or connection ended before the client answered"
-
-
-def required_capabilities(method: str, params: Mapping[str, Any] | None) -> tuple[str, ...]:
-    """The client capabilities ``method`` with ``params`` needs (names as ``ClientView.can`` reads them).
-
-    ``ping``: none. ``roots/list``: ``roots``. ``sampling/createMessage``: ``sampling``, plus
-    ``sampling.tools`` when ``tools`` or ``toolChoice`` is given and ``sampling.context`` when
-    ``includeContext`` is ``thisServer`` or ``allServers`` (spec 2025-11-25 ``client/sampling``).
-    ``elicitation/create``: ``elicitation.url`` for ``mode: "url"``, else ``elicitation.form``
-    (a bare ``elicitation: {}`` declares form mode; spec 2025-11-25 ``client/elicitation``).
-    """
-    given = params or {}
-    if method == "roots/list":
-        return ("roots",)
-    if method == "sampling/createMessage":
-        needed = ["sampling"]
-        if given.get("tools") is not None or given.get("toolChoice") is not None:
-            needed.append("sampling.tools")
-        if given.get("includeContext") in ("thisServer", "allServers"):
-            needed.append("sampling.context")
-        return tuple(needed)
-    if method == "elicitation/create":
-        return ("elicitation.url",) if given.get("mode") == "url" else ("elicitation.form",)
-    return ()
 
 
 def _check_request(method: Any, params: dict[str, Any] | None, timeout: Any, state: CallState) -> str:

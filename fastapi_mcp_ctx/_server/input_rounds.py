@@ -1,0 +1,208 @@
+"""The input rounds of one call: the :class:`~fastapi_mcp_ctx.input_required.InputRequired`
+signal becomes the era's answer, and the answers re-enter the handler.
+
+One entry point per family: :func:`run_tool_rounds` for ``tools/call`` (here), and
+:func:`run_with_input` for ``resources/read`` / ``prompts/get`` handling, which passes an
+``attempt`` (one run of its handler) and gets back either the handler's value or an
+:class:`InputRequiredOutcome` whose ``result`` is the wire result to send as it is (no cache
+hints: spec 2026-07-28 ``server/utilities/caching``).
+
+2026-07-28 (spec ``basic/patterns/mrtr``): before the handler runs, the request's
+``requestState`` is opened (sealer; anything forged, tampered, expired or minted for another
+caller, operation or arguments is ``-32602 invalid_request_state``) and its
+``inputResponses`` admitted (``fastapi_mcp_ctx.inputs.admit``: a non-object is ``-32602``);
+a signal becomes ``{"resultType": "input_required", "inputRequests": {...},
+"requestState": "<sealed>"}``. The sealed plain string carries the handler's own state, the
+answers the awaitable helpers consumed, and what this round asks
+(``inputs.encode_round_state``).
+
+2025 era: each entry of a signal is sent as a real server→client request on the call's stream
+(``ctx.send_request``: answers routed back by the session, across replicas), then the handler
+runs again with the answers, at most ``MCP_INPUT_MAX_ROUNDS`` rounds
+(:class:`~fastapi_mcp_ctx.errors.InputRoundsExceededError` after). A tool gets a refusal or a
+failed request as an ``isError`` result; resources and prompts as a JSON-RPC error.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Final, Protocol, TypeVar
+
+from fastapi.background import BackgroundTasks
+from starlette.requests import Request
+
+from .._asking import refusal, with_elicitation_id
+from .._registry import ToolDef
+from .._resolve import run_tool
+from .._results import error_result
+from ..context import CallState, Context
+from ..errors import InputRoundsExceededError, InvalidParamsError, ServerRequestError
+from ..input_required import InputRequired
+from ..inputs import InputRound, admit, decode_round_state, encode_round_state
+
+__all__ = ["CallTarget", "InputRequiredOutcome", "StateSealer", "first_round", "run_tool_rounds", "run_with_input"]
+
+T = TypeVar("T")
+SERVER_INFO_KEY: Final = "io.modelcontextprotocol/serverInfo"
+
+
+class StateSealer(Protocol):
+    """Seals the plain request state of a round and opens what a retry echoes
+    (``fastapi_mcp_ctx._sealing.RequestStateSealer``)."""
+
+    def seal(self, plain: str, binding: Any) -> str: ...
+
+    def open(self, token: str, binding: Any) -> str: ...
+
+
+@dataclass(frozen=True, slots=True)
+class InputRequiredOutcome:
+    """A 2026-07-28 round that ended with ``input_required``: ``result`` is the wire result."""
+
+    result: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class CallTarget:
+    """What a round's sealed state is bound to, besides the caller: the name the call addresses
+    (tool or prompt name, resource URI) and its arguments as received."""
+
+    name: str
+    arguments: Mapping[str, Any] | None
+
+
+# -- the two sealing points ------------------------------------------------------------------
+def _seal(sealer: StateSealer | None, call: CallState, target: CallTarget, plain: str) -> str:
+    if sealer is None:
+        return plain
+    return sealer.seal(plain, _binding(call, target))
+
+
+def _open(sealer: StateSealer | None, call: CallState, target: CallTarget, token: str) -> str:
+    if sealer is None:
+        return token
+    return sealer.open(token, _binding(call, target))
+
+
+def _binding(call: CallState, target: CallTarget) -> Any:
+    return (call.auth, call.method, target.name, dict(target.arguments or {}))
+
+
+# -- one round -------------------------------------------------------------------------------
+def _invalid_state(detail: str) -> InvalidParamsError:
+    return InvalidParamsError("Invalid or expired requestState", reason="invalid_request_state", data={"detail": detail})
+
+
+def first_round(context: Context, call: CallState, params: Mapping[str, Any], target: CallTarget, sealer: StateSealer | None) -> InputRound:
+    """The input of the first attempt: the request's ``inputResponses`` (both eras) and, in
+    2026-07-28, its opened ``requestState``.
+
+    Raises:
+        InvalidParamsError: ``inputResponses`` not an object; a ``requestState`` that is not a
+            string or does not open (``reason: "invalid_request_state"``).
+    """
+    responses = params.get("inputResponses")
+    if responses is not None and not isinstance(responses, dict):
+        raise InvalidParamsError("inputResponses must be an object of answers keyed as the input requests were")
+    handler_state: str | None = None
+    carried: dict[str, Any] = {}
+    asked: dict[str, str] = {}
+    token = params.get("requestState")
+    if call.envelope.era == "modern" and token is not None:
+        if not isinstance(token, str):
+            raise _invalid_state("requestState is not a string")
+        try:
+            handler_state, carried, asked = decode_round_state(_open(sealer, call, target, token))
+        except ValueError as exc:
+            raise _invalid_state(str(exc)) from None
+    can = context.client.can if call.envelope.client_capabilities is not None else None
+    answers = admit(responses, can, asked)  # pyright: ignore[reportUnknownArgumentType]
+    answers.update(admit(carried, can))  # what the server recorded wins over a client's re-answer
+    return InputRound(answers=answers, state=handler_state)
+
+
+def _input_required(call: CallState, signal: InputRequired, round_: InputRound, target: CallTarget, sealer: StateSealer | None) -> dict[str, Any]:
+    carried = {key: value for key, value in round_.consumed.items() if key not in signal.input_requests}
+    asked = {key: entry["method"] for key, entry in signal.input_requests.items()}
+    plain = encode_round_state(signal.request_state, carried, asked)
+    result: dict[str, Any] = {"resultType": "input_required"}
+    if signal.input_requests:
+        result["inputRequests"] = signal.input_requests
+    result["requestState"] = _seal(sealer, call, target, plain)
+    result["_meta"] = {SERVER_INFO_KEY: {"name": call.settings.server_name, "version": call.settings.server_version}}
+    return result
+
+
+async def _ask_live(context: Context, call: CallState, signal: InputRequired, round_: InputRound) -> InputRound:
+    """2025: send each entry of ``signal`` and return the next attempt's input."""
+    refused = refusal(call, context.client.can, signal.input_requests, signal.fallback_hint)
+    if refused is not None:
+        raise refused
+    answers: dict[str, Any] = {}
+    for key, entry in signal.input_requests.items():
+        answers[key] = await context.send_request(entry["method"], with_elicitation_id(entry["params"]))
+    asked = {key: entry["method"] for key, entry in signal.input_requests.items()}
+    admitted = admit(answers, context.client.can, asked)
+    admitted.update(round_.consumed)  # the awaitable helpers' answers replay, never re-asked
+    return InputRound(answers=admitted, state=signal.request_state, number=round_.number + 1)
+
+
+async def run_with_input(
+    context: Context,
+    call: CallState,
+    params: Mapping[str, Any],
+    target: CallTarget,
+    attempt: Callable[[], Awaitable[T]],
+    sealer: StateSealer | None = None,
+) -> T | InputRequiredOutcome:
+    """Run ``attempt`` (one run of the handler) until it returns, turning each
+    :class:`InputRequired` into the era's answer (module docstring).
+
+    ``context`` is the handler's :class:`Context` over ``call`` (the transport's ``CallState``);
+    ``params`` the request's params; ``target`` what its state is bound to.
+
+    Raises:
+        InvalidParamsError: malformed ``inputResponses`` / invalid ``requestState`` (-32602).
+        ClientCapabilityMissingError: 2025, the client cannot be asked (-32600).
+        ServerRequestError: 2025, a server→client request failed (timeout, client error...).
+        InputRoundsExceededError: 2025, more than ``MCP_INPUT_MAX_ROUNDS`` rounds.
+    """
+    round_ = first_round(context, call, params, target, sealer)
+    while True:
+        call.input_round = round_
+        try:
+            return await attempt()
+        except InputRequired as signal:
+            if call.envelope.era == "modern":
+                return InputRequiredOutcome(_input_required(call, signal, round_, target, sealer))
+            if round_.number > call.settings.input_max_rounds:
+                raise InputRoundsExceededError(call.settings.input_max_rounds) from None
+            round_ = await _ask_live(context, call, signal, round_)
+
+
+async def run_tool_rounds(
+    tool: ToolDef,
+    arguments: dict[str, Any],
+    params: Mapping[str, Any],
+    context: Context,
+    call: CallState,
+    request: Request,
+    background_tasks: BackgroundTasks,
+    out_of_range: tuple[str, ...] = (),
+    sealer: StateSealer | None = None,
+) -> dict[str, Any]:
+    """``tools/call``: :func:`run_tool` under :func:`run_with_input`; the ``CallToolResult``
+    dict, or the ``input_required`` result (2026). A 2025 refusal, a failed request or too many
+    rounds is an ``isError`` result the model can read."""
+    target = CallTarget(tool.name, params.get("arguments"))
+
+    async def attempt() -> dict[str, Any]:
+        return await run_tool(tool, arguments, context, request, background_tasks, out_of_range)
+
+    try:
+        outcome = await run_with_input(context, call, params, target, attempt, sealer)
+    except (ServerRequestError, InputRoundsExceededError) as exc:
+        return error_result(exc, context.request_id, tool)
+    return outcome.result if isinstance(outcome, InputRequiredOutcome) else outcome
+
