@@ -179,6 +179,7 @@ class McpRouter(APIRouter):
             pending=self.pending,
             streams=self.streams,
             shutdown=self.shutdown_coordinator,
+            sealer=self.request_state,
         )
         self.endpoint = McpEndpoint(
             self,

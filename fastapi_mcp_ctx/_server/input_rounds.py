@@ -25,6 +25,7 @@ failed request as an ``isError`` result; resources and prompts as a JSON-RPC err
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Protocol, TypeVar
@@ -36,14 +37,17 @@ from .._asking import refusal, with_elicitation_id
 from .._registry import ToolDef
 from .._resolve import run_tool
 from .._results import error_result
+from .._sealing import StateBinding
+from ..auth import Principal
 from ..context import CallState, Context
-from ..errors import InputRoundsExceededError, InvalidParamsError, ServerRequestError
+from ..errors import InputRoundsExceededError, InvalidParamsError, InvalidRequestStateError, ServerRequestError
 from ..input_required import InputRequired
 from ..inputs import InputRound, admit, decode_round_state, encode_round_state
 
 __all__ = ["CallTarget", "InputRequiredOutcome", "StateSealer", "first_round", "run_tool_rounds", "run_with_input"]
 
 T = TypeVar("T")
+logger = logging.getLogger("fastapi_mcp_ctx")
 SERVER_INFO_KEY: Final = "io.modelcontextprotocol/serverInfo"
 
 
@@ -85,13 +89,15 @@ def _open(sealer: StateSealer | None, call: CallState, target: CallTarget, token
     return sealer.open(token, _binding(call, target))
 
 
-def _binding(call: CallState, target: CallTarget) -> Any:
-    return (call.auth, call.method, target.name, dict(target.arguments or {}))
+def _binding(call: CallState, target: CallTarget) -> StateBinding:
+    principal = call.auth if isinstance(call.auth, Principal) else None
+    return StateBinding.for_call(principal, call.method, target.name, target.arguments)
 
 
 # -- one round -------------------------------------------------------------------------------
-def _invalid_state(detail: str) -> InvalidParamsError:
-    return InvalidParamsError("Invalid or expired requestState", reason="invalid_request_state", data={"detail": detail})
+def _invalid_state(detail: str) -> InvalidRequestStateError:
+    logger.warning("invalid requestState: %s", detail)  # the detail stays in the server log
+    return InvalidRequestStateError()
 
 
 def first_round(context: Context, call: CallState, params: Mapping[str, Any], target: CallTarget, sealer: StateSealer | None) -> InputRound:
