@@ -13,7 +13,7 @@ from typing import Annotated, Any
 import anyio
 import mcp_types as types
 from fastapi import Depends, FastAPI
-from pydantic import Field
+from pydantic import BaseModel, Field
 
 from fastapi_mcp_ctx import (
     Context,
@@ -23,6 +23,7 @@ from fastapi_mcp_ctx import (
     audio_content,
     embedded_text_resource,
     image_content,
+    input_required,
     mcp_context,
     text_content,
 )
@@ -111,11 +112,9 @@ async def test_missing_capability(ctx: Context = Depends(mcp_context)) -> types.
 
 @router.tool()
 async def test_sampling(prompt: str, ctx: Context = Depends(mcp_context)) -> types.TextContent:
-    """Asks the client's model (2025: sampling/createMessage on this call's stream)."""
-    message = {"role": "user", "content": {"type": "text", "text": prompt}}
-    result = await ctx.send_request("sampling/createMessage", {"messages": [message], "maxTokens": 100})
-    content = result.get("content")
-    return text_content(f"LLM response: {content.get('text') if isinstance(content, dict) else content}")
+    """Asks the client's model (2025: sampling/createMessage on this call's stream; 2026: input_required)."""
+    answer = await ctx.sample(prompt, max_tokens=100)
+    return text_content(f"LLM response: {getattr(answer.content, 'text', answer.content)}")
 
 
 async def _elicit(ctx: Context, message: str, properties: dict[str, Any], required: list[str] | None = None) -> dict[str, Any]:
@@ -125,15 +124,26 @@ async def _elicit(ctx: Context, message: str, properties: dict[str, Any], requir
     return await ctx.send_request("elicitation/create", {"message": message, "requestedSchema": schema})
 
 
+def _form(ctx: Context, key: str, message: str, properties: dict[str, Any], required: list[str] | None = None) -> dict[str, Any]:
+    """The answer to the form ``key``, asking for it (``ctx.request_input``) when it has not come back."""
+    view = ctx.inputs.view(key)
+    if view.kind == "none":
+        schema: dict[str, Any] = {"type": "object", "properties": properties}
+        if required:
+            schema["required"] = required
+        ctx.request_input({key: input_required.elicit(message, schema)})
+    return {"action": view.action, "content": dict(view.content or {})}
+
+
 @router.tool()
 async def test_elicitation(message: str, ctx: Context = Depends(mcp_context)) -> types.TextContent:
-    """Asks the user for a username and an email (2025: elicitation/create)."""
+    """Asks the user for a username and an email (2025: elicitation/create; 2026: input_required)."""
     properties = {
         "username": {"type": "string", "description": "User's response"},
         "email": {"type": "string", "description": "User's email address"},
     }
-    result = await _elicit(ctx, message, properties, ["username", "email"])
-    return text_content(f"User response: action={result['action']}, content={json.dumps(result.get('content', {}))}")
+    result = _form(ctx, "answer", message, properties, ["username", "email"])
+    return text_content(f"User response: action={result['action']}, content={json.dumps(result['content'])}")
 
 
 @router.tool()
@@ -146,8 +156,8 @@ async def test_elicitation_sep1034_defaults(ctx: Context = Depends(mcp_context))
         "status": {"type": "string", "enum": ["active", "inactive", "pending"], "default": "active"},
         "verified": {"type": "boolean", "default": True},
     }
-    result = await _elicit(ctx, "Please review and update the form fields with defaults", properties)
-    return text_content(f"Elicitation completed: action={result['action']}, content={json.dumps(result.get('content', {}))}")
+    result = _form(ctx, "defaults", "Please review and update the form fields with defaults", properties)
+    return text_content(f"Elicitation completed: action={result['action']}, content={json.dumps(result['content'])}")
 
 
 @router.tool()
@@ -162,8 +172,98 @@ async def test_elicitation_sep1330_enums(ctx: Context = Depends(mcp_context)) ->
         "untitledMulti": {"type": "array", "items": {"type": "string", "enum": options}},
         "titledMulti": {"type": "array", "items": {"anyOf": titled}},
     }
-    result = await _elicit(ctx, "Please select options from the enum fields", properties)
-    return text_content(f"Elicitation completed: action={result['action']}, content={json.dumps(result.get('content', {}))}")
+    result = _form(ctx, "enums", "Please select options from the enum fields", properties)
+    return text_content(f"Elicitation completed: action={result['action']}, content={json.dumps(result['content'])}")
+
+
+# -- 2026-07-28 multi-round-trip fixtures (input-required-result-*) --------------------------
+class UserName(BaseModel):
+    name: str
+
+
+class Ok(BaseModel):
+    ok: bool
+
+
+class Color(BaseModel):
+    color: str
+
+
+@router.tool()
+async def test_input_required_result_elicitation(ctx: Context = Depends(mcp_context)) -> types.TextContent:
+    """Asks for the user's name (key user_name), then greets them."""
+    answer = await ctx.elicit("What is your name?", UserName, key="user_name")
+    return text_content(f"Hello, {answer.data.name if answer.data else 'stranger'}!")
+
+
+@router.tool()
+async def test_input_required_result_sampling(ctx: Context = Depends(mcp_context)) -> types.TextContent:
+    """Asks the client's model one question."""
+    answer = await ctx.sample("What is the capital of France?", max_tokens=100, key="sample_request")
+    return text_content(f"Model said: {getattr(answer.content, 'text', '')}")
+
+
+@router.tool()
+async def test_input_required_result_list_roots(ctx: Context = Depends(mcp_context)) -> types.TextContent:
+    """Lists the client's roots."""
+    roots = await ctx.list_roots(key="client_roots")
+    return text_content(f"Roots: {', '.join(str(root.uri) for root in roots) or 'none'}")
+
+
+@router.tool()
+async def test_input_required_result_request_state(ctx: Context = Depends(mcp_context)) -> types.TextContent:
+    """Asks for a confirmation with a request state, and checks the state on the retry."""
+    confirmed = ctx.inputs.accepted("confirm", Ok)
+    if confirmed is None:
+        ctx.request_input({"confirm": input_required.elicit("Proceed?", Ok)}, request_state="conformance-state")
+    status = "state-ok" if ctx.inputs.state() == "conformance-state" else "state-missing"
+    return text_content(f"{status}: ok={confirmed.ok}")
+
+
+@router.tool()
+async def test_input_required_result_multiple_inputs(ctx: Context = Depends(mcp_context)) -> types.TextContent:
+    """Asks three kinds of input in one round, with a request state."""
+    name, greeting, roots = ctx.inputs.view("user_name"), ctx.inputs.view("greeting"), ctx.inputs.view("client_roots")
+    if "none" in (name.kind, greeting.kind, roots.kind):
+        ctx.request_input(
+            {
+                "user_name": input_required.elicit("What is your name?", UserName),
+                "greeting": input_required.sample("Say hello", max_tokens=50),
+                "client_roots": input_required.list_roots(),
+            },
+            request_state="multiple-inputs",
+        )
+    return text_content(f"name={dict(name.content or {}).get('name')} greeting={greeting.text} roots={len(roots.roots or [])}")
+
+
+@router.tool()
+async def test_input_required_result_multi_round(ctx: Context = Depends(mcp_context)) -> types.TextContent:
+    """Two questions in two rounds (await ctx.elicit twice)."""
+    first = await ctx.elicit("Step 1: What is your name?", UserName, key="step1")
+    second = await ctx.elicit("Step 2: What is your favorite color?", Color, key="step2")
+    name = first.data.name if first.data else "?"
+    return text_content(f"Multi-round complete for {name} who likes {second.data.color if second.data else '?'}")
+
+
+@router.tool()
+async def test_input_required_result_tampered_state(ctx: Context = Depends(mcp_context)) -> types.TextContent:
+    """Asks with a request state; a tampered echo never reaches this handler."""
+    if ctx.inputs.state() is None:
+        ctx.request_input({"confirm": input_required.elicit("Proceed?", Ok)}, request_state="tamper-target")
+    return text_content(f"state={ctx.inputs.state()}")
+
+
+@router.tool()
+async def test_input_required_result_capabilities(ctx: Context = Depends(mcp_context)) -> types.TextContent:
+    """Asks only what the request's capabilities cover (sampling and/or elicitation)."""
+    requests: dict[str, Any] = {}
+    if ctx.client.can("sampling") and ctx.inputs.view("question").kind == "none":
+        requests["question"] = input_required.sample("Pick a number", max_tokens=10)
+    if ctx.client.can("elicitation.form") and ctx.inputs.view("name").kind == "none":
+        requests["name"] = input_required.elicit("What is your name?", UserName)
+    if requests:
+        ctx.request_input(requests)
+    return text_content("Capabilities respected")
 
 
 @router.tool()

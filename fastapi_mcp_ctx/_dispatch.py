@@ -32,7 +32,8 @@ from ._http import BODY_SCOPE_KEY, replaying_receive
 from ._jsonrpc import JsonRpcRequest, RequestId, dumps, error_message, result_message
 from ._registry import ToolDef, ToolRegistry
 from ._results import error_result
-from ._server.input_rounds import StateSealer, run_tool_rounds
+from ._sealing import RequestStateSealer
+from ._server.input_rounds import run_tool_rounds
 from ._sessions import LiveSessions, SessionRecord, SessionStore, new_session_id
 from ._streams import SSE_HEADERS, CallResponse, Outbound, Reply, Runner, sse_frame
 from ._transport.listen import ListenResponse, parse_filter
@@ -170,7 +171,7 @@ class Dispatcher:
     pending: PendingRequests | None = None
     streams: ResumableStreams | None = None
     shutdown: ShutdownCoordinator | None = None
-    sealer: StateSealer | None = None
+    sealer: RequestStateSealer | None = None
 
     # -- helpers -------------------------------------------------------------------------
     @property

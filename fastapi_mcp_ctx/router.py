@@ -178,8 +178,7 @@ class McpRouter(APIRouter):
             self.notifier,
             pending=self.pending,
             streams=self.streams,
-            shutdown=self.shutdown_coordinator,
-            sealer=self.request_state,
+            shutdown=self.shutdown_coordinator, sealer=self.request_state,
         )
         self.endpoint = McpEndpoint(
             self,

@@ -151,6 +151,15 @@ async def test_modern_tampered_or_foreign_state_is_refused(wire: Wire) -> None:
         assert error["code"] == -32602 and error["data"]["reason"] == "invalid_request_state"
 
 
+async def test_modern_state_of_another_tool_or_arguments_is_refused(wire: Wire) -> None:
+    first = await call_modern(wire, "confirm_twice", FORM_CAPS)
+    for name, arguments in (("state_only", {}), ("confirm_twice", {"extra": 1})):
+        response = await wire.modern(
+            "tools/call", {"name": name, "arguments": arguments, "requestState": first["requestState"]}, meta=modern_caps(FORM_CAPS), check=False
+        )
+        assert error_of(response)["data"]["reason"] == "invalid_request_state", (name, response.text)
+
+
 async def test_modern_malformed_input_responses(wire: Wire) -> None:
     response = await wire.modern(
         "tools/call", {"name": "confirm_twice", "arguments": {}, "inputResponses": [1]}, meta=modern_caps(FORM_CAPS), check=False

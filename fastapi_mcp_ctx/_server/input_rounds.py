@@ -25,10 +25,9 @@ failed request as an ``isError`` result; resources and prompts as a JSON-RPC err
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Final, Protocol, TypeVar
+from typing import Any, Final, TypeVar
 
 from fastapi.background import BackgroundTasks
 from starlette.requests import Request
@@ -37,27 +36,17 @@ from .._asking import refusal, with_elicitation_id
 from .._registry import ToolDef
 from .._resolve import run_tool
 from .._results import error_result
-from .._sealing import StateBinding
+from .._sealing import RequestStateSealer, StateBinding
 from ..auth import Principal
 from ..context import CallState, Context
 from ..errors import InputRoundsExceededError, InvalidParamsError, InvalidRequestStateError, ServerRequestError
 from ..input_required import InputRequired
 from ..inputs import InputRound, admit, decode_round_state, encode_round_state
 
-__all__ = ["CallTarget", "InputRequiredOutcome", "StateSealer", "first_round", "run_tool_rounds", "run_with_input"]
+__all__ = ["CallTarget", "InputRequiredOutcome", "first_round", "run_tool_rounds", "run_with_input"]
 
 T = TypeVar("T")
-logger = logging.getLogger("fastapi_mcp_ctx")
 SERVER_INFO_KEY: Final = "io.modelcontextprotocol/serverInfo"
-
-
-class StateSealer(Protocol):
-    """Seals the plain request state of a round and opens what a retry echoes
-    (``fastapi_mcp_ctx._sealing.RequestStateSealer``)."""
-
-    def seal(self, plain: str, binding: Any) -> str: ...
-
-    def open(self, token: str, binding: Any) -> str: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,36 +66,31 @@ class CallTarget:
 
 
 # -- the two sealing points ------------------------------------------------------------------
-def _seal(sealer: StateSealer | None, call: CallState, target: CallTarget, plain: str) -> str:
-    if sealer is None:
-        return plain
-    return sealer.seal(plain, _binding(call, target))
-
-
-def _open(sealer: StateSealer | None, call: CallState, target: CallTarget, token: str) -> str:
-    if sealer is None:
-        return token
-    return sealer.open(token, _binding(call, target))
-
-
 def _binding(call: CallState, target: CallTarget) -> StateBinding:
-    principal = call.auth if isinstance(call.auth, Principal) else None
+    principal: Principal | None = call.auth if isinstance(call.auth, Principal) else None
     return StateBinding.for_call(principal, call.method, target.name, target.arguments)
 
 
+def _seal(sealer: RequestStateSealer | None, call: CallState, target: CallTarget, plain: str) -> str:
+    """What goes out: the round's plain state sealed for this caller, operation and arguments
+    (no sealer: only in unit tests that build a call by hand)."""
+    return plain if sealer is None else sealer.seal(plain, _binding(call, target))
+
+
+def _open(sealer: RequestStateSealer | None, call: CallState, target: CallTarget, token: str) -> str:
+    """What comes back: the plain state, or InvalidRequestStateError (-32602)."""
+    return token if sealer is None else sealer.open(token, _binding(call, target))
+
+
 # -- one round -------------------------------------------------------------------------------
-def _invalid_state(detail: str) -> InvalidRequestStateError:
-    logger.warning("invalid requestState: %s", detail)  # the detail stays in the server log
-    return InvalidRequestStateError()
-
-
-def first_round(context: Context, call: CallState, params: Mapping[str, Any], target: CallTarget, sealer: StateSealer | None) -> InputRound:
+def first_round(context: Context, call: CallState, params: Mapping[str, Any], target: CallTarget, sealer: RequestStateSealer | None) -> InputRound:
     """The input of the first attempt: the request's ``inputResponses`` (both eras) and, in
     2026-07-28, its opened ``requestState``.
 
     Raises:
-        InvalidParamsError: ``inputResponses`` not an object; a ``requestState`` that is not a
-            string or does not open (``reason: "invalid_request_state"``).
+        InvalidParamsError: ``inputResponses`` not an object.
+        InvalidRequestStateError: a ``requestState`` that is not a string or does not open
+            (-32602, ``reason: "invalid_request_state"``).
     """
     responses = params.get("inputResponses")
     if responses is not None and not isinstance(responses, dict):
@@ -117,18 +101,18 @@ def first_round(context: Context, call: CallState, params: Mapping[str, Any], ta
     token = params.get("requestState")
     if call.envelope.era == "modern" and token is not None:
         if not isinstance(token, str):
-            raise _invalid_state("requestState is not a string")
+            raise InvalidRequestStateError()
         try:
             handler_state, carried, asked = decode_round_state(_open(sealer, call, target, token))
-        except ValueError as exc:
-            raise _invalid_state(str(exc)) from None
+        except ValueError:  # opened, so this server sealed it: only a state made without a sealer gets here
+            raise InvalidRequestStateError() from None
     can = context.client.can if call.envelope.client_capabilities is not None else None
     answers = admit(responses, can, asked)  # pyright: ignore[reportUnknownArgumentType]
     answers.update(admit(carried, can))  # what the server recorded wins over a client's re-answer
     return InputRound(answers=answers, state=handler_state)
 
 
-def _input_required(call: CallState, signal: InputRequired, round_: InputRound, target: CallTarget, sealer: StateSealer | None) -> dict[str, Any]:
+def _input_required(call: CallState, signal: InputRequired, round_: InputRound, target: CallTarget, sealer: RequestStateSealer | None) -> dict[str, Any]:
     carried = {key: value for key, value in round_.consumed.items() if key not in signal.input_requests}
     asked = {key: entry["method"] for key, entry in signal.input_requests.items()}
     plain = encode_round_state(signal.request_state, carried, asked)
@@ -160,7 +144,7 @@ async def run_with_input(
     params: Mapping[str, Any],
     target: CallTarget,
     attempt: Callable[[], Awaitable[T]],
-    sealer: StateSealer | None = None,
+    sealer: RequestStateSealer | None = None,
 ) -> T | InputRequiredOutcome:
     """Run ``attempt`` (one run of the handler) until it returns, turning each
     :class:`InputRequired` into the era's answer (module docstring).
@@ -196,7 +180,7 @@ async def run_tool_rounds(
     request: Request,
     background_tasks: BackgroundTasks,
     out_of_range: tuple[str, ...] = (),
-    sealer: StateSealer | None = None,
+    sealer: RequestStateSealer | None = None,
 ) -> dict[str, Any]:
     """``tools/call``: :func:`run_tool` under :func:`run_with_input`; the ``CallToolResult``
     dict, or the ``input_required`` result (2026). A 2025 refusal, a failed request or too many

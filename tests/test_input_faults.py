@@ -1,0 +1,181 @@
+"""Known faults of multi-round-trip input, each held at the right value.
+
+- B45 (server→client request lifecycle): ``await ctx.list_roots()`` for a client that did not
+  declare ``roots`` fails at once with nothing on the wire; an ``await ctx.elicit`` nobody
+  answers ends as an ``isError`` after its timeout with the pending table empty again, and the
+  late answer is 202 and applied to nothing.
+- B27 (undeclared answers) is in tests/test_input_required.py; here: an answer posted for a
+  kind the session did not declare never reaches ``ctx.inputs`` in the 2025 era either.
+- B46 (non-tool input_required): ``run_with_input`` (the entry point ``resources/read`` and
+  ``prompts/get`` handling calls) turns the signal into the same ``input_required`` result and
+  re-enters on the retry; ``ctx.request_input`` while serving another method is a server error,
+  never a result.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import anyio
+import httpx
+import pytest
+from conftest import Wire, make_router, mcp_settings, sse_events
+from fastapi import Depends, FastAPI
+from pydantic import BaseModel
+from serving import uvicorn_thread
+from starlette.requests import Request
+
+from fastapi_mcp_ctx import Context, McpRouter, input_required, mcp_context
+from fastapi_mcp_ctx._envelope import RequestEnvelope
+from fastapi_mcp_ctx._server.input_rounds import CallTarget, InputRequiredOutcome, run_with_input
+from fastapi_mcp_ctx.context import CallState
+from fastapi_mcp_ctx.errors import ClientCapabilityMissingError, InternalError
+
+
+class Name(BaseModel):
+    name: str
+
+
+def build() -> tuple[FastAPI, McpRouter]:
+    router = make_router()
+
+    @router.tool()
+    async def roots_please(ctx: Context = Depends(mcp_context)) -> list[str]:
+        """Lists the client's roots."""
+        return [str(root.uri) for root in await ctx.list_roots()]
+
+    @router.tool()
+    async def ask_user(ctx: Context = Depends(mcp_context)) -> str:
+        """Asks, waiting 0.3 s at most."""
+        answer = await ctx.elicit("Name?", Name, timeout=0.3)
+        return answer.action
+
+    @router.tool()
+    async def pre_answered(ctx: Context = Depends(mcp_context)) -> dict[str, Any]:
+        """Reports what ctx.inputs holds without asking."""
+        return {name: ctx.inputs.view(name).kind for name in ("confirm", "summary")}
+
+    app = FastAPI()
+    app.include_router(router)
+    return app, router
+
+
+@pytest.fixture(scope="module")
+def served() -> Iterator[tuple[str, McpRouter]]:
+    app, router = build()
+    with uvicorn_thread(app) as url:
+        yield url.removesuffix("/mcp"), router
+
+
+@pytest.fixture
+async def live(served: tuple[str, McpRouter]) -> AsyncIterator[httpx.AsyncClient]:
+    async with httpx.AsyncClient(base_url=served[0], timeout=10) as client:
+        yield client
+
+
+async def stream_call(client: httpx.AsyncClient, wire: Wire, name: str, params: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    """Every message of one streamed 2025 ``tools/call`` (never answering a request)."""
+    body = {"jsonrpc": "2.0", "id": wire.next_id(), "method": "tools/call", "params": {"name": name, "arguments": {}, **(params or {})}}
+    headers = {"content-type": "application/json", "accept": "application/json, text/event-stream", **wire.legacy_headers()}
+    response = await client.post(wire.path, content=json.dumps(body), headers=headers)
+    if response.headers["content-type"].startswith("application/json"):
+        return [response.json()]
+    return [json.loads(e["data"]) for e in sse_events(response.text) if e.get("data")]
+
+
+async def test_b45_roots_not_declared_fails_at_once_with_nothing_sent(live: httpx.AsyncClient, served: tuple[str, McpRouter]) -> None:
+    wire = Wire(live)
+    await wire.initialize(capabilities={"elicitation": {}})
+    with anyio.fail_after(3):
+        messages = await stream_call(live, wire, "roots_please")
+    assert len(messages) == 1, messages  # the result only: no roots/list was sent
+    result = messages[0]["result"]
+    error = result["_meta"]["fastapi-mcp-ctx/error"]
+    assert result["isError"] is True and error["code"] == -32600
+    assert error["data"]["requiredCapabilities"] == {"roots": {}}
+    assert len(served[1].pending) == 0
+
+
+async def test_b45_unanswered_elicitation_times_out_and_leaves_nothing(live: httpx.AsyncClient, served: tuple[str, McpRouter]) -> None:
+    wire = Wire(live)
+    await wire.initialize(capabilities={"elicitation": {}})
+    with anyio.fail_after(5):
+        messages = await stream_call(live, wire, "ask_user")
+    asked = [m for m in messages if m.get("method") == "elicitation/create"]
+    cancelled = [m for m in messages if m.get("method") == "notifications/cancelled"]
+    assert len(asked) == 1 and cancelled and cancelled[0]["params"]["requestId"] == asked[0]["id"]
+    result = messages[-1]["result"]
+    assert result["isError"] is True
+    assert result["_meta"]["fastapi-mcp-ctx/error"]["data"]["reason"] == "server_request_timeout"
+    assert len(served[1].pending) == 0
+    late = {"jsonrpc": "2.0", "id": asked[0]["id"], "result": {"action": "accept", "content": {"name": "late"}}}
+    headers = {"content-type": "application/json", "accept": "application/json, text/event-stream", **wire.legacy_headers()}
+    posted = await live.post(wire.path, content=json.dumps(late), headers=headers)
+    assert posted.status_code == 202 and len(served[1].pending) == 0
+
+
+async def test_undeclared_pre_answers_are_dropped_in_the_2025_era(live: httpx.AsyncClient) -> None:
+    wire = Wire(live)
+    await wire.initialize(capabilities={"elicitation": {"url": {}}})  # URL mode only, no sampling
+    answers = {
+        "confirm": {"action": "accept", "content": {"ok": True}},  # a form answer: needs elicitation.form
+        "summary": {"role": "assistant", "content": {"type": "text", "text": "x"}, "model": "m"},  # needs sampling
+    }
+    messages = await stream_call(live, wire, "pre_answered", {"inputResponses": answers})
+    assert messages[-1]["result"]["structuredContent"] == {"confirm": "none", "summary": "none"}
+
+
+# -- B46: the entry point of resources/read and prompts/get ---------------------------------------
+def call_for(method: str, era: str, capabilities: dict[str, Any] | None) -> tuple[Context, CallState]:
+    version = "2026-07-28" if era == "modern" else "2025-11-25"
+    envelope = RequestEnvelope(era=era, protocol_version=version, client_capabilities=capabilities)  # pyright: ignore[reportArgumentType]
+    request = Request({"type": "http", "method": "POST", "path": "/mcp", "headers": [], "query_string": b""})
+    state = CallState(request_id=7, method=method, envelope=envelope, settings=mcp_settings(), request=request)
+    return Context(state), state
+
+
+@pytest.mark.parametrize(("method", "target"), [("prompts/get", CallTarget("deploy_prompt", {"env": "prod"})), ("resources/read", CallTarget("vault://secret/a", None))])
+async def test_b46_non_tool_input_required_passes_through(method: str, target: CallTarget) -> None:
+    runs: list[str | None] = []
+
+    def make_attempt(context: Context) -> Any:
+        async def attempt() -> dict[str, Any]:
+            runs.append(context.inputs.state())
+            confirmed = context.inputs.accepted("ok", Name)
+            if confirmed is None:
+                context.request_input({"ok": input_required.elicit("Deploy to prod?", Name)}, request_state="deploy-1")
+            return {"messages": [{"role": "user", "content": {"type": "text", "text": f"deploy by {confirmed.name}"}}]}
+
+        return attempt
+
+    context, call = call_for(method, "modern", {"elicitation": {}})
+    outcome = await run_with_input(context, call, {}, target, make_attempt(context))
+    assert isinstance(outcome, InputRequiredOutcome)
+    result = outcome.result
+    assert result["resultType"] == "input_required" and list(result["inputRequests"]) == ["ok"]
+    assert "ttlMs" not in result and "messages" not in result and "contents" not in result
+    retry = {"inputResponses": {"ok": {"action": "accept", "content": {"name": "Ada"}}}, "requestState": result["requestState"]}
+    context, call = call_for(method, "modern", {"elicitation": {}})
+    done = await run_with_input(context, call, retry, target, make_attempt(context))
+    assert done == {"messages": [{"role": "user", "content": {"type": "text", "text": "deploy by Ada"}}]}
+    assert runs == [None, "deploy-1"]
+
+
+async def test_b46_a_2025_prompt_without_a_session_is_refused_not_rendered() -> None:
+    context, call = call_for("prompts/get", "legacy", None)
+
+    async def attempt() -> str:
+        context.request_input({"ok": input_required.elicit("Sure?", Name)})
+
+    with pytest.raises(ClientCapabilityMissingError) as raised:
+        await run_with_input(context, call, {}, CallTarget("deploy_prompt", {}), attempt)
+    assert "stateful session" in (raised.value.recovery_hint or "")
+
+
+@pytest.mark.parametrize("method", ["tools/list", "prompts/list", "resources/list", "completion/complete"])
+def test_b46_request_input_elsewhere_is_a_server_error(method: str) -> None:
+    context, _ = call_for(method, "modern", {"elicitation": {}})
+    with pytest.raises(InternalError):
+        context.request_input({"ok": input_required.elicit("Sure?", Name)})
