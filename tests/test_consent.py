@@ -4,7 +4,9 @@ pre-answered confirmations, moved states, other callers) and with the official c
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -179,3 +181,25 @@ async def test_the_official_client_confirms_and_declines(server_url: str, mode: 
             done = await client.call_tool("delete_file", {"path": PATH})
             assert done.is_error is False and done.structured_content == {"deleted": PATH}
     assert PATH not in consent_delete.FILES and ANSWERS == []
+
+
+# -- the guide's example ------------------------------------------------------------------------
+
+
+async def test_the_guide_example_runs_as_written() -> None:
+    guide = (Path(__file__).resolve().parents[1] / "docs" / "guide.md").read_text(encoding="utf-8")
+    section = guide[guide.index("## Sealed request state and consent gates") :]
+    match = re.search(r"```python\n(.*?)```", section, re.DOTALL)
+    assert match is not None
+    namespace: dict[str, Any] = {"__name__": "guide_consent"}
+    exec(compile(match.group(1), "docs/guide.md", "exec"), namespace)  # noqa: S102
+    app = FastAPI()
+    app.include_router(namespace["mcp_router"])
+    async with open_client(app) as client:
+        wire = Wire(client)
+        params = {"name": "void_invoice", "arguments": {"invoice_id": "inv-7"}}
+        asked = result_of(await wire.modern("tools/call", params, meta=FORM_CAPS))
+        assert asked["inputRequests"][CONSENT_INPUT_KEY]["params"]["message"] == "Void invoice inv-7?"
+        retry = {**params, "requestState": asked["requestState"], "inputResponses": answer("accept")}
+        assert result_of(await wire.modern("tools/call", retry, meta=FORM_CAPS))["content"][0]["text"] == "voided inv-7"
+    assert namespace["INVOICES"] == {}
