@@ -27,13 +27,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
-import resource
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
@@ -44,7 +40,8 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from bench.harness.environment import default_venv, ensure_venv, ensure_wrk  # noqa: E402
-from bench.harness.servers import CLK_TCK, ServerProcess, ServerSpec, cpu_ticks, rss_kb  # noqa: E402
+from bench.harness.servers import ServerProcess, ServerSpec, rss_kb  # noqa: E402
+from bench.harness.wrk import invoke_wrk  # noqa: E402
 
 LUA = Path(__file__).with_name("mrtr_round.lua")
 MODERN = "2026-07-28"
@@ -109,35 +106,23 @@ def run_wrk(server: ServerProcess, conc: int, duration: float, max_requests: int
     headers.write_text("".join(f"{k}: {v}\n" for k, v in HEADERS.items()))
     env = {**os.environ, "BENCH_BODY": str(body), "BENCH_HEADERS": str(headers), "BENCH_EXPECT": EXPECT,
            "BENCH_ANSWER": json.dumps(ANSWER, separators=(",", ":")), "BENCH_MAX": str(max_requests)}  # fmt: skip
-    seconds = max(1, round(duration))
-    cmd = ["wrk", "-t1", f"-c{conc}", f"-d{seconds}s", "--timeout", "10s", "-s", str(LUA), server.url]
-    if cpu is not None:
-        cmd = ["taskset", "-c", str(cpu), *cmd]
-    srv0, ru0, t0 = cpu_ticks(server.pid), resource.getrusage(resource.RUSAGE_CHILDREN), time.monotonic()
-    done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=seconds + 30)
-    wall = time.monotonic() - t0
-    srv_s = (cpu_ticks(server.pid) - srv0) / CLK_TCK
-    ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)
-    found = re.search(r"^BENCH_RESULT (\{.*\})$", done.stdout, re.M)
-    if done.returncode != 0 or not found:
-        raise RuntimeError(f"wrk failed (rc {done.returncode}): {done.stdout[-500:]} {done.stderr[-500:]}")
-    w = json.loads(found.group(1))
-    bad = re.search(r"^BENCH_BAD (.*)$", done.stdout, re.M)
-    secs = w["duration_us"] / 1e6
+    run = invoke_wrk(server.url, LUA, env, conc=conc, duration=duration, cpu=cpu, server_pid=server.pid)
+    w, srv_s, secs = run.result, run.server_cpu_s, run.result["duration_us"] / 1e6
     return {
         "rounds_per_s": w["rounds"] / secs,
         "requests_per_s": w["requests"] / secs,
         "rounds": w["rounds"],
         "firsts": w["firsts"],
         "bad": w["bad"],
-        "bad_sample": bad.group(1)[:300] if bad else None,
+        "bad_sample": run.bad_sample[:300] if run.bad_sample else None,
         "socket_errors": w["socket_errors"],
         "timeouts": w["timeouts"],
         "p50_ms": w["p50_us"] / 1000,
         "p99_ms": w["p99_us"] / 1000,
         "cpu_us_per_round": srv_s * 1e6 / w["rounds"] if w["rounds"] else None,
-        "wrk_cpu_s": (ru1.ru_utime - ru0.ru_utime) + (ru1.ru_stime - ru0.ru_stime),
-        "wall_s": wall,
+        "wrk_cpu_s": run.wrk_cpu_s,
+        "others_cores": max(run.busy_s - srv_s - run.wrk_cpu_s, 0.0) / run.wall_s,
+        "wall_s": run.wall_s,
         "rss_kb": rss_kb(server.pid),
     }
 
@@ -149,7 +134,7 @@ def summarize(runs: list[dict[str, Any]], reps: int) -> dict[str, Any]:
         mine = [r for r in runs if r["server"] == name]
         if mine:
             out[name] = {k: statistics.median(r[k] for r in mine if r[k] is not None)
-                         for k in ("rounds_per_s", "requests_per_s", "p50_ms", "p99_ms", "cpu_us_per_round")}  # fmt: skip
+                         for k in ("rounds_per_s", "requests_per_s", "p50_ms", "p99_ms", "cpu_us_per_round", "others_cores")}  # fmt: skip
             out[name]["bad"] = sum(r["bad"] + r["socket_errors"] for r in mine)
     pairs = []
     for rep in range(reps):
@@ -177,7 +162,8 @@ def table(summary: dict[str, Any], conc: int) -> str:
     if "ratio_rounds" in summary:
         low, high = summary["ratio_rounds_range"]
         rows.append(f"\nc={conc}: project / SDK rounds per second **{summary['ratio_rounds']:.2f}×** (paired per repetition, "
-                    f"range {low:.2f}–{high:.2f}); SDK / project CPU per round {summary['ratio_cpu']:.2f}×")  # fmt: skip
+                    f"range {low:.2f}–{high:.2f}); SDK / project CPU per round {summary['ratio_cpu']:.2f}×; other processes used "
+                    f"{statistics.median(s['others_cores'] for n, s in summary.items() if n in SERVERS):.2f} cores (median)")  # fmt: skip
     return "\n".join(rows)
 
 
@@ -225,7 +211,7 @@ def main(argv: list[str] | None = None) -> int:
                     }
                     runs.append(r)
                     log(f"rep {rep} {name:8s} {r['rounds_per_s']:8,.0f} rounds/s  p50 {r['p50_ms']:6.1f} ms  p99 {r['p99_ms']:7.1f} ms  "
-                        f"cpu {r['cpu_us_per_round'] or 0:6.0f} µs/round" + (f"  BAD {r['bad']}: {r['bad_sample']}" if r["bad"] else ""))  # fmt: skip
+                        f"cpu {r['cpu_us_per_round'] or 0:6.0f} µs/round  others {r['others_cores']:.2f} cores" + (f"  BAD {r['bad']}: {r['bad_sample']}" if r["bad"] else ""))  # fmt: skip
         finally:
             for proc in procs.values():
                 proc.stop()

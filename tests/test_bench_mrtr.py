@@ -24,7 +24,7 @@ def test_one_round_checks_in_full() -> None:
 def test_the_ratio_is_paired_per_repetition() -> None:
     def run(server: str, rep: int, rps: float, cpu: float) -> dict[str, Any]:
         return {"server": server, "rep": rep, "rounds_per_s": rps, "requests_per_s": 2 * rps, "p50_ms": 1.0, "p99_ms": 2.0,
-                "cpu_us_per_round": cpu, "bad": 0, "socket_errors": 0}  # fmt: skip
+                "cpu_us_per_round": cpu, "others_cores": 0.5, "bad": 0, "socket_errors": 0}  # fmt: skip
 
     runs = [run("project", 0, 300, 500), run("sdk", 0, 100, 1500), run("project", 1, 200, 600), run("sdk", 1, 100, 1200)]
     summary = bench_mrtr.summarize(runs, 2)

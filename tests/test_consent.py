@@ -4,15 +4,13 @@ pre-answered confirmations, moved states, other callers) and with the official c
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
 from typing import Any
 
 import anyio
 import mcp_types as types
 import pytest
-from conftest import META_CAPABILITIES, Wire, mcp_settings, open_client, result_of
+from conftest import META_CAPABILITIES, Wire, guide_example, mcp_settings, open_client, result_of
 from fastapi import Depends, FastAPI, Header, HTTPException
 from mcp import Client
 from mcp.client.session import ClientRequestContext
@@ -187,12 +185,7 @@ async def test_the_official_client_confirms_and_declines(server_url: str, mode: 
 
 
 async def test_the_guide_example_runs_as_written() -> None:
-    guide = (Path(__file__).resolve().parents[1] / "docs" / "guide.md").read_text(encoding="utf-8")
-    section = guide[guide.index("## Sealed request state and consent gates") :]
-    match = re.search(r"```python\n(.*?)```", section, re.DOTALL)
-    assert match is not None
-    namespace: dict[str, Any] = {"__name__": "guide_consent"}
-    exec(compile(match.group(1), "docs/guide.md", "exec"), namespace)  # noqa: S102
+    namespace = guide_example("## Sealed request state and consent gates")
     app = FastAPI()
     app.include_router(namespace["mcp_router"])
     async with open_client(app) as client:
