@@ -155,9 +155,11 @@ async def _ask(
     if refused is not None:
         raise refused
     if call.envelope.era == "modern":
+        if call.method not in INPUT_REQUIRED_METHODS:
+            raise InternalError(f"2026-07-28: {method} can only be asked on tools/call, resources/read and prompts/get, not on {call.method}")
         raise InputRequired({key: entry})
     for _ in range(call.settings.input_max_rounds):
-        raw = await _live(ctx, method, with_elicitation_id(entry["params"]), timeout, progress_interval)
+        raw = await _live(ctx, call, method, with_elicitation_id(entry["params"]), timeout, progress_interval)
         admitted = admit({key: raw}, can, {key: method}).get(key)
         if admitted is None:
             raise ServerRequestError(method, f"The client's answer to {method} is not one this request can accept")
@@ -167,16 +169,15 @@ async def _ask(
     raise InputRoundsExceededError(call.settings.input_max_rounds)
 
 
-async def _live(ctx: Context, method: str, params: dict[str, Any], timeout: float | None, interval: float | None) -> dict[str, Any]:
+async def _live(ctx: Context, call: CallState, method: str, params: dict[str, Any], timeout: float | None, interval: float | None) -> dict[str, Any]:
     if interval is None or ctx.progress_token is None:
         return await ctx.send_request(method, params, timeout=timeout)
     result: dict[str, Any] = {}
 
-    async def keepalive() -> None:  # notifications/progress while the client's model works (must increase)
-        beat = 0
+    async def keepalive() -> None:  # notifications/progress while the client's model works
         while True:
             await anyio.sleep(interval)
-            beat += 1
+            beat = (call.last_progress or 0) + 1  # progress must increase, after the handler's own reports too
             await ctx.report_progress(beat, None, f"Waiting for the client's answer to {method}")
 
     async with anyio.create_task_group() as group:
@@ -227,6 +228,8 @@ async def ask_sample(
     keywords) or full ``sampling/createMessage`` params."""
     if isinstance(prompt_or_params, str):
         entry = build_sample(prompt_or_params, **options)
+    elif options:
+        raise TypeError(f"ctx.sample(params, ...) takes no sampling keywords ({', '.join(sorted(options))}): put them in the params")
     else:
         entry = {"method": "sampling/createMessage", "params": dict(prompt_or_params)}
     name = key if key is not None else current_round(call).next_key("sample")

@@ -2,12 +2,13 @@
 modes against tools written once (``examples/input_required.py``): ``legacy`` gets real
 server→client requests on each call's stream, ``2026-07-28`` gets ``input_required`` results
 and retries with ``inputResponses`` and the sealed ``requestState`` (its callbacks answer
-either way). The three-question wizard completes in three rounds.
+either way). The three-question wizard completes in three rounds, over HTTP and over stdio.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -17,13 +18,16 @@ from conftest import make_router
 from fastapi import Depends, FastAPI
 from mcp import Client
 from mcp.client.session import ClientRequestContext
+from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.shared.exceptions import MCPError
 from serving import uvicorn_thread
+from stdio_wire import STDIO_COMMAND, server_env
 
 from examples.input_required import router as example_router
 from fastapi_mcp_ctx import Context, mcp_context
 
 MODES = ["legacy", "2026-07-28"]
+REPO = Path(__file__).resolve().parents[1]
 ASKED: list[tuple[str, Any]] = []
 
 
@@ -114,23 +118,26 @@ async def test_three_question_wizard(server_url: str, mode: str) -> None:
     assert [message for _, message in ASKED] == list(WIZARD)  # each question asked exactly once, in order
 
 
+async def answered_call(url: str, mode: str, tool: str, arguments: dict[str, Any], **callbacks: Any) -> Any:
+    """``tool``'s structured result, the client answering with ``callbacks``."""
+    with anyio.fail_after(30):
+        async with client(url, mode, **callbacks) as c:
+            result = await c.call_tool(tool, arguments)
+    assert result.is_error is False, result.content
+    return result.structured_content
+
+
 @pytest.mark.parametrize("mode", MODES)
 async def test_sampling_round(server_url: str, mode: str) -> None:
-    with anyio.fail_after(30):
-        async with client(server_url, mode, sampling_callback=on_sample) as c:
-            result = await c.call_tool("summarize", {"text": "a long text"})
-    assert result.is_error is False, result.content
-    assert result.structured_content == {"result": "short summary"}
+    assert await answered_call(server_url, mode, "summarize", {"text": "a long text"}, sampling_callback=on_sample) == {"result": "short summary"}
     assert ASKED == [("sample", 100)]
 
 
 @pytest.mark.parametrize("mode", MODES)
 async def test_roots_round(server_url: str, mode: str) -> None:
-    with anyio.fail_after(30):
-        async with client(server_url, mode, list_roots_callback=on_roots) as c:
-            result = await c.call_tool("project_roots", {})
-    assert result.is_error is False, result.content
-    assert result.structured_content == {"result": ["file:///work/project"]}
+    roots = await answered_call(server_url, mode, "project_roots", {}, list_roots_callback=on_roots)
+    assert roots == {"result": ["file:///work/project"]}
+    assert ASKED == [("roots", None)]
 
 
 async def test_a_2025_client_without_elicitation_gets_the_envelope(server_url: str) -> None:
@@ -168,3 +175,16 @@ async def test_sampling_keeps_the_call_alive_with_progress(server_url: str) -> N
             result = await c.call_tool("slow_model", {}, progress_callback=on_progress)
     assert result.structured_content == {"result": "done"}
     assert len(progress) >= 3 and progress == sorted(set(progress))
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_the_wizard_over_stdio(mode: str, tmp_path: Path) -> None:
+    """The same handlers on stdio: 2025 requests on the connection, 2026 input_required rounds."""
+    params = StdioServerParameters(
+        command=STDIO_COMMAND[0], args=[*STDIO_COMMAND[1:], "examples.input_required:app"], cwd=REPO, env=server_env()
+    )
+    with (tmp_path / "client-stderr.txt").open("w") as errlog, anyio.fail_after(30):
+        async with Client(stdio_client(params, errlog=errlog), mode=mode, cache=None, elicitation_callback=on_elicit) as c:
+            result = await c.call_tool("trip_wizard", {})
+    assert result.structured_content == {"city": "Lisbon", "nights": 3, "breakfast": False}
+    assert [message for _, message in ASKED] == list(WIZARD)

@@ -6,7 +6,7 @@
   late answer is 202 and applied to nothing.
 - B27 (undeclared answers) is in tests/test_input_required.py; here: an answer posted for a
   kind the session did not declare never reaches ``ctx.inputs`` in the 2025 era either.
-- B46 (non-tool input_required): ``run_with_input`` (the entry point ``resources/read`` and
+- B46 (non-tool input_required): ``run_rounds`` (the entry point ``resources/read`` and
   ``prompts/get`` handling calls) turns the signal into the same ``input_required`` result and
   re-enters on the retry; ``ctx.request_input`` while serving another method is a server error,
   never a result.
@@ -29,9 +29,10 @@ from starlette.requests import Request
 
 from fastapi_mcp_ctx import Context, McpRouter, input_required, mcp_context
 from fastapi_mcp_ctx._envelope import RequestEnvelope
-from fastapi_mcp_ctx._server.input_rounds import CallTarget, InputRequiredOutcome, run_with_input
+from fastapi_mcp_ctx._sealing import RequestStateSealer
+from fastapi_mcp_ctx._server.input_rounds import run_rounds
 from fastapi_mcp_ctx.context import CallState
-from fastapi_mcp_ctx.errors import ClientCapabilityMissingError, InternalError
+from fastapi_mcp_ctx.errors import ClientCapabilityMissingError, InternalError, InvalidRequestStateError
 
 
 class Name(BaseModel):
@@ -136,8 +137,10 @@ def call_for(method: str, era: str, capabilities: dict[str, Any] | None) -> tupl
     return Context(state), state
 
 
-@pytest.mark.parametrize(("method", "target"), [("prompts/get", CallTarget("deploy_prompt", {"env": "prod"})), ("resources/read", CallTarget("vault://secret/a", None))])
-async def test_b46_non_tool_input_required_passes_through(method: str, target: CallTarget) -> None:
+@pytest.mark.parametrize(
+    ("method", "params"), [("prompts/get", {"name": "deploy_prompt", "arguments": {"env": "prod"}}), ("resources/read", {"uri": "vault://secret/a"})]
+)
+async def test_b46_non_tool_input_required_passes_through(method: str, params: dict[str, Any]) -> None:
     runs: list[str | None] = []
 
     def make_attempt(context: Context) -> Any:
@@ -151,14 +154,17 @@ async def test_b46_non_tool_input_required_passes_through(method: str, target: C
         return attempt
 
     context, call = call_for(method, "modern", {"elicitation": {}})
-    outcome = await run_with_input(context, call, {}, target, make_attempt(context))
-    assert isinstance(outcome, InputRequiredOutcome)
-    result = outcome.result
+    sealer = RequestStateSealer.from_settings(mcp_settings(request_state_key="k" * 43))
+    result = await run_rounds(context, call, params, make_attempt(context), sealer)
     assert result["resultType"] == "input_required" and list(result["inputRequests"]) == ["ok"]
     assert "ttlMs" not in result and "messages" not in result and "contents" not in result
-    retry = {"inputResponses": {"ok": {"action": "accept", "content": {"name": "Ada"}}}, "requestState": result["requestState"]}
+    answers = {"ok": {"action": "accept", "content": {"name": "Ada"}}}
     context, call = call_for(method, "modern", {"elicitation": {}})
-    done = await run_with_input(context, call, retry, target, make_attempt(context))
+    other = {**params, "name": "other_prompt"} if method == "prompts/get" else {"uri": "vault://secret/b"}
+    with pytest.raises(InvalidRequestStateError):  # sealed for this prompt or resource only
+        await run_rounds(context, call, {**other, "inputResponses": answers, "requestState": result["requestState"]}, make_attempt(context), sealer)
+    retry = {**params, "inputResponses": answers, "requestState": result["requestState"]}
+    done = await run_rounds(context, call, retry, make_attempt(context), sealer)
     assert done == {"messages": [{"role": "user", "content": {"type": "text", "text": "deploy by Ada"}}]}
     assert runs == [None, "deploy-1"]
 
@@ -166,11 +172,11 @@ async def test_b46_non_tool_input_required_passes_through(method: str, target: C
 async def test_b46_a_2025_prompt_without_a_session_is_refused_not_rendered() -> None:
     context, call = call_for("prompts/get", "legacy", None)
 
-    async def attempt() -> str:
+    async def attempt() -> dict[str, Any]:
         context.request_input({"ok": input_required.elicit("Sure?", Name)})
 
-    with pytest.raises(ClientCapabilityMissingError) as raised:
-        await run_with_input(context, call, {}, CallTarget("deploy_prompt", {}), attempt)
+    with pytest.raises(ClientCapabilityMissingError) as raised:  # no tool: raised, a JSON-RPC -32600 error
+        await run_rounds(context, call, {"name": "deploy_prompt"}, attempt)
     assert "stateful session" in (raised.value.recovery_hint or "")
 
 
@@ -179,3 +185,9 @@ def test_b46_request_input_elsewhere_is_a_server_error(method: str) -> None:
     context, _ = call_for(method, "modern", {"elicitation": {}})
     with pytest.raises(InternalError):
         context.request_input({"ok": input_required.elicit("Sure?", Name)})
+
+
+async def test_b46_an_awaited_question_elsewhere_is_a_server_error_in_2026() -> None:
+    context, _ = call_for("completion/complete", "modern", {"elicitation": {}})
+    with pytest.raises(InternalError):
+        await context.elicit("Sure?", Name)

@@ -11,14 +11,15 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator, Iterator
-from typing import Any
+from enum import Enum
+from typing import Any, Literal
 
 import anyio
 import httpx
 import pytest
 from conftest import Wire, error_of, make_app, make_router, messages_of, result_of, sse_events
 from fastapi import Depends, FastAPI
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 from serving import uvicorn_thread
 
 from examples.input_required import router as example_router
@@ -365,3 +366,68 @@ def test_request_input_needs_something() -> None:
         InputRequired()
     with pytest.raises(ValueError):
         InputRequired({"x": {"method": "tools/call", "params": {}}})
+
+
+# -- builders ---------------------------------------------------------------------------------
+class Color(str, Enum):
+    red = "red"
+    blue = "blue"
+
+
+class Profile(BaseModel):
+    name: str = Field(description="Your name", min_length=1, max_length=40, pattern="^[A-Z]")
+    age: int | None = Field(default=30, ge=0, le=150)
+    score: float = 95.5
+    agree: bool = True
+    size: Literal["s", "m", "l"] = "m"
+    color: Color = Color.red
+    tags: list[Literal["a", "b"]] = Field(default_factory=list)
+
+
+def test_a_model_becomes_the_primitive_schema_the_spec_admits() -> None:
+    schema = input_required.elicitation_schema(Profile)
+    props = schema["properties"]
+    assert schema["type"] == "object" and schema["required"] == ["name"]
+    assert props["name"] == {"type": "string", "title": "Name", "description": "Your name", "minLength": 1, "maxLength": 40}
+    assert props["age"] == {"type": "integer", "title": "Age", "default": 30, "minimum": 0, "maximum": 150}
+    assert props["score"]["default"] == 95.5 and props["agree"]["type"] == "boolean"
+    assert props["size"] == {"type": "string", "title": "Size", "enum": ["s", "m", "l"], "default": "m"}
+    assert props["color"]["enum"] == ["red", "blue"] and props["color"]["type"] == "string"
+    assert props["tags"]["items"] == {"type": "string", "enum": ["a", "b"]}
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"type": "object", "properties": {"address": {"type": "object", "properties": {}}}},
+        {"type": "object", "properties": {"code": {"type": "string", "pattern": "^x"}}},
+        {"type": "object", "properties": {"when": {"type": "string", "format": "time"}}},
+        {"type": "object", "properties": {"e": {"type": "string", "enum": ["a", "b"], "enumNames": ["A"]}}},
+        {"type": "object", "properties": {"m": {"type": "array", "items": {"type": "integer"}}}},
+        {"type": "object", "properties": {"x": {"type": "string"}}, "required": ["y"]},
+        {"type": "array"},
+        {"type": "object"},
+    ],
+)
+def test_schemas_outside_the_spec_are_refused(schema: dict[str, Any]) -> None:
+    with pytest.raises(ValueError):
+        input_required.elicit("Question?", schema)
+
+
+def test_builders() -> None:
+    assert input_required.sample("Hi", max_tokens=5, temperature=0.2) == {
+        "method": "sampling/createMessage",
+        "params": {"messages": [{"role": "user", "content": {"type": "text", "text": "Hi"}}], "maxTokens": 5, "temperature": 0.2},
+    }
+    assert input_required.elicit_url("Sign in", "https://example.test/login")["params"] == {
+        "mode": "url",
+        "message": "Sign in",
+        "url": "https://example.test/login",
+    }
+    assert input_required.list_roots() == {"method": "roots/list", "params": {}}
+    with pytest.raises(ValueError):
+        input_required.sample("Hi", max_tokens=0)
+    with pytest.raises(ValueError):
+        input_required.elicit_url("Sign in", "javascript:alert(1)")
+    with pytest.raises(TypeError):
+        input_required.elicit("Q?", 42)  # pyright: ignore[reportArgumentType]

@@ -1,11 +1,11 @@
 """The input rounds of one call: the :class:`~fastapi_mcp_ctx.input_required.InputRequired`
 signal becomes the era's answer, and the answers re-enter the handler.
 
-One entry point per family: :func:`run_tool_rounds` for ``tools/call`` (here), and
-:func:`run_with_input` for ``resources/read`` / ``prompts/get`` handling, which passes an
-``attempt`` (one run of its handler) and gets back either the handler's value or an
-:class:`InputRequiredOutcome` whose ``result`` is the wire result to send as it is (no cache
-hints: spec 2026-07-28 ``server/utilities/caching``).
+The entry point of a transport's runner is :func:`run_rounds` (``tools/call`` through
+:func:`run_tool_rounds`; ``resources/read`` and ``prompts/get`` pass their own ``attempt``, one
+run of the handler): the wire result to send, the handler's or the ``input_required`` one (no
+cache hints: spec 2026-07-28 ``server/utilities/caching``). :func:`run_with_input` is the
+lower level: the handler's value, or an :class:`InputRequiredOutcome`.
 
 2026-07-28 (spec ``basic/patterns/mrtr``): before the handler runs, the request's
 ``requestState`` is opened (sealer; anything forged, tampered, expired or minted for another
@@ -43,7 +43,7 @@ from ..errors import InputRoundsExceededError, InvalidParamsError, InvalidReques
 from ..input_required import InputRequired
 from ..inputs import InputRound, admit, decode_round_state, encode_round_state
 
-__all__ = ["CallTarget", "InputRequiredOutcome", "first_round", "run_tool_rounds", "run_with_input"]
+__all__ = ["CallTarget", "InputRequiredOutcome", "first_round", "run_rounds", "run_tool_rounds", "run_with_input"]
 
 T = TypeVar("T")
 SERVER_INFO_KEY: Final = "io.modelcontextprotocol/serverInfo"
@@ -63,6 +63,15 @@ class CallTarget:
 
     name: str
     arguments: Mapping[str, Any] | None
+
+    @classmethod
+    def of(cls, method: str, params: Mapping[str, Any]) -> CallTarget:
+        """The target of a ``tools/call`` / ``prompts/get`` (``name``, ``arguments``) or a
+        ``resources/read`` (``uri``; its arguments digest as ``{}``) request's ``params``."""
+        if method == "resources/read":
+            return cls(str(params.get("uri", "")), None)
+        arguments = params.get("arguments")
+        return cls(str(params.get("name", "")), arguments if isinstance(arguments, Mapping) else None)  # pyright: ignore[reportUnknownArgumentType]
 
 
 # -- the two sealing points ------------------------------------------------------------------
@@ -171,6 +180,31 @@ async def run_with_input(
             round_ = await _ask_live(context, call, signal, round_)
 
 
+async def run_rounds(
+    context: Context,
+    call: CallState,
+    params: Mapping[str, Any],
+    attempt: Callable[[], Awaitable[dict[str, Any]]],
+    sealer: RequestStateSealer | None = None,
+    tool: ToolDef | None = None,
+) -> dict[str, Any]:
+    """The one call a transport's runner makes for ``tools/call``, ``resources/read`` and
+    ``prompts/get``: :func:`run_with_input` over ``attempt`` (one run of the handler, returning
+    its wire result dict), answering the wire result: the handler's, or the ``input_required``
+    one (``resultType`` set, no cache hints: check :func:`mcp_types.methods.is_input_required`
+    before adding ``ttlMs``/``cacheScope``). With ``tool``, a 2025 refusal, a failed request or
+    too many rounds is an ``isError`` result the model can read; without one they are raised
+    (a JSON-RPC error: ``ClientCapabilityMissingError`` -32600, ``ServerRequestError``,
+    ``InputRoundsExceededError``)."""
+    try:
+        outcome = await run_with_input(context, call, params, CallTarget.of(call.method, params), attempt, sealer)
+    except (ServerRequestError, InputRoundsExceededError) as exc:
+        if tool is None:
+            raise
+        return error_result(exc, context.request_id, tool)
+    return outcome.result if isinstance(outcome, InputRequiredOutcome) else outcome
+
+
 async def run_tool_rounds(
     tool: ToolDef,
     arguments: dict[str, Any],
@@ -182,17 +216,10 @@ async def run_tool_rounds(
     out_of_range: tuple[str, ...] = (),
     sealer: RequestStateSealer | None = None,
 ) -> dict[str, Any]:
-    """``tools/call``: :func:`run_tool` under :func:`run_with_input`; the ``CallToolResult``
-    dict, or the ``input_required`` result (2026). A 2025 refusal, a failed request or too many
-    rounds is an ``isError`` result the model can read."""
-    target = CallTarget(tool.name, params.get("arguments"))
+    """``tools/call``: :func:`run_tool` under :func:`run_rounds`; the ``CallToolResult`` dict,
+    or the ``input_required`` result (2026)."""
 
     async def attempt() -> dict[str, Any]:
         return await run_tool(tool, arguments, context, request, background_tasks, out_of_range)
 
-    try:
-        outcome = await run_with_input(context, call, params, target, attempt, sealer)
-    except (ServerRequestError, InputRoundsExceededError) as exc:
-        return error_result(exc, context.request_id, tool)
-    return outcome.result if isinstance(outcome, InputRequiredOutcome) else outcome
-
+    return await run_rounds(context, call, params, attempt, sealer, tool)
