@@ -20,6 +20,7 @@ and a request :class:`Context` for every handler.
 
 from . import input_required
 from .auth import Principal
+from .consent import ConsentGate
 from .content import audio_content, embedded_blob_resource, embedded_text_resource, image_content, text_content
 from .context import CancelSignal, ClientView, Context, get_request_context, mcp_context
 from .errors import McpError, ToolError
@@ -31,6 +32,7 @@ from .settings import McpSettings, get_settings
 __all__ = [
     "CancelSignal",
     "ClientView",
+    "ConsentGate",
     "Context",
     "ElicitAnswer",
     "InputRequired",

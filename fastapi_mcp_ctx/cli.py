@@ -116,6 +116,11 @@ def _per_process_parts(app: Any) -> list[str]:
             problems.append(f"{target.path}: the replica bus is this process's (McpRouter(bus=...) in memory)")
         if isinstance(router.state_backend, MemoryBackend):
             problems.append(f"{target.path}: ctx.state is in this process's memory (MCP_STORAGE_URL=memory://)")
+        if not router.request_state.shared:
+            problems.append(
+                f"{target.path}: 2026 requestState is sealed with a random key of each process (MCP_REQUEST_STATE_KEY "
+                "unset), so a retry reaching another worker is refused: export MCP_REQUEST_STATE_KEY=$(fastapi-mcp-ctx keygen)"
+            )
     return problems
 
 

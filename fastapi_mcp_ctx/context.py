@@ -29,6 +29,7 @@ from . import _asking
 from ._envelope import Era, RequestEnvelope, parse_traceparent
 from ._jsonrpc import notification_message
 from ._logging import ContextLogger
+from .consent import ConsentGate
 from .errors import InternalError, MissingCapabilityError, NoBackChannelError
 from .input_required import ElicitAnswer
 from .inputs import InputRound, Inputs
@@ -614,6 +615,14 @@ class Context:
     async def list_roots(self, *, key: str | None = None, timeout: float | None = None) -> list[types.Root]:
         """The client's roots (``roots/list``); both eras, like :meth:`elicit`."""
         return await _asking.ask_list_roots(self, self._call, self.client.can, key, timeout)
+
+    # -- consent (fastapi_mcp_ctx.consent) ------------------------------------------------
+    @property
+    def consent(self) -> ConsentGate:
+        """Single-use consent records: ``await ctx.consent.require(operation=..., target=...,
+        content_hash=..., message=...)`` returns only once the user confirmed this operation
+        (see ``fastapi_mcp_ctx.consent``)."""
+        return ConsentGate(self)
 
 
 async def mcp_context(request: Request) -> Context:

@@ -38,7 +38,7 @@ from .errors import (
     ValidationError,
 )
 
-__all__ = ["ContextState", "StateItem", "StatePage", "clear_state", "derive_cursor_key", "state_prefix"]
+__all__ = ["ContextState", "StateItem", "StatePage", "clear_state", "derive_cursor_key", "reserved_space", "state_prefix"]
 
 T = TypeVar("T")
 
@@ -373,3 +373,27 @@ class ContextState:
         if not last.startswith(prefix):  # cannot happen for a cursor we sealed
             raise InvalidCursorError()
         return last
+
+
+_RESERVED_ROOT = "x/"
+_RESERVED_NAME_RE = re.compile(r"[a-z][a-z0-9_-]{0,31}")
+
+
+def reserved_space(state: ContextState, namespace: str) -> tuple[StateBackend, str]:
+    """The backend and key prefix of a namespace the framework keeps for itself in ``state``'s
+    tenant (consent records): ``x/<namespace>/<tenant>/``. Handlers' keys all live under
+    ``t/<tenant>/``, so no handler key can name these and ``ctx.state.list`` never shows them.
+
+    Args:
+        namespace: ``[a-z][a-z0-9_-]{0,31}`` (e.g. ``"consent"``).
+
+    Raises:
+        TenantRequiredError: ``state`` has no tenant (fail closed, as every ``ctx.state`` call).
+        ValueError: ``namespace`` outside its grammar.
+    """
+    if _RESERVED_NAME_RE.fullmatch(namespace) is None:
+        raise ValueError(f"reserved namespace {namespace!r} is not [a-z][a-z0-9_-]{{0,31}}")
+    tenant = state.tenant_id
+    if tenant is None:
+        raise TenantRequiredError()
+    return state._backend, f"{_RESERVED_ROOT}{namespace}/{quote(tenant, safe='')}/"  # pyright: ignore[reportPrivateUsage]

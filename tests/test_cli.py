@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import os
+import secrets
 import sys
 from pathlib import Path
 from typing import Any
@@ -154,7 +155,8 @@ def test_serve_with_workers_passes_the_import_string(monkeypatch: pytest.MonkeyP
     (tmp_path / "shared_app.py").write_text(
         "from fastapi import FastAPI\n"
         "from fastapi_mcp_ctx import McpRouter, McpSettings\n"
-        f"settings = McpSettings(session_mode='stateless', storage_url='sqlite+aiosqlite:///{tmp_path}/s.db')\n"
+        f"settings = McpSettings(session_mode='stateless', storage_url='sqlite+aiosqlite:///{tmp_path}/s.db',"
+        f" request_state_key={secrets.token_urlsafe(32)!r})\n"
         "app = FastAPI()\n"
         "app.include_router(McpRouter(settings=settings))\n"
     )
@@ -165,6 +167,23 @@ def test_serve_with_workers_passes_the_import_string(monkeypatch: pytest.MonkeyP
     assert result.exit_code == 0, result.output
     assert "http://[::1]:9001/mcp" in result.output
     assert seen["app"] == "shared_app:app" and seen["workers"] == 2
+
+
+def test_serve_with_workers_refuses_a_per_process_request_state_key(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    import uvicorn
+
+    (tmp_path / "keyless_app.py").write_text(
+        "from fastapi import FastAPI\n"
+        "from fastapi_mcp_ctx import McpRouter, McpSettings\n"
+        f"settings = McpSettings(session_mode='stateless', storage_url='sqlite+aiosqlite:///{tmp_path}/s.db')\n"
+        "app = FastAPI()\n"
+        "app.include_router(McpRouter(settings=settings))\n"
+    )
+    monkeypatch.delenv("MCP_REQUEST_STATE_KEY", raising=False)
+    monkeypatch.setattr(uvicorn, "run", lambda app, **kwargs: pytest.fail("uvicorn must not start"))
+    result = CliRunner().invoke(cli, ["serve", "keyless_app:app", "--app-dir", str(tmp_path), "--workers", "2"])
+    assert result.exit_code == 2
+    assert "MCP_REQUEST_STATE_KEY" in result.output and "fastapi-mcp-ctx keygen" in result.output
 
 
 def test_serve_with_workers_refuses_state_that_lives_in_one_process(monkeypatch: pytest.MonkeyPatch) -> None:

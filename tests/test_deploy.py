@@ -8,6 +8,7 @@ import asyncio
 import json
 import os
 import re
+import secrets
 import subprocess
 import sys
 from pathlib import Path
@@ -27,6 +28,19 @@ def _compose() -> dict[str, Any]:
     return yaml.safe_load((ROOT / "compose.yaml").read_text())["services"]
 
 
+_REQUIRED = re.compile(r"^\$\{(\w+):\?[^}]*\}$")
+
+
+def _environment(service: dict[str, Any], **values: str) -> dict[str, str]:
+    """A service's environment as compose interpolates it: ``${NAME:?message}`` takes ``values[NAME]``
+    (compose refuses to start when it is unset)."""
+    out: dict[str, str] = {}
+    for name, value in service["environment"].items():
+        required = _REQUIRED.match(str(value))
+        out[name] = values[required.group(1)] if required else str(value)
+    return out
+
+
 def _dockerfile() -> str:
     return (ROOT / "Dockerfile").read_text()
 
@@ -42,7 +56,8 @@ def test_compose_services_and_settings_are_valid(monkeypatch: pytest.MonkeyPatch
     services = _compose()
     assert set(services) == {"postgres", "migrate", "mcp", "redis", "replica-1", "replica-2", "nginx"}
     assert all(services[name].get("profiles") == ["replicas"] for name in ("redis", "replica-1", "replica-2", "nginx"))
-    for name, value in services["mcp"]["environment"].items():
+    assert _REQUIRED.match(services["mcp"]["environment"]["MCP_REQUEST_STATE_KEY"])  # compose asks for it
+    for name, value in _environment(services["mcp"], MCP_REQUEST_STATE_KEY=secrets.token_urlsafe(32)).items():
         monkeypatch.setenv(name, value)
     settings = McpSettings()  # read from the environment exactly as the container does
     assert settings.allowed_hosts and settings.allowed_origins
@@ -104,7 +119,8 @@ async def test_compose_rehearsal_on_postgres(tmp_path: Path) -> None:
     services = _compose()
     script = str(Path(sys.executable).with_name("fastapi-mcp-ctx"))
     async with temporary_postgres_database("mcp_compose") as url:
-        env = {**os.environ, **services["mcp"]["environment"], "MCP_STORAGE_URL": url}
+        mcp_env = _environment(services["mcp"], MCP_REQUEST_STATE_KEY=secrets.token_urlsafe(32))
+        env = {**os.environ, **mcp_env, "MCP_STORAGE_URL": url}
         migrate = await asyncio.to_thread(
             subprocess.run, [script, *services["migrate"]["command"][1:]], env=env, cwd=tmp_path,
             capture_output=True, text=True, timeout=120,

@@ -10,6 +10,7 @@ import fastapi_mcp_ctx
 PUBLIC_NAMES = {
     "CancelSignal",
     "ClientView",
+    "ConsentGate",
     "Context",
     "ElicitAnswer",
     "InputRequired",

@@ -11,11 +11,17 @@ import secrets
 import subprocess
 import sys
 from dataclasses import replace
+from typing import Any
 
+import anyio
+import httpx
 import pytest
-from conftest import mcp_settings
+from conftest import MODERN, Wire, mcp_settings, modern_meta, open_client
+from fastapi import Depends, FastAPI, Header
+from pydantic import BaseModel
+from serving import uvicorn_process
 
-from fastapi_mcp_ctx import McpRouter
+from fastapi_mcp_ctx import Context, McpRouter, mcp_context
 from fastapi_mcp_ctx._sealing import RequestStateSealer, StateBinding, arguments_digest, shared_store_names
 from fastapi_mcp_ctx.auth import Principal
 from fastapi_mcp_ctx.backends.memory import MemoryBackend
@@ -242,3 +248,132 @@ def test_a_state_sealed_by_another_process_opens_with_the_same_key_only() -> Non
     assert here(f"{key_b},{key_a}").open(token, BINDING) == "from-the-child"  # rotation: still opens
     refused(here(key_b), token)  # another key, or rotation dropped the child's key
     refused(RequestStateSealer(), token)  # this process's random key
+
+
+# -- over the wire: what a handler returned comes back only to the same call -----------------
+
+E2E_USERS = {
+    "alice-acme": Principal("alice", tenant_id="acme", client_id="app"),
+    "alice-globex": Principal("alice", tenant_id="globex", client_id="app"),
+    "alice-other-app": Principal("alice", tenant_id="acme", client_id="other-app"),
+    "bob-acme": Principal("bob", tenant_id="acme", client_id="app"),
+}
+FORM = {"io.modelcontextprotocol/clientCapabilities": {"elicitation": {"form": {}}}}
+
+
+class Pick(BaseModel):
+    choice: str
+
+
+def e2e_authenticate(authorization: str = Header()) -> Principal:
+    return E2E_USERS[authorization]
+
+
+def e2e_app(**settings: Any) -> FastAPI:
+    router = McpRouter(settings=mcp_settings(session_mode="stateless", **settings), authenticate=e2e_authenticate)
+
+    async def pick(ctx: Context) -> str:
+        answer = await ctx.elicit("Pick one", Pick)
+        return f"{ctx.auth.subject}@{ctx.tenant_id}:{answer.data.choice if answer.data else answer.action}"
+
+    @router.tool()
+    async def first_tool(item: str, ctx: Context = Depends(mcp_context)) -> str:
+        """Ask, then answer."""
+        return f"{item}:" + await pick(ctx)
+
+    @router.tool()
+    async def second_tool(item: str, ctx: Context = Depends(mcp_context)) -> str:
+        """Ask, then answer (another tool)."""
+        return f"{item}:" + await pick(ctx)
+
+    @router.tool()
+    async def big_state(ctx: Context = Depends(mcp_context)) -> str:
+        """Hand back more state than the cap."""
+        ctx.request_input(request_state="x" * 5000)
+
+    app = FastAPI()
+    app.include_router(router)
+    return app
+
+
+async def e2e_call(wire: Wire, user: str, tool: str = "first_tool", item: str = "a", **extra: Any) -> dict[str, Any]:
+    params = {"name": tool, "arguments": {"item": item}, **extra}
+    return (await wire.modern("tools/call", params, meta=FORM, headers={"authorization": user}, check=False)).json()
+
+
+@pytest.mark.parametrize(
+    ("user", "tool", "item"),
+    [
+        ("alice-globex", "first_tool", "a"),  # another tenant, same subject
+        ("alice-other-app", "first_tool", "a"),  # another OAuth client
+        ("bob-acme", "first_tool", "a"),  # another user
+        ("alice-acme", "second_tool", "a"),  # another tool
+        ("alice-acme", "first_tool", "b"),  # other arguments
+    ],
+    ids=["tenant", "client", "user", "tool", "arguments"],
+)
+async def test_a_sealed_state_is_refused_for_another_call(user: str, tool: str, item: str, caplog: pytest.LogCaptureFixture) -> None:
+    async with open_client(e2e_app()) as client:
+        wire = Wire(client)
+        asked = (await e2e_call(wire, "alice-acme"))["result"]
+        assert asked["resultType"] == "input_required"
+        retry = {"requestState": asked["requestState"], "inputResponses": {"elicit-1": {"action": "accept", "content": {"choice": "x"}}}}
+        with caplog.at_level(logging.WARNING, "fastapi_mcp_ctx"):
+            refused = await e2e_call(wire, user, tool, item, **retry)
+        error = refused["error"]
+        assert error["code"] == -32602 and error["data"]["reason"] == "invalid_request_state"
+        assert set(error["data"]) == {"requestId", "reason", "recovery"}  # nothing about why
+        assert "authentication failed" in caplog.text
+        accepted = await e2e_call(wire, "alice-acme", **retry)
+        assert accepted["result"]["content"][0]["text"] == "a:alice@acme:x"
+
+
+async def test_expired_and_tampered_states_are_refused() -> None:
+    async with open_client(e2e_app(request_state_ttl_seconds=0.5)) as client:
+        wire = Wire(client)
+        state = (await e2e_call(wire, "alice-acme"))["result"]["requestState"]
+        tampered = state[:-3] + ("AAA" if state[-3:] != "AAA" else "BBB")
+        for bad in (tampered, state[::-1], "", "not a state", 17):
+            assert (await e2e_call(wire, "alice-acme", requestState=bad))["error"]["data"]["reason"] == "invalid_request_state"
+        await anyio.sleep(0.7)
+        assert (await e2e_call(wire, "alice-acme", requestState=state))["error"]["data"]["reason"] == "invalid_request_state"
+
+
+async def test_a_state_above_the_cap_is_a_server_error_not_a_truncation() -> None:
+    async with open_client(e2e_app(request_state_max_bytes=1024)) as client:
+        response = await Wire(client).modern("tools/call", {"name": "big_state", "arguments": {}}, meta=FORM,
+                                             headers={"authorization": "alice-acme"}, check=False)  # fmt: skip
+    error = response.json()["error"]  # a JSON-RPC error (HTTP status as the dispatcher maps -32603 in 2026)
+    assert error["code"] == -32603 and error["data"]["reason"] == "request_state_too_large"
+    assert "result" not in response.json() and "MCP_REQUEST_STATE_MAX_BYTES" in error["message"]
+
+
+async def test_a_state_from_another_process_opens_with_its_key_only() -> None:
+    """A real uvicorn process (key A) asks; in-process routers with A, with B then A (rotation),
+    with B only (a different key, or rotation dropped A) and with no key try the retry."""
+    key_a, key_b = (base64.urlsafe_b64encode(k).decode().rstrip("=") for k in (KEY_A, KEY_B))
+    params = {"name": "export_report", "arguments": {"report_id": "r1"}}
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {**params, "_meta": {**modern_meta(), **FORM}}}
+    headers = {"accept": "application/json, text/event-stream", "mcp-protocol-version": MODERN, "mcp-method": "tools/call",
+               "mcp-name": "export_report"}  # fmt: skip
+    with uvicorn_process("examples.input_required:app", env={"MCP_REQUEST_STATE_KEY": key_a}) as (_, url, _log):
+        async with httpx.AsyncClient(timeout=10) as client:
+            asked = (await client.post(url, json=body, headers=headers)).json()["result"]
+    assert asked["resultType"] == "input_required" and "format" in asked["inputRequests"]
+    retry = {**params, "requestState": asked["requestState"], "inputResponses": {"format": {"action": "accept", "content": {"format": "csv"}}}}
+
+    from examples.input_required import router as example_router
+
+    async def retry_with(keys: str | None) -> dict[str, Any]:
+        router = McpRouter(settings=mcp_settings(request_state_key=keys, session_mode="stateless"))
+        router.registry = example_router.registry  # the same tools, another process's settings
+        router.dispatcher.registry = example_router.registry
+        app = FastAPI()
+        app.include_router(router)
+        async with open_client(app) as client:
+            return (await Wire(client).modern("tools/call", retry, meta=FORM, check=False)).json()
+
+    assert (await retry_with(key_a))["result"]["structuredContent"] == {"url": "https://reports.example/r1.csv"}
+    assert (await retry_with(f"{key_b},{key_a}"))["result"]["structuredContent"] == {"url": "https://reports.example/r1.csv"}
+    for keys in (key_b, None):
+        assert (await retry_with(keys))["error"]["data"]["reason"] == "invalid_request_state"

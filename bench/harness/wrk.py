@@ -46,6 +46,46 @@ def _system_busy_s() -> float:
     return (user + nice + system + irq + softirq) / CLK_TCK
 
 
+@dataclass(frozen=True)
+class WrkRun:
+    """One wrk process: its ``BENCH_RESULT`` line (``result``), the first ``BENCH_BAD`` sample, and the
+    CPU seconds the server, wrk and the whole machine used meanwhile, over ``wall_s`` seconds."""
+
+    result: dict[str, Any]
+    bad_sample: str | None
+    server_cpu_s: float
+    wrk_cpu_s: float
+    busy_s: float
+    wall_s: float
+
+
+def invoke_wrk(
+    url: str, script: Path, env: dict[str, str], *, conc: int, duration: float, cpu: int | None, server_pid: int
+) -> WrkRun:
+    """Run ``wrk -t1 -c<conc>`` with the Lua ``script`` against ``url`` (pinned to ``cpu`` when given),
+    bounded in time (``-d``, plus a process timeout).
+
+    Raises:
+        RuntimeError: wrk failed or printed no ``BENCH_RESULT`` line.
+    """
+    seconds = max(1, round(duration))
+    cmd = ["wrk", "-t1", f"-c{conc}", f"-d{seconds}s", "--timeout", "10s", "-s", str(script), url]
+    if cpu is not None:
+        cmd = ["taskset", "-c", str(cpu), *cmd]
+    ru0, busy0, srv0, t0 = resource.getrusage(resource.RUSAGE_CHILDREN), _system_busy_s(), cpu_ticks(server_pid), time.monotonic()
+    done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=seconds + 30)
+    wall = time.monotonic() - t0
+    srv_s = (cpu_ticks(server_pid) - srv0) / CLK_TCK
+    busy = _system_busy_s() - busy0
+    ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    found = re.search(r"^BENCH_RESULT (\{.*\})$", done.stdout, re.M)
+    if done.returncode != 0 or not found:
+        raise RuntimeError(f"wrk failed (rc {done.returncode}): {done.stdout[-500:]} {done.stderr[-500:]}")
+    bad = re.search(r"^BENCH_BAD (.*)$", done.stdout, re.M)
+    wrk_s = (ru1.ru_utime - ru0.ru_utime) + (ru1.ru_stime - ru0.ru_stime)
+    return WrkRun(json.loads(found.group(1)), bad.group(1) if bad else None, srv_s, wrk_s, busy, wall)
+
+
 def run_wrk(
     server: ServerProcess,
     wl: Workload,
@@ -82,29 +122,14 @@ def run_wrk(
         "BENCH_MAX": str(max_requests),
         "BENCH_UNIQUE_IDS": "1" if "Mcp-Session-Id" in extra_headers else "0",
     }
-    seconds = max(1, round(duration))
-    cmd = ["wrk", "-t1", f"-c{conc}", f"-d{seconds}s", "--timeout", "10s", "-s", str(LUA), server.url]
-    if cpu is not None:
-        cmd = ["taskset", "-c", str(cpu), *cmd]
-    ru0, busy0, srv0, t0 = resource.getrusage(resource.RUSAGE_CHILDREN), _system_busy_s(), cpu_ticks(server.pid), time.monotonic()
-    done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=seconds + 30)
-    wall = time.monotonic() - t0
-    srv_s = (cpu_ticks(server.pid) - srv0) / CLK_TCK
-    busy = _system_busy_s() - busy0
-    ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)
-    found = re.search(r"^BENCH_RESULT (\{.*\})$", done.stdout, re.M)
-    if done.returncode != 0 or not found:
-        raise RuntimeError(f"wrk failed (rc {done.returncode}): {done.stdout[-500:]} {done.stderr[-500:]}")
-    w = json.loads(found.group(1))
-    bad = re.search(r"^BENCH_BAD (.*)$", done.stdout, re.M)
-    secs = w["duration_us"] / 1e6
-    wrk_s = (ru1.ru_utime - ru0.ru_utime) + (ru1.ru_stime - ru0.ru_stime)
+    run = invoke_wrk(server.url, LUA, env, conc=conc, duration=duration, cpu=cpu, server_pid=server.pid)
+    w, srv_s, secs = run.result, run.server_cpu_s, run.result["duration_us"] / 1e6
     return {
         "rps": w["requests"] / secs,
         "requests": w["requests"],
         "ok": w["ok"],
         "bad": w["bad"],
-        "bad_sample": bad.group(1)[:200] if bad else None,
+        "bad_sample": run.bad_sample[:200] if run.bad_sample else None,
         "socket_errors": w["socket_errors"],
         "timeouts": w["timeouts"],
         "p50_us": w["p50_us"],
@@ -113,7 +138,7 @@ def run_wrk(
         "max_us": w["max_us"],
         "bytes_per_response": w["bytes"] / w["requests"] if w["requests"] else None,
         "cpu_us_per_req": srv_s * 1e6 / w["requests"] if w["requests"] else None,
-        "others_cores": max(busy - srv_s - wrk_s, 0.0) / wall,
+        "others_cores": max(run.busy_s - srv_s - run.wrk_cpu_s, 0.0) / run.wall_s,
         "rss_kb": rss_kb(server.pid),
         "duration_s": secs,
         "capped": w["requests"] >= max_requests,
