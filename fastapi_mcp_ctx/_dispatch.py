@@ -33,6 +33,7 @@ from ._jsonrpc import JsonRpcRequest, RequestId, dumps, error_message, result_me
 from ._registry import ToolDef, ToolRegistry
 from ._resolve import run_tool
 from ._results import error_result
+from ._scopes import may_use, require_scopes
 from ._sessions import LiveSessions, SessionRecord, SessionStore, new_session_id
 from ._streams import SSE_HEADERS, CallResponse, Outbound, Reply, Runner, sse_frame
 from ._transport.listen import ListenResponse, parse_filter
@@ -287,7 +288,8 @@ class Dispatcher:
                     message, envelope, request, session, http_headers, signal if signal is not None else CancelSignal(), back_channel
                 )
             transport = "http" if http_headers else "stdio"
-            return Reply(result_message(message.id, await self._simple(message, envelope, session, transport)))
+            principal = request.scope.get(PRINCIPAL_SCOPE_KEY)
+            return Reply(result_message(message.id, await self._simple(message, envelope, session, transport, principal)))
         except McpError as exc:
             return error_reply(message.id, exc, envelope.era)
         except Exception:
@@ -295,13 +297,18 @@ class Dispatcher:
             return error_reply(message.id, InternalError(), envelope.era)
 
     async def _simple(
-        self, message: JsonRpcRequest, envelope: RequestEnvelope, session: SessionRecord | None, transport: str = "http"
+        self,
+        message: JsonRpcRequest,
+        envelope: RequestEnvelope,
+        session: SessionRecord | None,
+        transport: str = "http",
+        principal: Principal | None = None,
     ) -> dict[str, Any]:
         method, params = message.method, message.params
         if method == "ping":
             return {}
         if method == "tools/list":
-            return self._finish(self._tools_page(params.get("cursor")), envelope, cacheable=True)
+            return self._finish(self._tools_page(params.get("cursor"), principal), envelope, cacheable=True)
         if method == "server/discover":
             result: dict[str, Any] = {"supportedVersions": list(MODERN_PROTOCOL_VERSIONS), "capabilities": self.capabilities("modern", transport=transport)}
             if self.settings.instructions:
@@ -329,8 +336,11 @@ class Dispatcher:
         )
         return ListenResponse(stream, notifier.hub, keepalive_seconds=self.settings.keepalive_seconds, headers=headers)
 
-    def _tools_page(self, cursor: Any) -> dict[str, Any]:
-        listings = self.registry.listings()
+    def _tools_page(self, cursor: Any, principal: Principal | None = None) -> dict[str, Any]:
+        if self.settings.hide_unauthorized_tools and self.registry.any_scoped():  # only what the caller may call
+            listings = [t.listing for t in self.registry.tools() if may_use(t.scopes, principal)]
+        else:
+            listings = self.registry.listings()
         start = _decode_cursor(cursor, len(listings))
         end = start + self.settings.page_size
         page: dict[str, Any] = {"tools": listings[start:end]}
@@ -382,6 +392,8 @@ class Dispatcher:
         tool = self.registry.get(name)
         if tool is None:
             raise UnknownToolError(f"Unknown tool: {_echo(name)}", data={"name": _echo(name)})
+        if tool.scopes:
+            require_scopes(tool.scopes, request.scope.get(PRINCIPAL_SCOPE_KEY), self.settings)
         if envelope.era == "modern" and tool.header_params and http_headers:
             self._check_header_params(tool, arguments, request)  # pyright: ignore[reportUnknownArgumentType]
         background = BackgroundTasks()
