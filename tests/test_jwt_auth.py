@@ -374,3 +374,28 @@ async def test_authenticate_wins_over_the_auth_mode(idp: KeyServer) -> None:
 def test_misconfigurations_are_refused_at_start_up(idp: KeyServer, overrides: dict[str, Any], message: str) -> None:
     with pytest.raises(ConfigurationError, match=message):
         jwt_router(idp, **overrides)
+
+
+@pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
+async def test_the_official_client_with_a_bearer_token_in_both_eras(idp: KeyServer, rsa_key: RsaKey, mode: str) -> None:
+    import anyio
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared._httpx_utils import create_mcp_http_client
+    from serving import uvicorn_thread
+
+    token = rsa_key.sign(claims(ISSUER, scope="notes:write"))
+    with uvicorn_thread(app_of(jwt_router(idp))) as url:
+        with anyio.fail_after(20):
+            transport = streamable_http_client(url, http_client=create_mcp_http_client(headers=bearer(token)))
+            async with Client(transport, mode=mode, cache=None) as client:
+                names = [t.name for t in (await client.list_tools()).tools]
+                assert names == ["whoami", "write_note", "read_note"]
+                who = await client.call_tool("whoami", {})
+                assert who.structured_content == {"sub": "alice", "tenant": "tenant-a", "client": "client-1", "scopes": ["notes:write"]}
+                written = await client.call_tool("write_note", {"text": "n1"})
+                assert written.is_error is False
+                read = await client.call_tool("read_note", {})
+                assert read.structured_content == {"result": "n1"}
+        anonymous = httpx.post(url, json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"}, timeout=5)
+        assert anonymous.status_code == 401 and "resource_metadata=" in anonymous.headers["www-authenticate"]
