@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterable
 from types import MappingProxyType
 from typing import Any, Final
 
+from ._extras import missing_extra
 from ._jwks import JwksCache, check_fetch_url, discover_jwks_uri
 from ._resource_metadata import challenge
 from .auth import Principal
@@ -134,8 +135,14 @@ class JwtVerifier:
         else:
             raise ConfigurationError("MCP_AUTH_MODE=jwt needs MCP_JWT_JWKS_URL (or, for development, MCP_JWT_SECRET)")
         self.algorithms = _algorithms(settings, asymmetric=self.jwks is not None)
-        import jwt  # the optional extra: loaded only by an application that verifies JWTs
+        try:
+            import jwt  # the optional extra: loaded only by an application that verifies JWTs
+            import jwt.algorithms
 
+            if not jwt.algorithms.has_crypto:
+                raise ModuleNotFoundError("cryptography is not installed", name="cryptography")
+        except ModuleNotFoundError as exc:
+            raise missing_extra(exc, f"MCP_AUTH_MODE={mode}") from exc
         self._jwt = jwt
 
     def _refuse(self, cause: str) -> InvalidTokenError:

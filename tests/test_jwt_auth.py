@@ -399,3 +399,11 @@ async def test_the_official_client_with_a_bearer_token_in_both_eras(idp: KeyServ
                 assert read.structured_content == {"result": "n1"}
         anonymous = httpx.post(url, json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"}, timeout=5)
         assert anonymous.status_code == 401 and "resource_metadata=" in anonymous.headers["www-authenticate"]
+
+
+def test_without_the_jwt_extra_the_mode_names_the_pip_install(idp: KeyServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    monkeypatch.setitem(sys.modules, "jwt", None)  # import jwt -> ModuleNotFoundError
+    with pytest.raises(ConfigurationError, match=r'MCP_AUTH_MODE=jwt needs the .jwt. extra.*pip install "fastapi-mcp-ctx\[jwt\]"'):
+        jwt_router(idp)
