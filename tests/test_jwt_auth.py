@@ -407,3 +407,26 @@ def test_without_the_jwt_extra_the_mode_names_the_pip_install(idp: KeyServer, mo
     monkeypatch.setitem(sys.modules, "jwt", None)  # import jwt -> ModuleNotFoundError
     with pytest.raises(ConfigurationError, match=r'MCP_AUTH_MODE=jwt needs the .jwt. extra.*pip install "fastapi-mcp-ctx\[jwt\]"'):
         jwt_router(idp)
+
+
+async def test_the_docs_example_runs_as_written(idp: KeyServer, rsa_key: RsaKey) -> None:
+    """docs/auth.md "JWT mode": the block runs with the loopback JWKS in place of the IdP's."""
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[1] / "docs" / "auth.md").read_text(encoding="utf-8")
+    code = re.search(r"## JWT mode\n\n```python\n(.*?)```", text, re.DOTALL)
+    assert code is not None
+    source = code.group(1).replace("https://idp.example.com/.well-known/jwks.json", idp.jwks_url)
+    source = source.replace("https://mcp.example.com/mcp", RESOURCE).replace("https://idp.example.com", ISSUER)
+    namespace: dict[str, Any] = {"__name__": "docs_auth"}
+    exec(compile(source, "docs/auth.md", "exec"), namespace)  # noqa: S102
+    async with open_client(namespace["app"]) as client:
+        wire = Wire(client)
+        writer = bearer(rsa_key.sign(claims(ISSUER, scope="notes:write")))
+        response = await wire.call_tool("modern", "add_note", {"text": "hi"}, headers=writer)
+        assert result_of(response).get("structuredContent") == {"result": "hi"}, response.text
+        refused = await wire.call_tool("modern", "add_note", {"text": "hi"}, headers=bearer(rsa_key.sign(claims(ISSUER))), check=False)
+        assert refused.status_code == 403
+        document = (await client.get("/.well-known/oauth-protected-resource/mcp")).json()
+        assert document["scopes_supported"] == ["notes:write"] and document["resource"] == RESOURCE
