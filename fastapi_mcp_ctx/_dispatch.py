@@ -36,6 +36,7 @@ from ._results import error_result
 from ._scopes import may_use, require_scopes
 from ._sessions import LiveSessions, SessionRecord, SessionStore, new_session_id
 from ._streams import SSE_HEADERS, CallResponse, Outbound, Reply, Runner, sse_frame
+from ._telemetry import Telemetry
 from ._transport.listen import ListenResponse, parse_filter
 from ._transport.notifications import Notifier
 from ._transport.pending import PendingRequests
@@ -171,6 +172,11 @@ class Dispatcher:
     pending: PendingRequests | None = None
     streams: ResumableStreams | None = None
     shutdown: ShutdownCoordinator | None = None
+    telemetry: Telemetry | None = None
+
+    def __post_init__(self) -> None:
+        if self.telemetry is None and self.settings.telemetry != "off":
+            self.telemetry = Telemetry(self.settings)
 
     # -- helpers -------------------------------------------------------------------------
     @property
@@ -240,7 +246,10 @@ class Dispatcher:
             except McpError as exc:
                 return json_reply(error_reply(message.id, exc, envelope.era), headers, json_ok=json_ok)
         channel = BackChannel.http(self.pending, era=envelope.era, session_id=session.id if session else None, sse_allowed=sse_allowed)
+        span = self.telemetry.start(message, envelope, request.scope, session.id if session else None) if self.telemetry else None
         outcome = await self.serve(message, envelope, request, session, back_channel=channel)
+        if span is not None:  # OpenTelemetry (_telemetry): the span ends with the reply, or with the tool's run
+            outcome = span.bind(outcome, None if isinstance(outcome, Reply) else outcome.state)
         streams = self.streams
         if streams is not None and session is not None and streams.serves(envelope.era, session):
             if isinstance(outcome, Reply):
