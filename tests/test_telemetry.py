@@ -259,3 +259,55 @@ def test_with_no_sdk_nothing_of_opentelemetry_jwt_or_cryptography_is_imported() 
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True).stdout.split("\n")
     assert out[:3] == ["a" * 32, "[]", "None"], out
+
+
+async def test_fastapi_native_telemetry_nests_the_mcp_span_too(otel: Otel) -> None:
+    """FastAPI's own ``FastAPI(telemetry={...})`` server span is the current span as well."""
+    router = McpRouter(settings=mcp_settings())
+    router.dispatcher.telemetry = Telemetry(router.settings, tracer_provider=otel.tracer_provider)
+
+    @router.tool()
+    async def echo(text: str) -> str:
+        """Echo."""
+        return text
+
+    app = FastAPI(telemetry={"tracer_provider": otel.tracer_provider, "metrics": False, "logs": False})
+    app.include_router(router)
+    async with open_client(app) as client:
+        await Wire(client).call_tool("modern", "echo", {"text": "x"})
+    (mcp_span,) = otel.mcp_spans()
+    (server,) = [s for s in otel.spans() if s is not mcp_span and s.kind == SpanKind.SERVER]
+    assert mcp_span.parent is not None and mcp_span.parent.span_id == server.context.span_id
+
+
+def test_the_docs_example_runs_as_written() -> None:
+    """docs/telemetry.md: the example (a global provider, so in its own process) gives one
+    trace with the MCP span under FastAPI's server span."""
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[1] / "docs" / "telemetry.md").read_text(encoding="utf-8")
+    match = re.search(r"```python\n(.*?)```", text, re.DOTALL)
+    assert match is not None
+    check = textwrap.dedent(
+        """
+        import asyncio, httpx
+        async def main():
+            transport = httpx.ASGITransport(app=app)
+            async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client:
+                meta = {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"},
+                        "io.modelcontextprotocol/clientCapabilities": {}}
+                body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "add", "arguments": {"a": 2, "b": 3}, "_meta": meta}}
+                headers = {"accept": "application/json, text/event-stream", "mcp-protocol-version": "2026-07-28",
+                           "mcp-method": "tools/call", "mcp-name": "add"}
+                assert (await client.post("/mcp", json=body, headers=headers)).json()["result"]["structuredContent"] == {"result": 5}
+        asyncio.run(main())
+        spans = {s.name: s for s in exporter.get_finished_spans()}
+        mcp, server = spans["tools/call add"], spans["POST /mcp"]
+        assert mcp.parent.span_id == server.context.span_id and mcp.context.trace_id == server.context.trace_id
+        print("ok")
+        """
+    )
+    env = {**__import__("os").environ, "MCP_AUTH_MODE": "none"}
+    out = subprocess.run([sys.executable, "-c", match.group(1) + check], capture_output=True, text=True, timeout=60, env=env)
+    assert out.stdout.strip() == "ok", out.stderr
