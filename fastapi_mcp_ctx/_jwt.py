@@ -15,6 +15,12 @@
 4. the claims become a :class:`Principal`: ``sub``, the tenant claim (``tid``), ``client_id``
    (or ``azp``), the scopes (``scope``, space-separated, or ``scp``), every claim read-only.
 
+A token that verified is remembered (at most 4096 tokens, the oldest dropped first) until its
+``exp`` (+ leeway) or for ``MCP_JWT_CACHE_SECONDS`` (default 60, 0: never), whichever comes first,
+so a client sending the same token on every request pays the signature check once; a refused
+token is never remembered. A key withdrawn from the JWKS stops being trusted for new tokens at
+once, and for tokens already seen within ``MCP_JWT_CACHE_SECONDS``.
+
 Every refusal is :class:`InvalidTokenError` (401, ``WWW-Authenticate: Bearer
 error="invalid_token", resource_metadata="…"``) with a generic message; the cause is logged at
 debug level. The token itself is never logged, stored or forwarded.
@@ -24,6 +30,7 @@ Spec 2025-11-25 ``basic/authorization`` §Token Handling, §Access Token Privile
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Iterable
 from types import MappingProxyType
 from typing import Any, Final
@@ -41,6 +48,7 @@ logger = logging.getLogger("fastapi_mcp_ctx")
 ASYMMETRIC: Final = ("RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA")
 HMAC: Final = ("HS256", "HS384", "HS512")
 MIN_SECRET_BYTES: Final = 32
+_CACHE_ENTRIES: Final = 4096
 
 
 def bearer_token(authorization: str | None) -> str | None:
@@ -144,6 +152,8 @@ class JwtVerifier:
         except ModuleNotFoundError as exc:
             raise missing_extra(exc, f"MCP_AUTH_MODE={mode}") from exc
         self._jwt = jwt
+        self._cache_seconds = settings.jwt_cache_seconds
+        self._verified: dict[str, tuple[Principal, float]] = {}
 
     def _refuse(self, cause: str) -> InvalidTokenError:
         logger.debug("bearer token refused: %s", cause)
@@ -165,6 +175,20 @@ class JwtVerifier:
         token = bearer_token(authorization)
         if token is None:
             raise self.missing()
+        cached = self._verified.get(token)
+        if cached is not None:
+            if time.time() < cached[1]:
+                return cached[0]
+            self._verified.pop(token, None)
+        principal, until = await self._verify(token)
+        if self._cache_seconds > 0:
+            if len(self._verified) >= _CACHE_ENTRIES:
+                self._verified.pop(next(iter(self._verified)), None)  # the oldest entry
+            self._verified[token] = (principal, min(until, time.time() + self._cache_seconds))
+        return principal
+
+    async def _verify(self, token: str) -> tuple[Principal, float]:
+        """Full verification: the principal and the time (epoch seconds) it stops being valid."""
         jwt = self._jwt
         try:
             header = jwt.get_unverified_header(token)
@@ -198,7 +222,7 @@ class JwtVerifier:
             )
         except (jwt.PyJWTError, ValueError, TypeError) as exc:
             raise self._refuse(f"{type(exc).__name__}: {exc}") from exc
-        return self._principal(claims)
+        return self._principal(claims), float(claims["exp"]) + self.settings.jwt_leeway
 
     def _principal(self, claims: dict[str, Any]) -> Principal:
         subject = claims.get("sub")

@@ -19,13 +19,16 @@ Parent of the span, in order (known-faults B58):
 4. else a new root. An invalid value is treated as absent, never an error. ``baggage`` is not
    copied into attributes.
 
-Metrics: ``mcp.server.operation.duration`` (histogram, seconds) and ``mcp.server.request.size``
-/ ``mcp.server.response.size`` (histograms, bytes), with the low-cardinality attributes only
-(method, tool, operation, protocol version, network, ``error.type``; no session or request id).
+Metrics: ``mcp.server.operation.duration`` (histogram, seconds) with the convention's
+low-cardinality attributes (method, tool, operation, protocol version, network, ``error.type``;
+no session or request id), and ``mcp.server.request.size`` / ``mcp.server.response.size``
+(histograms, bytes; the conventions define none for MCP) by ``mcp.method.name`` and
+``gen_ai.tool.name`` only, which keeps the SDK's per-record attribute hashing small
+(``MCP_TELEMETRY_PAYLOAD_METRICS=false`` skips these two).
 
 ``MCP_TELEMETRY``: ``auto`` (default) turns this on once the application installed an SDK
-tracer or meter provider (nothing of OpenTelemetry is imported before: until then each request
-costs one dictionary lookup), ``on`` always (the API's no-op provider when no SDK is set), ``off``
+tracer or meter provider (looked for at most once a second; nothing of OpenTelemetry is imported
+by this module before: until then a request costs a clock read), ``on`` always (the API's no-op provider when no SDK is set), ``off``
 never. ``MCP_TELEMETRY_HANDLER_SPAN=true`` adds an INTERNAL child span around the tool's run.
 """
 
@@ -101,8 +104,10 @@ class Telemetry:
     def __init__(self, settings: McpSettings, *, tracer_provider: Any = None, meter_provider: Any = None) -> None:
         self.mode = settings.telemetry
         self.handler_span = settings.telemetry_handler_span
+        self.payload_metrics = settings.telemetry_payload_metrics
         self._version = settings.server_version
         self._instruments: _Instruments | None = None
+        self._next_check = 0.0  # auto mode: when to look for an SDK provider again (monotonic seconds)
         if tracer_provider is not None or meter_provider is not None:
             self._instruments = _Instruments(self._version, tracer_provider, meter_provider)
 
@@ -110,8 +115,13 @@ class Telemetry:
         """The instruments when telemetry is on now, else None (cheap: called per request)."""
         if self._instruments is not None or self.mode == "off":
             return self._instruments
-        if self.mode == "auto" and not _sdk_configured():
-            return None
+        if self.mode == "auto":
+            now = time.monotonic()
+            if now < self._next_check:
+                return None
+            if not _sdk_configured():
+                self._next_check = now + 1.0  # an SDK installed later is seen within a second
+                return None
         self._instruments = _Instruments(self._version)
         return self._instruments
 
@@ -154,10 +164,11 @@ class Telemetry:
             attributes=attributes,
             links=links,
         )
+        sized = {"mcp.method.name": method, "gen_ai.tool.name": target} if method == "tools/call" and target else {"mcp.method.name": method}
         body = scope.get(BODY_SCOPE_KEY)
-        if isinstance(body, bytes):
-            inst.request_size.record(len(body), metric)
-        return CallSpan(self, inst, span, metric)
+        if self.payload_metrics and isinstance(body, bytes):
+            inst.request_size.record(len(body), sized)
+        return CallSpan(self, inst, span, metric, sized)
 
     @staticmethod
     def _parent(inst: _Instruments, params: Mapping[str, Any], scope: Mapping[str, Any]) -> tuple[Any, list[Any]]:
@@ -193,13 +204,14 @@ class Telemetry:
 class CallSpan:
     """One request's span and its metric attributes; :meth:`finish` ends both."""
 
-    __slots__ = ("_inst", "_metric", "_started", "_telemetry", "span")
+    __slots__ = ("_inst", "_metric", "_sized", "_started", "_telemetry", "span")
 
-    def __init__(self, telemetry: Telemetry, inst: _Instruments, span: Any, metric: dict[str, Any]) -> None:
+    def __init__(self, telemetry: Telemetry, inst: _Instruments, span: Any, metric: dict[str, Any], sized: dict[str, Any]) -> None:
         self._telemetry = telemetry
         self._inst = inst
         self.span = span
         self._metric = metric
+        self._sized = sized
         self._started = time.perf_counter()
 
     @property
@@ -221,7 +233,8 @@ class CallSpan:
                 self.span.set_attribute("rpc.response.status_code", code)
             elif isinstance(message.get("result"), dict) and message["result"].get("isError") is True:
                 error_type = "tool_error"
-            self._inst.response_size.record(len(dumps(message)), metric)
+            if self._telemetry.payload_metrics:
+                self._inst.response_size.record(len(dumps(message)), self._sized)
         if error_type is not None:
             metric = {**metric, "error.type": error_type}
             self.span.set_attribute("error.type", error_type)

@@ -109,6 +109,10 @@ class McpSettings(BaseSettings):
         telemetry: OpenTelemetry spans and metrics: ``auto`` (on when the application configured
             an OpenTelemetry SDK provider), ``on``, ``off``. telemetry_handler_span: a child span
             around the handler itself.
+        telemetry_payload_metrics: record the ``mcp.server.request.size`` / ``response.size``
+            histograms (two more measurements per request).
+        jwt_cache_seconds: how long a verified token is remembered (seconds, never beyond its
+            ``exp``); 0 verifies every request in full.
     """
 
     model_config = SettingsConfigDict(env_prefix="MCP_", extra="ignore")
@@ -161,6 +165,8 @@ class McpSettings(BaseSettings):
     hide_unauthorized_tools: bool = True
     telemetry: Literal["auto", "on", "off"] = "auto"
     telemetry_handler_span: bool = False
+    jwt_cache_seconds: float = Field(default=60.0, ge=0, le=3600)
+    telemetry_payload_metrics: bool = True
 
     @property
     def session_owner_quota(self) -> int:

@@ -204,7 +204,7 @@ async def test_a_key_published_after_start_up_passes_after_one_refetch(idp: KeyS
 
 
 async def test_known_keys_are_kept_while_the_provider_is_unreachable(idp: KeyServer, rsa_key: RsaKey) -> None:
-    router = jwt_router(idp, jwt_jwks_cache_seconds=0.05)
+    router = jwt_router(idp, jwt_jwks_cache_seconds=0.05, jwt_cache_seconds=0.0)
     async with open_client(app_of(router)) as client:
         wire = Wire(client)
         token = rsa_key.sign(claims(ISSUER))
@@ -430,3 +430,33 @@ async def test_the_docs_example_runs_as_written(idp: KeyServer, rsa_key: RsaKey)
         assert refused.status_code == 403
         document = (await client.get("/.well-known/oauth-protected-resource/mcp")).json()
         assert document["scopes_supported"] == ["notes:write"] and document["resource"] == RESOURCE
+
+
+async def test_a_verified_token_is_remembered_until_its_exp_only(idp: KeyServer, rsa_key: RsaKey, monkeypatch: pytest.MonkeyPatch) -> None:
+    router = jwt_router(idp, jwt_leeway=0.0)
+    verifier = router.endpoint.gate.verifier  # type: ignore[union-attr]
+    full: list[str] = []
+    original = verifier._verify  # pyright: ignore[reportPrivateUsage]
+
+    async def counting(token: str) -> Any:
+        full.append(token)
+        return await original(token)
+
+    monkeypatch.setattr(verifier, "_verify", counting)
+    token = rsa_key.sign(claims(ISSUER, exp=int(time.time()) + 2))
+    async with open_client(app_of(router)) as client:
+        wire = Wire(client)
+        for _ in range(3):
+            assert (await wire.call_tool("modern", "whoami", headers=bearer(token))).status_code == 200
+        assert len(full) == 1  # the signature was checked once
+        forged = token[:-6] + ("A" * 6 if not token.endswith("A" * 6) else "B" * 6)
+        assert (await wire.call_tool("modern", "whoami", headers=bearer(forged), check=False)).status_code == 401
+        await anyio_sleep_until(int(time.time()) + 3)
+        expired = await wire.call_tool("modern", "whoami", headers=bearer(token), check=False)
+        assert expired.status_code == 401 and challenge_params(expired)["error"] == "invalid_token"
+
+
+async def anyio_sleep_until(deadline: float) -> None:
+    import anyio
+
+    await anyio.sleep(max(0.0, deadline - time.time()))
