@@ -54,9 +54,23 @@ def check_fetch_url(url: str, setting: str) -> str:
     return url
 
 
+class _CheckedRedirects(urllib.request.HTTPRedirectHandler):
+    """Follow a redirect only to a URL :func:`check_fetch_url` admits (no https → http)."""
+
+    def redirect_request(self, req: Any, fp: Any, code: int, msg: str, headers: Any, newurl: str) -> Any:
+        try:
+            check_fetch_url(newurl, "a redirect")
+        except ConfigurationError as exc:
+            raise ValueError(str(exc)) from exc
+        return super().redirect_request(req, fp, code, msg, headers, newurl)
+
+
+_OPENER: Final = urllib.request.build_opener(_CheckedRedirects)
+
+
 def _fetch_sync(url: str) -> Any:
     request = urllib.request.Request(url, headers={"Accept": "application/json", "User-Agent": "fastapi-mcp-ctx"})
-    with urllib.request.urlopen(request, timeout=_TIMEOUT) as response:  # noqa: S310 - scheme checked above
+    with _OPENER.open(request, timeout=_TIMEOUT) as response:
         body = response.read(_MAX_BYTES + 1)
     if len(body) > _MAX_BYTES:
         raise ValueError(f"document larger than {_MAX_BYTES} bytes")

@@ -49,6 +49,7 @@ ASYMMETRIC: Final = ("RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES25
 HMAC: Final = ("HS256", "HS384", "HS512")
 MIN_SECRET_BYTES: Final = 32
 _CACHE_ENTRIES: Final = 4096
+_CACHEABLE_BYTES: Final = 8192  # longer tokens are verified every time (the cache stays small)
 
 
 def bearer_token(authorization: str | None) -> str | None:
@@ -181,7 +182,7 @@ class JwtVerifier:
                 return cached[0]
             self._verified.pop(token, None)
         principal, until = await self._verify(token)
-        if self._cache_seconds > 0:
+        if self._cache_seconds > 0 and len(token) <= _CACHEABLE_BYTES:
             if len(self._verified) >= _CACHE_ENTRIES:
                 self._verified.pop(next(iter(self._verified)), None)  # the oldest entry
             self._verified[token] = (principal, min(until, time.time() + self._cache_seconds))

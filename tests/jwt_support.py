@@ -106,6 +106,12 @@ def key_server(*keys: RsaKey, issuer_path: str = "") -> Iterator[KeyServer]:
 
         def do_GET(self) -> None:
             state.hits[self.path] += 1
+            if self.path == "/moved.json":  # a redirect off https/loopback: must not be followed
+                self.send_response(302)
+                self.send_header("Location", "http://203.0.113.9/jwks.json")
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return
             issuer = state.url + issuer_path
             documents = {
                 "/jwks.json": {"keys": [k.jwk() for k in state.keys]},

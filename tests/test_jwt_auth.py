@@ -460,3 +460,22 @@ async def anyio_sleep_until(deadline: float) -> None:
     import anyio
 
     await anyio.sleep(max(0.0, deadline - time.time()))
+
+
+async def test_a_jwks_redirect_to_plain_http_elsewhere_is_not_followed(idp: KeyServer, rsa_key: RsaKey) -> None:
+    async with open_client(app_of(jwt_router(idp, jwt_jwks_url=idp.url + "/moved.json"))) as client:
+        response = await Wire(client).call_tool("modern", "whoami", headers=bearer(rsa_key.sign(claims(ISSUER))), check=False)
+    assert response.status_code == 503 and idp.hits["/moved.json"] == 1
+
+
+async def test_authenticate_returning_none_gets_the_metadata_challenge_when_the_resource_is_set() -> None:
+    async def nobody() -> Principal | None:
+        return None
+
+    router = McpRouter(settings=mcp_settings(resource_url=RESOURCE, jwt_issuer=ISSUER), authenticate=nobody)
+    async with open_client(app_of(router)) as client:
+        response = await Wire(client).modern("tools/list", {}, check=False)
+        document = (await client.get("/.well-known/oauth-protected-resource/mcp")).json()
+    assert response.status_code == 401
+    assert challenge_params(response) == {"resource_metadata": METADATA_URL}
+    assert document["resource"] == RESOURCE and document["authorization_servers"] == [ISSUER]

@@ -36,7 +36,7 @@ from .._gate import build_gate
 from .._http import BODY_SCOPE_KEY, accepted, read_body, reject_repeated
 from .._jsonrpc import JsonRpcNotification, JsonRpcRequest, JsonRpcResponse, error_message, parse_message, request_id_of
 from .._logging import install_default_handler
-from .._resource_metadata import ensure_root_routes, metadata_routes
+from .._resource_metadata import challenge, ensure_root_routes, metadata_routes
 from .._security import TransportSecurity, is_loopback_host, loopback_security
 from .._sessions import LiveSessions, OwnerQuotaExceeded, SessionRecord, SessionStore, check_client_metadata
 from .._streams import Reply, StandaloneStream
@@ -186,7 +186,7 @@ class McpEndpoint:
                         outcome = await resolve_principal(self._authenticate, request)
                         principal = outcome.principal
                         if principal is None:
-                            raise AuthenticationError("Unauthorized", headers={"WWW-Authenticate": "Bearer"})
+                            raise AuthenticationError("Unauthorized", headers={"WWW-Authenticate": challenge(self.settings)})
                 except McpError as exc:  # the body was read: the refusal echoes its id
                     if request_id_of(exc) is None:
                         exc.request_id = _body_request_id(request.scope.get(BODY_SCOPE_KEY))  # type: ignore[attr-defined]
