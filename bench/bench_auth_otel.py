@@ -176,10 +176,13 @@ async def main(args: argparse.Namespace) -> None:
     print(f"  ratio with a token (FastAPI time / project time) {ratio:.2f}; every request verified in full {full:.2f}; without a token {base:.2f}")
 
     tracer_provider, meter_provider = otel_providers()
-    traced_app, traced_router = project(telemetry="on")
-    traced_router.dispatcher.telemetry = Telemetry(traced_router.settings, tracer_provider=tracer_provider, meter_provider=meter_provider)
-    lean_app, lean_router = project(telemetry="on", telemetry_payload_metrics=False)
-    lean_router.dispatcher.telemetry = Telemetry(lean_router.settings, tracer_provider=tracer_provider, meter_provider=meter_provider)
+
+    def traced(payload_metrics: bool) -> FastAPI:
+        app, router = project(telemetry="on", telemetry_payload_metrics=payload_metrics)
+        router.dispatcher.telemetry = Telemetry(router.settings, tracer_provider=tracer_provider, meter_provider=meter_provider)
+        return app
+
+    traced_app, lean_app = traced(True), traced(False)
     off_app, _ = project(telemetry="off")
     auto_app, _ = project(telemetry="auto")
     otel = await compare(
@@ -193,9 +196,9 @@ async def main(args: argparse.Namespace) -> None:
         args.rounds,
         args.calls,
     )
-    sdk = otel["project, MCP_TELEMETRY=off"] / otel["project, OTel SDK (spans + metrics)"]
-    idle = otel["project, MCP_TELEMETRY=off"] / otel["project, MCP_TELEMETRY=auto, no SDK"]
-    lean = otel["project, MCP_TELEMETRY=off"] / otel["project, OTel SDK, no payload-size metrics"]
+    off = otel["project, MCP_TELEMETRY=off"]
+    sdk, lean = off / otel["project, OTel SDK (spans + metrics)"], off / otel["project, OTel SDK, no payload-size metrics"]
+    idle = off / otel["project, MCP_TELEMETRY=auto, no SDK"]
     print(f"  ratio SDK on / off (off time / on time) {sdk:.2f} (no payload-size metrics {lean:.2f}); auto without SDK / off {idle:.2f}")
     tracer_provider.shutdown()
     meter_provider.shutdown()

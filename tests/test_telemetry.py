@@ -129,12 +129,18 @@ def result_request_id(response: Any) -> Any:
     return response.json()["id"] if response.headers["content-type"].startswith("application/json") else None
 
 
-async def test_b58_meta_traceparent_is_the_parent_and_the_http_span_a_link(otel: Otel) -> None:
-    async with open_client(traced_app(otel, instrument=True)) as client:
+async def both_parents(otel: Otel, *, instrument: bool) -> ReadableSpan:
+    """One call with ``traceparent`` both in ``_meta`` (trace C) and in the HTTP header (trace A)."""
+    async with open_client(traced_app(otel, instrument=instrument)) as client:
         meta = {"traceparent": f"00-{TRACE_C}-{PARENT_D}-01"}
         await Wire(client).call_tool("modern", "echo", {"text": "x"}, meta=meta, headers={"traceparent": f"00-{TRACE_A}-{PARENT_B}-01"})
     (span,) = otel.mcp_spans()
     assert format(span.context.trace_id, "032x") == TRACE_C
+    return span
+
+
+async def test_b58_meta_traceparent_is_the_parent_and_the_http_span_a_link(otel: Otel) -> None:
+    span = await both_parents(otel, instrument=True)
     assert span.parent is not None and format(span.parent.span_id, "016x") == PARENT_D
     server = next(s for s in otel.spans() if s.kind == SpanKind.SERVER and s is not span and s.name.startswith("POST"))
     assert format(server.context.trace_id, "032x") == TRACE_A  # FastAPI continued the HTTP header
@@ -150,11 +156,7 @@ async def test_b58_without_instrumentation_the_http_header_is_the_parent(otel: O
 
 
 async def test_b58_both_present_without_instrumentation_meta_wins_and_links_the_header(otel: Otel) -> None:
-    async with open_client(traced_app(otel, instrument=False)) as client:
-        meta = {"traceparent": f"00-{TRACE_C}-{PARENT_D}-01"}
-        await Wire(client).call_tool("modern", "echo", {"text": "x"}, meta=meta, headers={"traceparent": f"00-{TRACE_A}-{PARENT_B}-01"})
-    (span,) = otel.mcp_spans()
-    assert format(span.context.trace_id, "032x") == TRACE_C
+    span = await both_parents(otel, instrument=False)
     assert [format(link.context.span_id, "016x") for link in span.links] == [PARENT_B]
 
 
