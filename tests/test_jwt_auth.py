@@ -17,7 +17,8 @@ import httpx
 import jwt
 import pytest
 from conftest import Wire, error_of, mcp_settings, open_client, result_of
-from fastapi import Depends, FastAPI
+from fastapi import Depends, FastAPI, HTTPException, Security
+from fastapi.security import SecurityScopes
 from jwt_support import METADATA_URL, RESOURCE, KeyServer, RsaKey, b64, claims, key_server, unsigned
 
 from fastapi_mcp_ctx import Context, McpRouter, Principal, mcp_context
@@ -479,3 +480,35 @@ async def test_authenticate_returning_none_gets_the_metadata_challenge_when_the_
     assert response.status_code == 401
     assert challenge_params(response) == {"resource_metadata": METADATA_URL}
     assert document["resource"] == RESOURCE and document["authorization_servers"] == [ISSUER]
+
+
+async def test_scopes_compose_with_a_security_dependency(idp: KeyServer, rsa_key: RsaKey) -> None:
+    """``scopes=`` is checked by the framework; ``Security(dep, scopes=[...])`` still runs its own
+    check (FastAPI ``SecurityScopes``): a caller needs both."""
+    seen: list[list[str]] = []
+
+    async def require(security_scopes: SecurityScopes, ctx: Context = Depends(mcp_context)) -> str:
+        seen.append(security_scopes.scopes)
+        if not set(security_scopes.scopes) <= ctx.auth.scopes:
+            raise HTTPException(403, "needs " + security_scopes.scope_str)
+        return ctx.auth.subject
+
+    router = jwt_router(idp)
+
+    @router.tool(scopes=["notes:write"])
+    async def purge(user: str = Security(require, scopes=["notes:admin"])) -> str:
+        """Purge every note."""
+        return user
+
+    def token(scope: str) -> dict[str, str]:
+        return bearer(rsa_key.sign(claims(ISSUER, scope=scope)))
+
+    async with open_client(app_of(router)) as client:
+        wire = Wire(client)
+        both = await wire.call_tool("modern", "purge", headers=token("notes:write notes:admin"))
+        assert result_of(both).get("structuredContent") == {"result": "alice"}, both.text
+        only_security = await wire.call_tool("modern", "purge", headers=token("notes:admin"), check=False)
+        assert only_security.status_code == 403 and challenge_params(only_security)["error"] == "insufficient_scope"
+        only_ours = await wire.call_tool("modern", "purge", headers=token("notes:write"), check=False)
+        assert only_ours.status_code == 403 and "needs notes:admin" in only_ours.text
+    assert seen == [["notes:admin"], ["notes:admin"]]  # the framework's refusal came before the dependency ran
