@@ -4,7 +4,7 @@ One SERVER span per MCP HTTP request, named ``"{mcp.method.name} {target}"`` (``
 add``; ``tools/list`` alone when there is no target), with ``mcp.method.name``,
 ``mcp.protocol.version``, ``mcp.session.id`` (2025 sessions), ``jsonrpc.request.id``,
 ``jsonrpc.protocol.version``, for ``tools/call`` ``gen_ai.operation.name = "execute_tool"`` and
-``gen_ai.tool.name``, the network attributes (``network.transport``, ``network.protocol.name``
+``gen_ai.tool.name`` (``prompts/get``: ``gen_ai.prompt.name``; ``resources/*``: ``mcp.resource.uri``), the network attributes (``network.transport``, ``network.protocol.name``
 and ``.version``, ``client.address``, ``client.port``) and, on failure, ``error.type`` (the
 JSON-RPC error code, ``tool_error`` for an ``isError`` result, or the exception's class) with
 ``rpc.response.status_code``. ``ctx.state`` operations are child spans (``state get`` …).
@@ -152,6 +152,9 @@ class Telemetry:
         attributes["jsonrpc.protocol.version"] = "2.0"
         if session_id is not None:
             attributes["mcp.session.id"] = session_id
+        uri = params.get("uri") if method.startswith("resources/") else None
+        if isinstance(uri, str):
+            attributes["mcp.resource.uri"] = uri  # on the span only: too many values for a metric
         client = scope.get("client")
         if client:
             attributes["client.address"] = str(client[0])

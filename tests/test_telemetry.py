@@ -202,14 +202,17 @@ async def test_one_histogram_point_per_call_and_error_types(otel: Otel) -> None:
         await wire.call_tool("modern", "fail")
         await wire.call_tool("modern", "missing", check=False)
         await wire.modern("tools/list", {})
+        await wire.modern("resources/read", {"uri": "note://x"}, check=False)  # not served on this router: -32601
     by_name = {s.name: dict(s.attributes or {}) for s in otel.mcp_spans()}
+    assert by_name["resources/read"]["mcp.resource.uri"] == "note://x" and by_name["resources/read"]["error.type"] == "-32601"
     assert by_name["tools/call fail"]["error.type"] == "tool_error"
     assert by_name["tools/call missing"]["error.type"] == "-32602"
     assert by_name["tools/call missing"]["rpc.response.status_code"] == "-32602"
     assert "error.type" not in by_name["tools/list"] and "gen_ai.tool.name" not in by_name["tools/list"]
     points = otel.histogram("mcp.server.operation.duration")
-    assert sum(p.count for p in points) == 4
-    assert {p.attributes.get("error.type") for p in points} == {None, "tool_error", "-32602"}
+    assert sum(p.count for p in points) == 5
+    assert {p.attributes.get("error.type") for p in points} == {None, "tool_error", "-32602", "-32601"}
+    assert all("mcp.resource.uri" not in p.attributes for p in points)
 
 
 async def test_a_handler_span_when_asked(otel: Otel) -> None:
