@@ -185,6 +185,10 @@ async def main(args: argparse.Namespace) -> None:
     traced_app, lean_app = traced(True), traced(False)
     off_app, _ = project(telemetry="off")
     auto_app, _ = project(telemetry="auto")
+    from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor
+
+    http_only, _ = project(telemetry="off")  # for scale: what the HTTP instrumentation alone costs
+    FastAPIInstrumentor.instrument_app(http_only, tracer_provider=tracer_provider, meter_provider=meter_provider)
     otel = await compare(
         "otel: SDK with exporters that drop everything vs telemetry off (workload a)",
         {
@@ -192,6 +196,7 @@ async def main(args: argparse.Namespace) -> None:
             "project, OTel SDK, no payload-size metrics": (lean_app, *request_with([])),
             "project, MCP_TELEMETRY=off": (off_app, *request_with([])),
             "project, MCP_TELEMETRY=auto, no SDK": (auto_app, *request_with([])),
+            "project, MCP_TELEMETRY=off, FastAPIInstrumentor": (http_only, *request_with([])),
         },
         args.rounds,
         args.calls,
@@ -199,7 +204,9 @@ async def main(args: argparse.Namespace) -> None:
     off = otel["project, MCP_TELEMETRY=off"]
     sdk, lean = off / otel["project, OTel SDK (spans + metrics)"], off / otel["project, OTel SDK, no payload-size metrics"]
     idle = off / otel["project, MCP_TELEMETRY=auto, no SDK"]
+    http = off / otel["project, MCP_TELEMETRY=off, FastAPIInstrumentor"]
     print(f"  ratio SDK on / off (off time / on time) {sdk:.2f} (no payload-size metrics {lean:.2f}); auto without SDK / off {idle:.2f}")
+    print(f"  for scale: FastAPIInstrumentor alone (its HTTP spans and metrics) / off {http:.2f}")
     tracer_provider.shutdown()
     meter_provider.shutdown()
 
