@@ -2,8 +2,7 @@
 
 One SERVER span per MCP HTTP request, named ``"{mcp.method.name} {target}"`` (``tools/call
 add``; ``tools/list`` alone when there is no target), with ``mcp.method.name``,
-``mcp.protocol.version``, ``mcp.session.id`` (2025 sessions), ``jsonrpc.request.id``,
-``jsonrpc.protocol.version``, for ``tools/call`` ``gen_ai.operation.name = "execute_tool"`` and
+``mcp.protocol.version``, ``mcp.session.id`` (2025 sessions), ``jsonrpc.request.id``, for ``tools/call`` ``gen_ai.operation.name = "execute_tool"`` and
 ``gen_ai.tool.name`` (``prompts/get``: ``gen_ai.prompt.name``; ``resources/*``: ``mcp.resource.uri``), the network attributes (``network.transport``, ``network.protocol.name``
 and ``.version``, ``client.address``, ``client.port``) and, on failure, ``error.type`` (the
 JSON-RPC error code, ``tool_error`` for an ``isError`` result, or the exception's class) with
@@ -148,8 +147,7 @@ class Telemetry:
         if isinstance(http_version, str):
             metric["network.protocol.version"] = http_version
         attributes = dict(metric)
-        attributes["jsonrpc.request.id"] = str(message.id)
-        attributes["jsonrpc.protocol.version"] = "2.0"
+        attributes["jsonrpc.request.id"] = str(message.id)  # (jsonrpc.protocol.version: only when not 2.0)
         if session_id is not None:
             attributes["mcp.session.id"] = session_id
         uri = params.get("uri") if method.startswith("resources/") else None
