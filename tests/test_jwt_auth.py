@@ -512,3 +512,17 @@ async def test_scopes_compose_with_a_security_dependency(idp: KeyServer, rsa_key
         only_ours = await wire.call_tool("modern", "purge", headers=token("notes:write"), check=False)
         assert only_ours.status_code == 403 and "needs notes:admin" in only_ours.text
     assert seen == [["notes:admin"], ["notes:admin"]]  # the framework's refusal came before the dependency ran
+
+
+async def test_b03_b04_sessions_follow_the_verified_principal_not_the_token_bytes(idp: KeyServer, rsa_key: RsaKey) -> None:
+    async with open_client(app_of(jwt_router(idp))) as client:
+        wire = Wire(client)
+        await wire.initialize(headers=bearer(rsa_key.sign(claims(ISSUER))))
+        refreshed = bearer(rsa_key.sign(claims(ISSUER, iat=int(time.time()) - 1, exp=int(time.time()) + 600)))
+        same_caller = await wire.legacy("tools/call", {"name": "whoami", "arguments": {}}, headers=refreshed)
+        assert result_of(same_caller)["structuredContent"]["sub"] == "alice"  # B04: a new token keeps the session
+        other = bearer(rsa_key.sign(claims(ISSUER, sub="mallory")))
+        hijack = await wire.legacy("tools/call", {"name": "whoami", "arguments": {}}, headers=other, check=False)
+        assert hijack.status_code == 404  # B03: another subject's token never reaches the session
+        other_tenant = bearer(rsa_key.sign(claims(ISSUER, tid="tenant-b")))
+        assert (await wire.legacy("tools/list", {}, headers=other_tenant, check=False)).status_code == 404
