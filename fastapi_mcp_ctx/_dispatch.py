@@ -33,10 +33,12 @@ from ._pages import paginate
 from ._registry import ToolDef, ToolRegistry
 from ._resolve import run_tool
 from ._results import error_result
+from ._scopes import may_use, require_scopes
 from ._sealing import RequestStateSealer
 from ._server.input_rounds import run_rounds
 from ._sessions import LiveSessions, SessionRecord, SessionStore, new_session_id
 from ._streams import SSE_HEADERS, CallResponse, Outbound, Reply, Runner, sse_frame
+from ._telemetry import Telemetry
 from ._transport.listen import ListenResponse, parse_filter
 from ._transport.notifications import Notifier
 from ._transport.pending import PendingRequests
@@ -152,6 +154,11 @@ class Dispatcher:
     shutdown: ShutdownCoordinator | None = None
     sealer: RequestStateSealer | None = None
     features: Features | None = None
+    telemetry: Telemetry | None = None
+
+    def __post_init__(self) -> None:
+        if self.telemetry is None and self.settings.telemetry != "off":
+            self.telemetry = Telemetry(self.settings)
 
     # -- helpers -------------------------------------------------------------------------
     @property
@@ -233,7 +240,10 @@ class Dispatcher:
             except McpError as exc:
                 return json_reply(error_reply(message.id, exc, envelope.era), headers, json_ok=json_ok)
         channel = BackChannel.http(self.pending, era=envelope.era, session_id=session.id if session else None, sse_allowed=sse_allowed)
+        span = self.telemetry.start(message, envelope, request.scope, session.id if session else None) if self.telemetry else None
         outcome = await self.serve(message, envelope, request, session, back_channel=channel)
+        if span is not None:  # OpenTelemetry (_telemetry): the span ends with the reply, or with the tool's run
+            outcome = span.bind(outcome, None if isinstance(outcome, Reply) else outcome.state)
         streams = self.streams
         if streams is not None and session is not None and streams.serves(envelope.era, session):
             if isinstance(outcome, Reply):
@@ -288,8 +298,7 @@ class Dispatcher:
                 )  # fmt: skip
             transport = "http" if http_headers else "stdio"
             principal: Principal | None = request.scope.get(PRINCIPAL_SCOPE_KEY)
-            tenant = principal.tenant_id if principal is not None else "default"
-            return Reply(result_message(message.id, await self._simple(message, envelope, session, transport, tenant)))
+            return Reply(result_message(message.id, await self._simple(message, envelope, session, transport, principal)))
         except McpError as exc:
             return error_reply(message.id, exc, envelope.era)
         except Exception:
@@ -302,16 +311,17 @@ class Dispatcher:
         envelope: RequestEnvelope,
         session: SessionRecord | None,
         transport: str = "http",
-        tenant: str | None = "default",
+        principal: Principal | None = None,
     ) -> dict[str, Any]:
         method, params = message.method, message.params
         if method == "ping":
             return {}
         features = self.features
         if method == "tools/list":
-            page = self._tools_page(params.get("cursor"))
+            page = self._tools_page(params.get("cursor"), principal)
             return self._finish(features.list_hints(method, page, envelope.era) if features is not None else page, envelope, cacheable=True)
         if features is not None and (method.startswith("resources/") or method == "prompts/list"):
+            tenant = principal.tenant_id if principal is not None else "default"
             subscriber = SessionAddress(tenant, session.id) if session is not None else None
             result = await features.simple(method, params, envelope.era, subscriber)
             return self._finish(result, envelope, cacheable=method.endswith("/list"))
@@ -342,8 +352,12 @@ class Dispatcher:
         )
         return ListenResponse(stream, notifier.hub, keepalive_seconds=self.settings.keepalive_seconds, headers=headers)
 
-    def _tools_page(self, cursor: Any) -> dict[str, Any]:
-        return paginate("tools", "tools", self.registry.listings(), cursor, self.settings.page_size)
+    def _tools_page(self, cursor: Any, principal: Principal | None = None) -> dict[str, Any]:
+        if self.settings.hide_unauthorized_tools and self.registry.any_scoped():  # only what the caller may call
+            listings = [t.listing for t in self.registry.tools() if may_use(t.scopes, principal)]
+        else:
+            listings = self.registry.listings()
+        return paginate("tools", "tools", listings, cursor, self.settings.page_size)
 
     # -- tools/call ----------------------------------------------------------------------
     def _check_header_params(self, tool: ToolDef, arguments: dict[str, Any], request: Request) -> None:
@@ -389,6 +403,8 @@ class Dispatcher:
         tool = self.registry.get(name)
         if tool is None:
             raise UnknownToolError(f"Unknown tool: {_echo(name)}", data={"name": _echo(name)})
+        if tool.scopes:
+            require_scopes(tool.scopes, request.scope.get(PRINCIPAL_SCOPE_KEY), self.settings)
         if envelope.era == "modern" and tool.header_params and http_headers:
             self._check_header_params(tool, arguments, request)  # pyright: ignore[reportUnknownArgumentType]
 

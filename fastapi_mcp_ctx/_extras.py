@@ -16,6 +16,7 @@ EXTRAS: dict[str, frozenset[str]] = {
     "server": frozenset({"uvicorn", "click"}),
     "redis": frozenset({"redis"}),
     "sql": frozenset({"sqlalchemy", "greenlet", "alembic", "aiosqlite", "asyncpg"}),
+    "jwt": frozenset({"jwt", "cryptography"}),
 }
 """The top-level modules each extra of ``pyproject.toml`` brings (a test holds them in step).
 A module in two extras (``click``) is reported with the first."""

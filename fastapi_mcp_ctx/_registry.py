@@ -70,6 +70,7 @@ class ToolDef:
         header_params: ``inputSchema`` property → ``Mcp-Param-<token>`` (lowercase) for
             properties annotated ``"x-mcp-header"`` (2026-07-28 Value Encoding).
         listing: the ``Tool`` object as sent in ``tools/list``.
+        scopes: the OAuth scopes a caller needs (``tool(scopes=[...])``).
     """
 
     name: str
@@ -85,6 +86,8 @@ class ToolDef:
     wrap_output: bool
     header_params: dict[str, str]
     listing: dict[str, Any] = field(default_factory=lambda: {})
+    scopes: frozenset[str] = frozenset()
+    """``scopes=`` of the registration: all are needed to call it (``_scopes.require_scopes``)."""
 
 
 def _is_content_annotation(annotation: Any) -> bool:
@@ -300,9 +303,21 @@ class ToolRegistry:
         """The tool called ``name``, or None."""
         return self._tools.get(name)
 
+    def tools(self) -> list[ToolDef]:
+        """Every tool, in registration order."""
+        return list(self._tools.values())
+
     def listings(self) -> list[dict[str, Any]]:
         """Every tool's ``Tool`` object, in registration order."""
         return [tool.listing for tool in self._tools.values()]
 
     def __len__(self) -> int:
         return len(self._tools)
+
+    def scopes(self) -> set[str]:
+        """Every scope some registered tool needs (the metadata's ``scopes_supported``)."""
+        return {scope for tool in self._tools.values() for scope in tool.scopes}
+
+    def any_scoped(self) -> bool:
+        """Whether some tool needs a scope (``tools/list`` is filtered per caller only then)."""
+        return any(tool.scopes for tool in self._tools.values())

@@ -29,6 +29,7 @@ from starlette.routing import NoMatchFound
 from . import __version__
 from ._discovery import find_targets
 from ._extras import missing_extra
+from ._security import is_loopback_host
 from ._sessions import MemorySessionStore
 from ._stdio import run_stdio
 from ._transport.bus import MemoryBus
@@ -190,6 +191,12 @@ def serve(
         )
     url = _base_url(host, port) + _mcp_path(target)
     click.echo(f"fastapi-mcp-ctx {__version__}: serving {app}, MCP endpoint {url}", err=True)
+    if not is_loopback_host(host) and any(t.router.endpoint.gate is not None and t.router.endpoint.gate.verifier is None for t in find_targets(target)):
+        click.echo(
+            f"warning: --host {host} but no authentication is configured: only local requests are served, others get 403; "
+            "set MCP_AUTH_MODE=jwt (or oauth), McpRouter(authenticate=...), or MCP_AUTH_MODE=none explicitly (docs/auth.md)",
+            err=True,
+        )
     uvicorn.run(
         app if workers > 1 or reload else target,
         host=host,

@@ -224,6 +224,8 @@ class CallState:
     back_channel: ClientRequester | None = None
     stream_control: StreamControl | None = None
     input_round: InputRound | None = None
+    trace_id: str | None = None
+    """The active OpenTelemetry span's trace id (32 hex), set by ``_telemetry`` when tracing."""
 
 
 class Context:
@@ -268,13 +270,16 @@ class Context:
 
     @property
     def trace_id(self) -> str | None:
-        """32-hex W3C trace id from ``traceparent`` (header or ``_meta``), None when absent."""
+        """32-hex W3C trace id: the OpenTelemetry span's when telemetry is on, else from
+        ``traceparent`` (header or ``_meta``), None when absent."""
+        if self._call.trace_id is not None:
+            return self._call.trace_id
         parsed = parse_traceparent(self._call.envelope.trace.get("traceparent"))
         return parsed[0] if parsed else None
 
     @property
     def span_id(self) -> str:
-        """16-hex id of this handler's span."""
+        """16-hex id of this handler's span (the OpenTelemetry span's when telemetry is on)."""
         if self._call.span_id is None:
             self._call.span_id = secrets.token_hex(8)
         return self._call.span_id

@@ -37,7 +37,8 @@ Tree::
     │                                             operation and arguments, or expired (details: server log)
     ├── InternalError                -32603  500  a crash; the message sent is generic, the cause is logged
     │   ├── StateUnavailableError    -32603  503  a state backend is down; retryable (Retry-After)
-    │   │   └── ServerShuttingDownError -32603 503  this process is shutting down; retry (another replica answers)
+    │   │   ├── ServerShuttingDownError -32603 503  this process is shutting down; retry (another replica answers)
+    │   │   └── IdentityProviderUnavailableError -32603 503  no signing key could be fetched (JWKS / discovery)
     │   ├── ConfigurationError       -32603  500  the server is misconfigured (missing extra, SQL schema missing or
     │   │                                         outdated); not retryable, the message says what the operator must do
     │   ├── RequestStateTooLargeError -32603 500  a handler's requestState exceeds MCP_REQUEST_STATE_MAX_BYTES sealed
@@ -53,7 +54,10 @@ Tree::
     │   └── ClientCapabilityMissingError -32600 400 2025: input asked of a client that did not declare it, or
     │                                             of a request without a session (data.requiredCapabilities)
     ├── AuthenticationError          -32001  401  missing or invalid credentials (a dependency raised HTTPException 401)
+    │   └── InvalidTokenError        -32001  401  MCP_AUTH_MODE=jwt/oauth: a bearer token that does not verify
     ├── PermissionDeniedError        -32003  403  credentials lack a scope (a dependency raised HTTPException 403)
+    │   ├── InsufficientScopeError   -32003  403  a tool/resource/prompt needs scopes the token lacks
+    │   └── RemoteAccessDeniedError  -32003  403  no authentication configured and the request is not local
     ├── RequestCancelledError        -32800  200  2025 era: the answer to a call the client cancelled (ends its stream)
     └── ToolError                    1 (app)  an anticipated failure shown to the model as an ``isError`` result
         └── ConsentDeclinedError     1 (app)  ctx.consent.require: the user declined or cancelled the confirmation
@@ -129,6 +133,10 @@ __all__ = [
     "ClientResponseError",
     "ServerRequestTimeoutError",
     "InvalidEventIdError",
+    "InvalidTokenError",
+    "InsufficientScopeError",
+    "RemoteAccessDeniedError",
+    "IdentityProviderUnavailableError",
     "ServerShuttingDownError",
     "InvalidRequestStateError",
     "RequestStateTooLargeError",
@@ -869,3 +877,58 @@ class UriMatchError(InvalidParamsError):
 
     default_message = "Invalid resource URI"
     default_reason = "invalid_uri"
+class InvalidTokenError(AuthenticationError):
+    """A bearer token that does not verify under ``MCP_AUTH_MODE=jwt`` / ``oauth``: bad
+    signature, algorithm outside the allow-list, unknown key id, wrong ``iss`` / ``aud``,
+    expired, not yet valid (-32001, HTTP 401, ``WWW-Authenticate: Bearer error="invalid_token"``).
+
+    The wire message is generic; the precise cause is logged at debug level only (never sent).
+    Spec 2025-11-25 ``basic/authorization`` §Token Handling; RFC 6750 §3.1.
+    """
+
+    default_message = "Invalid or expired token"
+    default_reason = "invalid_token"
+
+
+class InsufficientScopeError(PermissionDeniedError):
+    """The caller's token lacks a scope a tool (resource, prompt) was registered with
+    (-32003, HTTP 403, ``WWW-Authenticate: Bearer error="insufficient_scope", scope="..."``).
+
+    Attributes:
+        required: the scopes the operation needs (sorted tuple).
+    Spec 2025-11-25 ``basic/authorization`` §Scope Challenge Handling.
+    """
+
+    default_message = "Insufficient scope"
+    default_reason = "insufficient_scope"
+
+    def __init__(self, required: tuple[str, ...], *, headers: dict[str, str] | None = None) -> None:
+        self.required = required
+        super().__init__(
+            f"Insufficient scope: this operation needs {' '.join(required)}",
+            data={"requiredScopes": list(required)},
+            headers=headers,
+        )
+
+
+class RemoteAccessDeniedError(PermissionDeniedError):
+    """No authentication is configured (no ``MCP_AUTH_MODE``, no ``McpRouter(authenticate=...)``,
+    no HTTP-level dependency on the MCP route) and the request is not local: its peer is not
+    loopback, or it came through a proxy (``Forwarded`` / ``X-Forwarded-For``) (-32003, HTTP 403).
+    The message says what to set."""
+
+    default_message = (
+        "This MCP server has no authentication configured and only answers local requests: set "
+        "MCP_AUTH_MODE=jwt (or oauth) or McpRouter(authenticate=...), or set MCP_AUTH_MODE=none explicitly "
+        "to serve unauthenticated remote callers"
+    )
+    default_reason = "authentication_not_configured"
+
+
+class IdentityProviderUnavailableError(StateUnavailableError):
+    """No key to verify a token with: the JWKS (or the authorization server's metadata) could
+    not be fetched and no key is known yet (-32603, HTTP 503, ``Retry-After``). Once keys were
+    fetched they are kept while the identity provider is unreachable."""
+
+    default_message = "The identity provider's signing keys are unavailable, retry later"
+    default_reason = "identity_provider_unavailable"

@@ -25,6 +25,8 @@ from ._features import Features
 from ._registry import ToolRegistry, build_tool
 from ._replicas.relay import Relay
 from ._replicas.stores import readiness, replica_stores
+from ._resource_metadata import ensure_root_routes
+from ._scopes import with_scopes
 from ._sealing import request_state_sealer
 from ._server.endpoint import McpEndpoint
 from ._sessions import LiveSessions, SessionStore
@@ -149,7 +151,7 @@ class McpRouter(FeatureRoutes, APIRouter):
                 buffer_size=self.settings.stream_buffer_size,
                 max_per_owner=self.settings.listen_owner_quota,
             ),
-            authenticated=authenticate is not None,
+            authenticated=authenticate is not None or self.settings.auth_mode in ("jwt", "oauth"),
         )
         conf = self.settings
         self.shutdown_coordinator = ShutdownCoordinator(grace_seconds=conf.shutdown_grace_seconds, signals=conf.shutdown_signals)
@@ -194,6 +196,7 @@ class McpRouter(FeatureRoutes, APIRouter):
                 include_in_schema=False,
             )
         )
+        self.routes.extend(self.endpoint.metadata_routes)  # RFC 9728 at root paths (_resource_metadata)
 
     def _get_stream_open(self, session_id: str) -> bool:
         """Whether ``session_id``'s GET stream has a connection in this process (plain or resumable)."""
@@ -211,6 +214,7 @@ class McpRouter(FeatureRoutes, APIRouter):
         dependencies: Sequence[params.Depends] | None = None,
         meta: dict[str, Any] | None = None,
         icons: list[dict[str, Any]] | None = None,
+        scopes: Sequence[str] | None = None,
     ) -> Callable[[F], F]:
         """Decorator registering a FastAPI-style function as an MCP tool.
 
@@ -226,6 +230,7 @@ class McpRouter(FeatureRoutes, APIRouter):
             input_schema: advertise this JSON Schema instead of the generated one.
             dependencies: ``[Depends(...)]`` run before the handler, after the router's.
             meta: ``_meta`` of the ``Tool``. icons: ``Icon`` objects.
+            scopes: OAuth scopes a caller needs (403 ``insufficient_scope`` otherwise; see docs/auth.md).
         Raises:
             ValueError: invalid or duplicate name, unsupported signature.
         """
@@ -241,6 +246,7 @@ class McpRouter(FeatureRoutes, APIRouter):
                 dependencies=dependencies,
                 meta=meta,
                 icons=icons,
+                scopes=scopes,
             )
             return func
 
@@ -258,10 +264,11 @@ class McpRouter(FeatureRoutes, APIRouter):
         dependencies: Sequence[params.Depends] | None = None,
         meta: dict[str, Any] | None = None,
         icons: list[dict[str, Any]] | None = None,
+        scopes: Sequence[str] | None = None,
     ) -> None:
         """Register ``func`` as a tool (the non-decorator form of :meth:`tool`)."""
         self.registry.add(
-            build_tool(
+            with_scopes(build_tool(
                 func,
                 name=name,
                 title=title,
@@ -272,8 +279,13 @@ class McpRouter(FeatureRoutes, APIRouter):
                 meta=meta,
                 icons=icons,
                 path=self.mcp_path,
-            )
+            ), scopes)
         )
+
+    def serve_metadata(self, app: Any) -> None:
+        """Serve the RFC 9728 metadata at ``app``'s root now (done at the first MCP request
+        otherwise), for a router included under a prefix; see docs/auth.md."""
+        ensure_root_routes(app, self.endpoint.metadata_routes)
 
     async def aclose(self, *, grace_seconds: float = 5.0) -> None:
         """Release what the router holds open. Call at shutdown::

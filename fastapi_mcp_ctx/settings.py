@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import base64
 import binascii
+import json
 import re
 from functools import lru_cache
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import Field, field_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 __all__ = ["McpSettings", "decode_request_state_keys", "get_settings"]
 
@@ -23,6 +24,7 @@ as 43 base64url characters."""
 
 LogLevel = Literal["debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"]
 SessionMode = Literal["stateful", "stateless", "auto"]
+AuthMode = Literal["none", "jwt", "oauth"]
 
 
 class McpSettings(BaseSettings):
@@ -47,9 +49,12 @@ class McpSettings(BaseSettings):
         storage_url: ``ctx.state`` backend: ``memory://``, ``redis://…``, ``sqlite+aiosqlite:///…``,
             ``postgresql+asyncpg://…``.
         storage_create_tables: create SQL tables on first use (only meant for embedded SQLite).
-        auth_mode: ``none``, the only value this release accepts (any other value is refused
-            when the settings are read, with a message saying what to use instead:
-            ``McpRouter(authenticate=...)``).
+        auth_mode: ``none`` (no authentication, remote callers admitted), ``jwt`` (bearer JWTs
+            verified against ``jwt_jwks_url`` or, in development, ``jwt_secret``), ``oauth``
+            (like ``jwt``, the JWKS found through ``oauth_issuer``'s metadata, RFC 8414 / OpenID
+            discovery). Unset (None): secure by default, only local requests are served (loopback
+            peer, no ``Forwarded`` / ``X-Forwarded-For``); others get 403 naming MCP_AUTH_MODE.
+            ``McpRouter(authenticate=...)`` wins over it. See docs/auth.md.
         request_state_key: server secret; seals 2026 ``requestState`` and signs ``ctx.state`` list
             cursors (so both work on every replica); random per process when unset. Keys of at
             least 32 bytes written as base64url or hex (``fastapi-mcp-ctx keygen``); a comma-
@@ -103,6 +108,30 @@ class McpSettings(BaseSettings):
         session_lease_seconds: a replica's hold on a session's GET stream lasts this long
             (seconds) without renewal, so after a replica dies its sessions' GET streams can be
             reopened elsewhere (409 meanwhile) at most this much later.
+        jwt_jwks_url: the identity provider's JWKS (https, or http on loopback); keys are cached
+            ``jwt_jwks_cache_seconds``, refetched at most once per ``jwt_jwks_refetch_seconds`` for an
+            unknown ``kid``, and kept while the provider is unreachable.
+        jwt_issuer: the exact ``iss`` tokens must carry (default under ``oauth``: ``oauth_issuer``).
+        jwt_audience: accepted ``aud`` values, one or more (``a,b`` or a JSON list); default
+            ``[resource_url]``.
+        jwt_algorithms: allowed ``alg`` values; default RS256/PS256/ES256/EdDSA family with a JWKS,
+            HS256 with ``jwt_secret``; ``none`` is never accepted, HMAC never beside a JWKS.
+        jwt_leeway: clock skew tolerated on ``exp`` / ``nbf`` / ``iat`` (seconds, at most 300).
+        jwt_tenant_claim: the claim giving ``ctx.tenant_id`` (default ``tid``).
+        jwt_secret: an HS256 key for development only (at least 32 bytes; a warning is logged).
+        jwt_jwks_cache_seconds / jwt_jwks_refetch_seconds: see ``jwt_jwks_url`` (seconds).
+        resource_url: the canonical URL of this MCP endpoint (``https://mcp.example.com/mcp``), the
+            ``resource`` of the RFC 9728 metadata and the default audience; never derived from
+            ``Host``. Required under ``jwt`` / ``oauth``.
+        oauth_issuer: the authorization server whose RFC 8414 / OpenID metadata gives the JWKS.
+        hide_unauthorized_tools: ``tools/list`` omits tools whose ``scopes=`` the caller lacks.
+        telemetry: OpenTelemetry spans and metrics: ``auto`` (on when the application configured
+            an OpenTelemetry SDK provider), ``on``, ``off``. telemetry_handler_span: a child span
+            around the handler itself.
+        telemetry_payload_metrics: record the ``mcp.server.request.size`` / ``response.size``
+            histograms (two more measurements per request).
+        jwt_cache_seconds: how long a verified token is remembered (seconds, never beyond its
+            ``exp``); 0 verifies every request in full.
     """
 
     model_config = SettingsConfigDict(env_prefix="MCP_", extra="ignore", hide_input_in_errors=True)  # never echo a secret
@@ -121,7 +150,7 @@ class McpSettings(BaseSettings):
     dns_rebinding_protection: bool | None = None
     storage_url: str = "memory://"
     storage_create_tables: bool = False
-    auth_mode: Literal["none"] = "none"
+    auth_mode: AuthMode | None = None
     request_state_key: str | None = None
     log_level: LogLevel = "debug"
     cache_ttl_ms: int = Field(default=0, ge=0)
@@ -147,6 +176,22 @@ class McpSettings(BaseSettings):
     session_store_url: str = "memory://"
     session_store_namespace: str = "mcp:"
     session_lease_seconds: float = Field(default=10.0, gt=0, allow_inf_nan=False)
+    jwt_jwks_url: str | None = None
+    jwt_issuer: str | None = None
+    jwt_audience: Annotated[list[str] | None, NoDecode] = None
+    jwt_algorithms: Annotated[list[str] | None, NoDecode] = None
+    jwt_leeway: float = Field(default=30.0, ge=0, le=300)
+    jwt_tenant_claim: str = Field(default="tid", min_length=1)
+    jwt_secret: str | None = Field(default=None, repr=False)
+    jwt_jwks_cache_seconds: float = Field(default=300.0, gt=0)
+    jwt_jwks_refetch_seconds: float = Field(default=30.0, ge=0)
+    resource_url: str | None = None
+    oauth_issuer: str | None = None
+    hide_unauthorized_tools: bool = True
+    telemetry: Literal["auto", "on", "off"] = "auto"
+    telemetry_handler_span: bool = False
+    jwt_cache_seconds: float = Field(default=60.0, ge=0, le=3600)
+    telemetry_payload_metrics: bool = True
 
     @property
     def session_owner_quota(self) -> int:
@@ -160,13 +205,20 @@ class McpSettings(BaseSettings):
 
     @field_validator("auth_mode", mode="before")
     @classmethod
-    def _auth_mode_available(cls, value: object) -> object:
-        if isinstance(value, str) and value.strip().lower() != "none":
-            raise ValueError(
-                f"MCP_AUTH_MODE={value!r} is not available in this release; set MCP_AUTH_MODE=none and pass "
-                "McpRouter(authenticate=<a FastAPI dependency returning a Principal>) (docs/guide.md#authentication)"
-            )
-        return value.strip().lower() if isinstance(value, str) else value
+    def _auth_mode_known(cls, value: object) -> object:
+        if isinstance(value, str):
+            value = value.strip().lower()
+            if value not in ("none", "jwt", "oauth"):
+                raise ValueError(f"MCP_AUTH_MODE={value!r}: use none, jwt or oauth (docs/auth.md)")
+        return value
+
+    @field_validator("jwt_audience", "jwt_algorithms", mode="before")
+    @classmethod
+    def _comma_list(cls, value: object) -> object:
+        if isinstance(value, str):  # MCP_JWT_AUDIENCE=a,b or a JSON list
+            text = value.strip()
+            return json.loads(text) if text.startswith("[") else [part.strip() for part in text.split(",") if part.strip()]
+        return value
 
     @field_validator("path")
     @classmethod

@@ -149,6 +149,28 @@ def test_serve_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
     assert seen["timeout_graceful_shutdown"] == 10.0
 
 
+@pytest.mark.parametrize(("mode", "warned"), [(None, True), ("none", False), ("jwt", False)])
+def test_serve_on_every_interface_without_auth_warns(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, mode: str | None, warned: bool
+) -> None:
+    import uvicorn
+
+    monkeypatch.setattr(uvicorn, "run", lambda app, **kwargs: None)
+    settings = {None: "", "none": "auth_mode='none'", "jwt": (
+        "auth_mode='jwt', jwt_secret='s' * 32, jwt_issuer='https://idp.example.test', resource_url='https://mcp.example.test/mcp'"
+    )}[mode]  # fmt: skip
+    name = f"auth_app_{mode or 'unset'}"
+    (tmp_path / f"{name}.py").write_text(
+        "from fastapi import FastAPI\n"
+        "from fastapi_mcp_ctx import McpRouter, McpSettings\n"
+        f"app = FastAPI()\napp.include_router(McpRouter(settings=McpSettings({settings})))\n"
+    )
+    monkeypatch.delenv("MCP_AUTH_MODE", raising=False)
+    result = CliRunner().invoke(cli, ["serve", f"{name}:app", "--app-dir", str(tmp_path), "--host", "0.0.0.0"])
+    assert result.exit_code == 0, result.output
+    assert ("no authentication is configured" in result.output and "MCP_AUTH_MODE" in result.output) == warned
+
+
 def test_serve_with_workers_passes_the_import_string(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     import uvicorn
 

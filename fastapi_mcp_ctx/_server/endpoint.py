@@ -32,10 +32,12 @@ from .._envelope import (
     read_legacy_envelope,
     read_modern_envelope,
 )
+from .._gate import build_gate
 from .._http import BODY_SCOPE_KEY, accepted, read_body, reject_repeated
 from .._jsonrpc import JsonRpcNotification, JsonRpcRequest, JsonRpcResponse, error_message, parse_message, request_id_of
 from .._logging import install_default_handler
 from .._replicas.relay import Relay
+from .._resource_metadata import challenge, ensure_root_routes, metadata_routes
 from .._security import TransportSecurity, is_loopback_host, loopback_security
 from .._sessions import LiveSessions, OwnerQuotaExceeded, SessionRecord, SessionStore, check_client_metadata
 from .._streams import Reply, StandaloneStream
@@ -126,6 +128,9 @@ class McpEndpoint:
         self._loopback = loopback_security()
         self._log_checked = False
         self._configured_security = self._security_from_settings()
+        scopes = dispatcher.registry.scopes  # what a 401 challenge and the metadata advertise
+        self.gate = build_gate(settings, authenticate is not None, scopes)  # MCP_AUTH_MODE (None: nothing to run)
+        self.metadata_routes = metadata_routes(settings, scopes)  # RFC 9728, served at the app's root
 
     async def handle(self, request: Request) -> Response:
         """The route's endpoint: one MCP HTTP request of either era."""
@@ -162,6 +167,7 @@ class McpEndpoint:
         if not self._log_checked:  # at first use: by now the application configured its logging, or not
             self._log_checked = True
             install_default_handler(self.settings.log_level)
+            ensure_root_routes(request.app, self.metadata_routes)
         outcome: AuthOutcome | None = None
         self.shutdown_coordinator.first_use()
         if not self.relay.started:  # this replica's bus channels, at first use (after any fork)
@@ -177,16 +183,21 @@ class McpEndpoint:
                 request.scope[BODY_SCOPE_KEY] = await read_body(
                     request, headers, self.settings.max_body_bytes, self.settings.body_timeout_seconds
                 )
-            if self._authenticate is not None:
+            if self._authenticate is not None or self.gate is not None:
                 try:
-                    outcome = await resolve_principal(self._authenticate, request)
-                    if outcome.principal is None:
-                        raise AuthenticationError("Unauthorized", headers={"WWW-Authenticate": "Bearer"})
+                    if self._authenticate is None:  # the gate: MCP_AUTH_MODE=jwt/oauth, or unset (local only)
+                        principal = await self.gate.admit(request, headers)  # pyright: ignore[reportOptionalMemberAccess]
+                    else:
+                        outcome = await resolve_principal(self._authenticate, request)
+                        principal = outcome.principal
+                        if principal is None:
+                            raise AuthenticationError("Unauthorized", headers={"WWW-Authenticate": challenge(self.settings)})
                 except McpError as exc:  # the body was read: the refusal echoes its id
                     if request_id_of(exc) is None:
                         exc.request_id = _body_request_id(request.scope.get(BODY_SCOPE_KEY))  # type: ignore[attr-defined]
                     raise
-                request.scope[PRINCIPAL_SCOPE_KEY] = outcome.principal
+                if principal is not None:
+                    request.scope[PRINCIPAL_SCOPE_KEY] = principal
             if request.method == "POST":
                 response = await self._post(request, headers)
             elif request.method == "GET":

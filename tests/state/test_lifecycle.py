@@ -346,7 +346,8 @@ def test_a_module_level_app_under_one_lifespan_per_test(fresh: Env) -> None:
         "Mcp-Name": "count_visit",
     }
     for expected in (4, 5):  # Starlette's TestClient: its own loop in a portal thread per block
-        with TestClient(app, base_url="http://127.0.0.1") as client:
+        # a loopback peer: with no MCP_AUTH_MODE only local callers are served (TestClient's default is "testclient")
+        with TestClient(app, base_url="http://127.0.0.1", client=("127.0.0.1", 50000)) as client:
             response = client.post("/mcp", json=body, headers=headers)
         assert response.status_code == 200, response.text
         assert response.json()["result"]["structuredContent"] == {"result": expected}

@@ -1,0 +1,222 @@
+"""Cost of authentication and of OpenTelemetry on one ``tools/call``, in process (not a timed test).
+
+    .venv/bin/python bench/bench_auth_otel.py                  # both comparisons
+    .venv/bin/python bench/bench_auth_otel.py --rounds 9 --calls 1000
+
+Same driver as ``profile_call.py`` (each call a task of its own, ASGI apps called directly,
+apps interleaved round by round, medians of rounds; process CPU time, see ``CLOCK``), workload ``a`` (``tools/call add(2, 3)``,
+2025-11-25 era, no session):
+
+* **auth**: the project with ``MCP_AUTH_MODE=jwt`` (RS256 keys from a JWKS served on loopback)
+  and an ``Authorization: Bearer`` token on every request (default: a token verified once is
+  remembered, ``MCP_JWT_CACHE_SECONDS``; also shown with 0: the signature checked on every
+  request), beside a bare FastAPI route whose
+  dependency verifies the same token with pyjwt (``jwt.decode`` with the public key, audience and
+  issuer) and answers the same bytes. Also shown: both without any token (the unauthenticated
+  baseline of each), so the verification's own share is visible.
+* **otel**: the project with the OpenTelemetry SDK configured (a ``TracerProvider`` whose
+  ``BatchSpanProcessor`` feeds an exporter that drops everything, a ``MeterProvider`` whose
+  periodic reader feeds one that drops everything) beside the same app with ``MCP_TELEMETRY=off``;
+  and ``MCP_TELEMETRY=auto`` with no SDK (what every application without OpenTelemetry pays).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+
+import jwt  # noqa: E402
+import profile_call as pc  # noqa: E402
+from cryptography.hazmat.primitives import serialization  # noqa: E402
+from fastapi import Depends, FastAPI, Header, HTTPException, Request, Response  # noqa: E402
+from jwt_support import RESOURCE, RsaKey, claims, key_server  # noqa: E402
+
+from fastapi_mcp_ctx import McpRouter, McpSettings  # noqa: E402
+from fastapi_mcp_ctx._telemetry import Telemetry  # noqa: E402
+
+ISSUER = "https://idp.example.test"
+
+
+def project(**settings: Any) -> tuple[FastAPI, McpRouter]:
+    values: dict[str, Any] = {"server_name": "bench", "session_mode": "stateless", "log_level": "warning", "auth_mode": "none"}
+    values.update(settings)
+    router = McpRouter(settings=McpSettings(**values))
+
+    async def add(a: int, b: int) -> int:
+        """Add two integers."""
+        return a + b
+
+    router.add_tool(add)
+    app = FastAPI(openapi_url=None, docs_url=None, redoc_url=None)
+    app.include_router(router)
+    return app, router
+
+
+def bare_fastapi(public_pem: bytes | None) -> FastAPI:
+    """The ceiling: one POST route; with ``public_pem`` its dependency verifies the bearer JWT
+    (the key loaded once, at start-up, as a careful hand-written app does)."""
+    app = FastAPI(openapi_url=None, docs_url=None, redoc_url=None)
+    public_key = serialization.load_pem_public_key(public_pem) if public_pem is not None else None
+
+    def verify(authorization: str = Header()) -> dict[str, Any]:
+        scheme, _, token = authorization.partition(" ")
+        try:
+            return jwt.decode(token, public_key, algorithms=["RS256"], audience=RESOURCE, issuer=ISSUER, leeway=30)
+        except jwt.PyJWTError as exc:
+            raise HTTPException(401, "invalid token", headers={"WWW-Authenticate": 'Bearer error="invalid_token"'}) from exc
+
+    async def answer(request: Request) -> Response:
+        message = json.loads(await request.body())
+        total = message["params"]["arguments"]["a"] + message["params"]["arguments"]["b"]
+        return Response(content=pc._result(message["id"], {"result": total}, str(total)), media_type="application/json")
+
+    if public_pem is None:
+        app.add_api_route("/mcp", answer, methods=["POST"])
+    else:
+
+        async def verified(request: Request, _claims: dict[str, Any] = Depends(verify)) -> Response:
+            return await answer(request)
+
+        app.add_api_route("/mcp", verified, methods=["POST"])
+    return app
+
+
+def request_with(headers: Sequence[tuple[bytes, bytes]]) -> tuple[dict[str, Any], bytes]:
+    scope, body = pc._request("a")
+    scope["headers"] = [*scope["headers"], *headers]
+    return scope, body
+
+
+CLOCK = time.process_time
+"""CPU time of this process (every thread: the SDK's export threads count): on a shared machine
+wall time mostly measures the other processes; ``--wall`` uses ``time.perf_counter``."""
+
+
+async def per_call_us(app: Any, scope: dict[str, Any], body: bytes, calls: int) -> float:
+    start = CLOCK()
+    for _ in range(calls):
+        await pc.call(app, scope, body, pc.EXPECT["a"])
+    return (CLOCK() - start) / calls * 1e6
+
+
+async def compare(title: str, apps: dict[str, tuple[Any, dict[str, Any], bytes]], rounds: int, calls: int) -> dict[str, float]:
+    for app, scope, body in apps.values():
+        await per_call_us(app, scope, body, 200)  # warm-up
+    figures: dict[str, list[float]] = {name: [] for name in apps}
+    for _ in range(rounds):
+        for name, (app, scope, body) in apps.items():
+            figures[name].append(await per_call_us(app, scope, body, calls))
+    medians = {name: statistics.median(values) for name, values in figures.items()}
+    print(f"== {title}")
+    for name, value in medians.items():
+        print(f"  {name:<44} {value:8.1f} µs/call")
+    return medians
+
+
+def otel_providers() -> tuple[Any, Any]:
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import MetricExporter, MetricExportResult, PeriodicExportingMetricReader
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+
+    class DropSpans(SpanExporter):
+        def export(self, spans: Any) -> SpanExportResult:
+            return SpanExportResult.SUCCESS
+
+    class DropMetrics(MetricExporter):
+        def export(self, metrics_data: Any, timeout_millis: float = 10_000, **kwargs: Any) -> MetricExportResult:
+            return MetricExportResult.SUCCESS
+
+        def force_flush(self, timeout_millis: float = 10_000) -> bool:
+            return True
+
+        def shutdown(self, timeout_millis: float = 30_000, **kwargs: Any) -> None:
+            return None
+
+    tracer_provider = TracerProvider()
+    tracer_provider.add_span_processor(BatchSpanProcessor(DropSpans()))
+    meter_provider = MeterProvider(metric_readers=[PeriodicExportingMetricReader(DropMetrics(), export_interval_millis=5000)])
+    return tracer_provider, meter_provider
+
+
+async def main(args: argparse.Namespace) -> None:
+    key = RsaKey.generate("bench")
+    token = key.sign(claims(ISSUER, exp=int(time.time()) + 3600))
+    bearer = [(b"authorization", f"Bearer {token}".encode())]
+    with key_server(key) as idp:
+        jwt_app, _ = project(auth_mode="jwt", jwt_jwks_url=idp.jwks_url, jwt_issuer=ISSUER, resource_url=RESOURCE)
+        full_app, _ = project(
+            auth_mode="jwt", jwt_jwks_url=idp.jwks_url, jwt_issuer=ISSUER, resource_url=RESOURCE, jwt_cache_seconds=0.0
+        )
+        plain_app, _ = project()
+        auth = await compare(
+            "auth: RS256 bearer verified per request (workload a)",
+            {
+                "project, MCP_AUTH_MODE=jwt, bearer": (jwt_app, *request_with(bearer)),
+                "project, jwt, MCP_JWT_CACHE_SECONDS=0": (full_app, *request_with(bearer)),
+                "FastAPI, pyjwt dependency, bearer": (bare_fastapi(key.public_pem()), *request_with(bearer)),
+                "project, MCP_AUTH_MODE=none": (plain_app, *request_with([])),
+                "FastAPI, no verification": (bare_fastapi(None), *request_with([])),
+            },
+            args.rounds,
+            args.calls,
+        )
+    ratio = auth["FastAPI, pyjwt dependency, bearer"] / auth["project, MCP_AUTH_MODE=jwt, bearer"]
+    base = auth["FastAPI, no verification"] / auth["project, MCP_AUTH_MODE=none"]
+    full = auth["FastAPI, pyjwt dependency, bearer"] / auth["project, jwt, MCP_JWT_CACHE_SECONDS=0"]
+    print(f"  ratio with a token (FastAPI time / project time) {ratio:.2f}; every request verified in full {full:.2f}; without a token {base:.2f}")
+
+    tracer_provider, meter_provider = otel_providers()
+
+    def traced(payload_metrics: bool) -> FastAPI:
+        app, router = project(telemetry="on", telemetry_payload_metrics=payload_metrics)
+        router.dispatcher.telemetry = Telemetry(router.settings, tracer_provider=tracer_provider, meter_provider=meter_provider)
+        return app
+
+    traced_app, lean_app = traced(True), traced(False)
+    off_app, _ = project(telemetry="off")
+    auto_app, _ = project(telemetry="auto")
+    from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor
+
+    http_only, _ = project(telemetry="off")  # for scale: what the HTTP instrumentation alone costs
+    FastAPIInstrumentor.instrument_app(http_only, tracer_provider=tracer_provider, meter_provider=meter_provider)
+    otel = await compare(
+        "otel: SDK with exporters that drop everything vs telemetry off (workload a)",
+        {
+            "project, OTel SDK (spans + metrics)": (traced_app, *request_with([])),
+            "project, OTel SDK, no payload-size metrics": (lean_app, *request_with([])),
+            "project, MCP_TELEMETRY=off": (off_app, *request_with([])),
+            "project, MCP_TELEMETRY=auto, no SDK": (auto_app, *request_with([])),
+            "project, MCP_TELEMETRY=off, FastAPIInstrumentor": (http_only, *request_with([])),
+        },
+        args.rounds,
+        args.calls,
+    )
+    off = otel["project, MCP_TELEMETRY=off"]
+    sdk, lean = off / otel["project, OTel SDK (spans + metrics)"], off / otel["project, OTel SDK, no payload-size metrics"]
+    idle = off / otel["project, MCP_TELEMETRY=auto, no SDK"]
+    http = off / otel["project, MCP_TELEMETRY=off, FastAPIInstrumentor"]
+    print(f"  ratio SDK on / off (off time / on time) {sdk:.2f} (no payload-size metrics {lean:.2f}); auto without SDK / off {idle:.2f}")
+    print(f"  for scale: FastAPIInstrumentor alone (its HTTP spans and metrics) / off {http:.2f}")
+    tracer_provider.shutdown()
+    meter_provider.shutdown()
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--calls", type=int, default=500)
+    parser.add_argument("--wall", action="store_true", help="wall-clock time instead of process CPU time")
+    arguments = parser.parse_args()
+    if arguments.wall:
+        CLOCK = time.perf_counter
+    pc.run(main(arguments))
