@@ -1,4 +1,4 @@
-"""Test your own MCP tools in process: :class:`McpTestClient` over ``httpx.ASGITransport``.
+"""Test your own MCP tools in process: :class:`McpTestClient`, calling the ASGI app directly.
 
 Like FastAPI's ``TestClient`` it calls the app directly (no server, no socket), so
 ``app.dependency_overrides``, ``authenticate=`` and middleware apply; it speaks either era
@@ -9,6 +9,10 @@ as a real client does (``docs/testing.md``)::
     assert result.structured == {"id": 1, "text": "hello"}
     assert [entry["data"]["message"] for entry in result.logs] == ["stored"]
 
+Tools that ask for input (``ctx.elicit``, ``ctx.sample``, ``ctx.list_roots``,
+``ctx.request_input``) are answered by the ``elicitation=``, ``sampling=`` and ``roots=``
+callbacks, in both eras (2026-07-28 ``input_required`` retries; 2025 requests on the call's
+stream, read as they arrive); :attr:`McpResponse.asked` records what was asked.
 :func:`reset_state` empties ``ctx.state`` between tests. Needs the ``testing`` extra:
 ``pip install "fastapi-mcp-ctx[testing]"`` (httpx, asgi-lifespan).
 """
@@ -16,7 +20,7 @@ as a real client does (``docs/testing.md``)::
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from types import TracebackType
@@ -30,8 +34,10 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from . import __version__
 from ._discovery import find_targets
 from ._envelope import META_CAPABILITIES, META_CLIENT_INFO, META_LOG_LEVEL, META_VERSION, NAME_MEMBER, encode_header_value
+from ._testing_input import Asked, ElicitationCallback, InputAnswerer, RootsCallback, SamplingCallback
+from ._testing_transport import exchange, messages_of
 from .backends import MemoryBackend
-from .errors import McpResponseError
+from .errors import McpResponseError, TestClientInputError
 from .router import McpRouter
 from .state import clear_state
 
@@ -43,7 +49,7 @@ except ImportError as exc:  # pragma: no cover - depends on the installed extras
         'fastapi_mcp_ctx.testing needs httpx and asgi-lifespan: pip install "fastapi-mcp-ctx[testing]"'
     ) from exc
 
-__all__ = ["Era", "McpResponse", "McpResponseError", "McpTestClient", "ToolResult", "reset_state"]
+__all__ = ["Asked", "Era", "McpResponse", "McpResponseError", "McpTestClient", "TestClientInputError", "ToolResult", "reset_state"]
 
 Era = Literal["legacy", "modern"]
 """A protocol era: ``"legacy"`` (2025 handshake) or ``"modern"`` (2026-07-28)."""
@@ -72,13 +78,28 @@ class _Notified:
 class McpResponse(_Notified):
     """The answer to one request: ``result`` (as received), the ``notifications`` sent before it
     on the request's stream (in order; see ``logs``, ``progress``), the HTTP status and headers
-    (lower-case names), and the ``method`` sent."""
+    (lower-case names), the ``method`` sent, and ``asked``: each question the server asked
+    (2026-07-28 ``inputRequests`` entries, 2025 server→client requests; ``ping`` left out) with
+    the answer sent, in order. After answered rounds, ``result``, ``http_status`` and
+    ``headers`` are those of the last retry; ``notifications`` those of every round."""
 
     method: str
     result: dict[str, Any]
     notifications: list[dict[str, Any]]
     http_status: int
     headers: dict[str, str]
+    asked: tuple[Asked, ...] = ()
+
+    @property
+    def input_required(self) -> bool:
+        """The result is a 2026-07-28 ``input_required`` one (seen with ``auto_answer=False``)."""
+        return self.result.get("resultType") == "input_required"
+
+    @property
+    def rounds(self) -> int:
+        """How many rounds asked something: 2026-07-28 ``input_required`` results answered;
+        2025 server→client requests answered (each is a live round trip)."""
+        return len({a.round for a in self.asked})
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,19 +133,6 @@ def _param_header(value: Any) -> str | None:
     if isinstance(value, (int, float)):
         return json.dumps(value)
     return encode_header_value(value) if isinstance(value, str) else None
-
-
-def _messages(response: httpx.Response) -> list[dict[str, Any]]:
-    """Every JSON-RPC message of a response: the JSON body, or each SSE ``data`` event."""
-    if response.headers.get("content-type", "").startswith("text/event-stream"):
-        blocks = response.text.replace("\r\n", "\n").split("\n\n")
-        datas = ["\n".join(ln[5:].removeprefix(" ") for ln in b.split("\n") if ln.startswith("data:")) for b in blocks]
-        return [json.loads(data) for data in datas if data.strip()]
-    try:
-        body = response.json() if response.content else None
-    except ValueError:
-        return []
-    return [cast(dict[str, Any], body)] if isinstance(body, dict) else []
 
 
 def _error(method: str, response: httpx.Response, final: dict[str, Any] | None) -> McpResponseError:
@@ -165,8 +173,19 @@ class McpTestClient(_Notified):
         protocol_version: default ``2025-11-25`` (legacy) / ``2026-07-28`` (modern).
         lifespan: run the app's lifespan around the block (its state reaches ``request.state``).
         base_url: scheme and host (loopback: DNS-rebinding protection checks as for a local server).
-        timeout: seconds one request may take before :class:`TimeoutError`.
+        timeout: seconds one request may take before :class:`TimeoutError` (each round of a
+            2026 call; a whole 2025 call, its answered requests included).
         validate: check each result against the official wire model (``pydantic.ValidationError``).
+        elicitation: answers ``elicitation/create`` (form and URL mode): ``(params) ->``
+            ``ElicitAnswer`` / pydantic model (accepted) / ``ElicitResult`` dict, sync or async.
+        sampling: answers ``sampling/createMessage``: ``(params) ->`` str (the assistant's
+            text) / pydantic model / ``CreateMessageResult`` dict.
+        roots: answers ``roots/list``: a list of URIs / ``Root`` dicts, or ``(params) ->`` one.
+        max_input_rounds: ``input_required`` results a 2026 call answers before
+            :class:`TestClientInputError`.
+
+    Each callback given declares its capability (``elicitation: {form, url}``, ``sampling``,
+    ``roots``) unless ``client_capabilities`` names it; ``ping`` from the server is answered.
 
     Attributes:
         session_id: the 2025 ``Mcp-Session-Id`` (None in the modern era or stateless mode).
@@ -190,12 +209,18 @@ class McpTestClient(_Notified):
         base_url: str = BASE_URL,
         timeout: float = 10.0,
         validate: bool = True,
+        elicitation: ElicitationCallback | None = None,
+        sampling: SamplingCallback | None = None,
+        roots: RootsCallback | Sequence[Any] | None = None,
+        max_input_rounds: int = 10,
     ) -> None:
         if era not in ("legacy", "modern"):
             raise ValueError(f"era must be 'legacy' or 'modern', not {era!r}")
         self.app, self.era, self.path, self.lifespan = app, era, path, lifespan
         self.headers = dict(headers or {})
-        self.client_capabilities = dict(client_capabilities or {})
+        self.answerer = InputAnswerer(elicitation, sampling, roots)
+        self.client_capabilities = {**self.answerer.capabilities(), **(client_capabilities or {})}
+        self.max_input_rounds = max_input_rounds
         self.client_info = dict(client_info or {"name": "fastapi-mcp-ctx-testing", "version": __version__})
         self.log_level = log_level
         self.protocol_version = protocol_version or (LATEST_HANDSHAKE_VERSION if era == "legacy" else LATEST_MODERN_VERSION)
@@ -208,6 +233,7 @@ class McpTestClient(_Notified):
         self._stack = AsyncExitStack()
         self._next_id = 0
         self._header_params: dict[str, dict[str, str]] = {}
+        self._app: ASGIApp = app
 
     # -- lifecycle ----------------------------------------------------------------------
     async def __aenter__(self) -> Self:
@@ -224,6 +250,7 @@ class McpTestClient(_Notified):
                     if isinstance(owner, McpRouter):
                         self.router = owner
 
+            self._app = observed
             transport = httpx.ASGITransport(app=observed)
             self._http = await stack.enter_async_context(httpx.AsyncClient(transport=transport, base_url=self.base_url, headers=self.headers))
             if self.era == "legacy":
@@ -292,6 +319,9 @@ class McpTestClient(_Notified):
         progress_token: str | int | None = None,
         meta: Mapping[str, Any] | None = None,
         headers: Mapping[str, str] | None = None,
+        auto_answer: bool = True,
+        input_responses: Mapping[str, Any] | None = None,
+        request_state: str | None = None,
     ) -> ToolResult:
         """Call tool ``name``. A tool failure is a result (``is_error``), not an exception.
 
@@ -301,11 +331,21 @@ class McpTestClient(_Notified):
                 :attr:`ToolResult.progress`.
             meta: extra ``params._meta`` keys (``traceparent``...).
             headers: extra HTTP headers of this call (over the client's).
+            auto_answer: 2026-07-28: answer ``input_required`` results with the callbacks and
+                retry (see :meth:`request`); False returns the first one as it is.
+            input_responses / request_state: sent as ``inputResponses`` / ``requestState``
+                (a hand-made retry of an ``input_required`` result).
 
         Raises:
-            McpResponseError: a protocol error (unknown tool ``-32602``, 401, 403...).
+            McpResponseError: a protocol error (unknown tool ``-32602``, 401, 403, an
+                undeclared capability ``-32021``...).
+            TestClientInputError: the tool asked what no callback answers, or kept asking.
         """
         params: dict[str, Any] = {"name": name, "arguments": dict(arguments or {})}
+        if input_responses is not None:
+            params["inputResponses"] = dict(input_responses)
+        if request_state is not None:
+            params["requestState"] = request_state
         extra = {**(meta or {}), **({"progressToken": progress_token} if progress_token is not None else {})}
         sent = dict(headers or {})
         if self.era == "modern":
@@ -313,8 +353,8 @@ class McpTestClient(_Notified):
                 value = _param_header(params["arguments"].get(prop))
                 if value is not None:
                     sent.setdefault(f"Mcp-Param-{token}", value)
-        answer = await self.request("tools/call", params, meta=extra, headers=sent)
-        return ToolResult(answer.method, answer.result, answer.notifications, answer.http_status, answer.headers)
+        answer = await self.request("tools/call", params, meta=extra, headers=sent, auto_answer=auto_answer)
+        return ToolResult(answer.method, answer.result, answer.notifications, answer.http_status, answer.headers, answer.asked)
 
     async def request(
         self,
@@ -323,19 +363,59 @@ class McpTestClient(_Notified):
         *,
         meta: Mapping[str, Any] | None = None,
         headers: Mapping[str, str] | None = None,
+        auto_answer: bool = True,
     ) -> McpResponse:
         """Send a JSON-RPC request (``"tools/list"``, ``"server/discover"``, ``"ping"``...) in the
         client's era and return its result; ``meta`` adds ``params._meta`` keys, ``headers``
         HTTP headers.
 
+        Questions are answered with the callbacks: server→client requests arriving on the
+        request's stream (2025) as they arrive, and, with ``auto_answer``, a 2026-07-28
+        ``input_required`` result by retrying with ``inputResponses`` and the echoed
+        ``requestState``, at most ``max_input_rounds`` times (spec 2026-07-28
+        ``basic/patterns/mrtr``). ``asked`` records every question and answer.
+
         Raises:
             McpResponseError: a JSON-RPC error, or an HTTP error without one.
             TimeoutError: no answer within ``timeout`` seconds.
+            TestClientInputError: a question no callback answers; still ``input_required``
+                after ``max_input_rounds`` retries.
             pydantic.ValidationError: the result breaks the official wire model (``validate``).
         """
+        answer = await self._request_once(method, params, meta, headers, [])
+        asked, notes, sent = list(answer.asked), list(answer.notifications), dict(params or {})
+        while auto_answer and answer.input_required:
+            round_number = 1 + max((a.round for a in asked), default=0)
+            if round_number > self.max_input_rounds:
+                raise TestClientInputError(
+                    f"{method}: still input_required after {self.max_input_rounds} answered rounds "
+                    "(the handler keeps asking; raise max_input_rounds= or pass auto_answer=False)"
+                )
+            responses, record = await self.answerer.answer_round(answer.result.get("inputRequests") or {}, round_number)
+            asked.extend(record)
+            sent = {**sent, "inputResponses": responses}
+            if "requestState" in answer.result:
+                sent["requestState"] = answer.result["requestState"]
+            else:
+                sent.pop("requestState", None)
+            if not record:  # a state-only round still counts
+                asked.append(Asked("", {}, {}, None, round_number))
+            answer = await self._request_once(method, sent, meta, headers, [])
+            notes.extend(answer.notifications)
+        asked = [a for a in asked if a.method]
+        return McpResponse(method, answer.result, notes, answer.http_status, answer.headers, tuple(asked))
+
+    async def _request_once(
+        self,
+        method: str,
+        params: Mapping[str, Any] | None,
+        meta: Mapping[str, Any] | None,
+        headers: Mapping[str, str] | None,
+        asked: list[Asked],
+    ) -> McpResponse:
         self._next_id += 1
         request_id = self._next_id  # concurrent requests each match their own answer
-        response, messages = await self._send(method, params, meta, headers, request_id)
+        response, messages = await self._send(method, params, meta, headers, request_id, asked)
         answers = [m for m in messages if "method" not in m]
         final = next((m for m in answers if m.get("id") == request_id), answers[-1] if answers else None)
         notes = [m for m in messages if "method" in m and "id" not in m]
@@ -348,7 +428,7 @@ class McpTestClient(_Notified):
                 validate_server_result(method, self.protocol_version, result)
             except KeyError:  # a method the official tables do not know: nothing to check
                 pass
-        return McpResponse(method, result, notes, response.status_code, dict(response.headers))
+        return McpResponse(method, result, notes, response.status_code, dict(response.headers), tuple(asked))
 
     async def notify(
         self, method: str, params: Mapping[str, Any] | None = None, *, headers: Mapping[str, str] | None = None
@@ -358,7 +438,7 @@ class McpTestClient(_Notified):
         Raises:
             McpResponseError: the server answered anything but 202 Accepted.
         """
-        response, messages = await self._send(method, params, None, headers, None)
+        response, messages = await self._send(method, params, None, headers, None, [])
         if response.status_code != 202:
             raise _error(method, response, next(iter(messages), None))
 
@@ -391,6 +471,7 @@ class McpTestClient(_Notified):
         meta: Mapping[str, Any] | None,
         headers: Mapping[str, str] | None,
         request_id: int | None,
+        asked: list[Asked],
     ) -> tuple[httpx.Response, list[dict[str, Any]]]:
         body = dict(params) if params is not None else None
         sent = {"Content-Type": "application/json", "Accept": _ACCEPT}
@@ -420,12 +501,33 @@ class McpTestClient(_Notified):
             message["id"] = request_id
         if body is not None:
             message["params"] = body
+        request = self.http.build_request("POST", self.path, content=json.dumps(message).encode(), headers=sent)
+
+        async def on_message(received: dict[str, Any]) -> None:
+            if "method" in received and "id" in received:  # a server->client request on this stream
+                await self._answer_server(received, asked)
+
         try:
             with anyio.fail_after(self.timeout):
-                response = await self.http.post(self.path, content=json.dumps(message).encode(), headers=sent)
+                return await exchange(self._app, request, on_message)
         except TimeoutError as exc:
             raise TimeoutError(f"{method}: no answer from the app within {self.timeout} s") from exc
-        return response, _messages(response)
+
+    async def _answer_server(self, request: dict[str, Any], asked: list[Asked]) -> None:
+        """Answer a 2025 server→client request with the callbacks: a POST of the JSON-RPC
+        response on the session (202 expected); an unknown method gets ``-32601``."""
+        method, params = str(request["method"]), cast(dict[str, Any], request.get("params") or {})
+        reply: dict[str, Any] = {"jsonrpc": "2.0", "id": request["id"]}
+        if self.answerer.answers(method):
+            reply["result"] = await self.answerer.answer(method, params)
+            if method != "ping":
+                asked.append(Asked(method, dict(params), reply["result"], None, len(asked) + 1))
+        else:
+            reply["error"] = {"code": -32601, "message": f"Method not found: {method}"}
+        sent = {"Content-Type": "application/json", "Accept": _ACCEPT, **self._legacy_headers()}
+        response = await self.http.post(self.path, content=json.dumps(reply).encode(), headers=sent)
+        if response.status_code != 202:
+            raise _error(method, response, next(iter(messages_of(response.headers.get("content-type", ""), response.content)), None))
 
 
 async def reset_state(router: McpRouter, *, tenant_id: str | None = None, allow_persistent: bool = False) -> int:
