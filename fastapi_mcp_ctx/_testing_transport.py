@@ -118,20 +118,25 @@ async def stream_asgi(app: ASGIApp, request: httpx.Request, *, grace: float = 1.
             finished.set()
             started.set()
 
-    async with anyio.create_task_group() as group:
-        group.start_soon(run)
-        await started.wait()
-        try:
-            if "status" not in head:
-                if failure:
-                    raise failure[0]
-                raise RuntimeError(f"{request.method} {request.url.path}: the app returned without sending a response")
-            yield Streamed(head["status"], head["headers"], receive_chunk, failure)
-        finally:
-            disconnected.set()
-            with anyio.move_on_after(grace, shield=True):
-                await finished.wait()
-            group.cancel_scope.cancel()
+    try:
+        async with anyio.create_task_group() as group:
+            group.start_soon(run)
+            await started.wait()
+            try:
+                if "status" not in head:
+                    if failure:
+                        raise failure[0]
+                    raise RuntimeError(f"{request.method} {request.url.path}: the app returned without sending a response")
+                yield Streamed(head["status"], head["headers"], receive_chunk, failure)
+            finally:
+                disconnected.set()
+                with anyio.move_on_after(grace, shield=True):
+                    await finished.wait()
+                group.cancel_scope.cancel()
+    except BaseExceptionGroup as grouped:  # the app task never raises: one error, the reader's own
+        if len(grouped.exceptions) == 1:
+            raise grouped.exceptions[0] from None
+        raise
 
 
 class SseDecoder:
