@@ -21,15 +21,15 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any, Final, TypeAlias, cast
 
 from pydantic import BaseModel
 
+from ._testing_results import Asked, McpResponse
 from .errors import TestClientInputError
 from .input_required import ElicitAnswer
 
-__all__ = ["Asked", "ElicitationCallback", "InputAnswerer", "RootsCallback", "SamplingCallback", "TEST_MODEL"]
+__all__ = ["ElicitationCallback", "InputAnswerer", "RootsCallback", "SamplingCallback", "TEST_MODEL", "answer_rounds"]
 
 TEST_MODEL: Final = "mcp-test-client"
 """The ``model`` of a sampling answer given as a plain string."""
@@ -43,26 +43,6 @@ SamplingCallback: TypeAlias = "Callable[[dict[str, Any]], SampleReply | Awaitabl
 """``(params) -> answer`` for ``sampling/createMessage``."""
 RootsCallback: TypeAlias = "Callable[[dict[str, Any]], RootsReply | Awaitable[RootsReply]]"
 """``(params) -> roots`` for ``roots/list``."""
-
-
-@dataclass(frozen=True, slots=True)
-class Asked:
-    """One question the server asked during a request, and what the test client answered.
-
-    Attributes:
-        method: ``"elicitation/create"``, ``"sampling/createMessage"`` or ``"roots/list"``.
-        params: the request's params as received.
-        answer: the result sent back (``ElicitResult``, ``CreateMessageResult``, ``{"roots"}``).
-        key: the ``inputRequests`` key (2026-07-28); None for a 2025 request.
-        round: 2026-07-28: the ``input_required`` round that asked (1, 2...); 2025: the
-            position of the request among those of the call (1, 2...).
-    """
-
-    method: str
-    params: dict[str, Any]
-    answer: dict[str, Any]
-    key: str | None = None
-    round: int = 1
 
 
 def _dump(model: BaseModel) -> dict[str, Any]:
@@ -193,6 +173,58 @@ class InputAnswerer:
             responses[key] = await self.answer(str(fields["method"]), params)
             asked.append(Asked(str(fields["method"]), dict(params), responses[key], key, round_number))
         return responses, asked
+
+
+    async def reply_to(self, request: Mapping[str, Any], asked: list[Asked]) -> dict[str, Any]:
+        """The JSON-RPC response to a 2025 server→client ``request``; appends the question to
+        ``asked`` (``ping`` left out). A method no client answers gets ``-32601``.
+
+        Raises:
+            TestClientInputError: an input method no callback answers.
+        """
+        method, params = str(request["method"]), cast(dict[str, Any], request.get("params") or {})
+        reply: dict[str, Any] = {"jsonrpc": "2.0", "id": request["id"]}
+        if not self.answers(method):
+            return {**reply, "error": {"code": -32601, "message": f"Method not found: {method}"}}
+        reply["result"] = await self.answer(method, params)
+        if method != "ping":
+            asked.append(Asked(method, dict(params), reply["result"], None, len(asked) + 1))
+        return reply
+
+
+Resend = Callable[[dict[str, Any]], Awaitable[McpResponse]]
+"""Send the request again with these params: the next round's answer."""
+
+
+async def answer_rounds(answerer: InputAnswerer, first: McpResponse, params: Mapping[str, Any], resend: Resend, max_rounds: int) -> McpResponse:
+    """Answer 2026-07-28 ``input_required`` results until the request completes: each round's
+    ``inputRequests`` answered by ``answerer`` and sent back as ``inputResponses`` with the
+    round's ``requestState`` echoed (spec 2026-07-28 ``basic/patterns/mrtr``).
+
+    Returns:
+        The last answer, with ``asked`` and the ``notifications`` of every round.
+    Raises:
+        TestClientInputError: a question no callback answers; still ``input_required`` after
+            ``max_rounds`` answered rounds.
+    """
+    answer, asked, notes, sent = first, list(first.asked), list(first.notifications), dict(params)
+    rounds = 0
+    while answer.input_required:
+        rounds += 1
+        if rounds > max_rounds:
+            raise TestClientInputError(
+                f"{first.method}: still input_required after {max_rounds} answered rounds "
+                "(the handler keeps asking; raise max_input_rounds= or pass auto_answer=False)"
+            )
+        responses, record = await answerer.answer_round(answer.result.get("inputRequests") or {}, rounds)
+        asked.extend(record)
+        sent["inputResponses"] = responses
+        sent.pop("requestState", None)
+        if "requestState" in answer.result:
+            sent["requestState"] = answer.result["requestState"]
+        answer = await resend(sent)
+        notes.extend(answer.notifications)
+    return McpResponse(first.method, answer.result, notes, answer.http_status, answer.headers, tuple(asked))
 
 
 async def _called(callback: Callable[[dict[str, Any]], Any], params: dict[str, Any]) -> Any:

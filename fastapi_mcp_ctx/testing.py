@@ -22,7 +22,6 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from contextlib import AsyncExitStack
-from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Final, Literal, Self, cast
 
@@ -33,9 +32,10 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from . import __version__
 from ._discovery import find_targets
-from ._envelope import META_CAPABILITIES, META_CLIENT_INFO, META_LOG_LEVEL, META_VERSION, NAME_MEMBER, encode_header_value
-from ._testing_input import Asked, ElicitationCallback, InputAnswerer, RootsCallback, SamplingCallback
+from ._testing_input import ElicitationCallback, InputAnswerer, RootsCallback, SamplingCallback, answer_rounds
+from ._testing_results import Asked, McpResponse, Notified, ToolResult
 from ._testing_transport import exchange, messages_of
+from ._testing_wire import ACCEPT, Outgoing, header_params_of, param_header, response_error
 from .backends import MemoryBackend
 from .errors import McpResponseError, TestClientInputError
 from .router import McpRouter
@@ -54,103 +54,11 @@ __all__ = ["Asked", "Era", "McpResponse", "McpResponseError", "McpTestClient", "
 Era = Literal["legacy", "modern"]
 """A protocol era: ``"legacy"`` (2025 handshake) or ``"modern"`` (2026-07-28)."""
 BASE_URL: Final = "http://127.0.0.1"
-_ACCEPT: Final = "application/json, text/event-stream"
+for _member in (Asked, McpResponse, ToolResult):  # documented here, as httpx does for its own
+    _member.__module__ = __name__
 
 
-class _Notified:
-    """``logs`` and ``progress``, read from ``notifications`` (whole JSON-RPC messages)."""
-
-    __slots__ = ()
-    notifications: list[dict[str, Any]]
-
-    @property
-    def logs(self) -> list[dict[str, Any]]:
-        """``params`` of each ``notifications/message``: ``{"level", "logger"?, "data"}``."""
-        return [dict(m.get("params") or {}) for m in self.notifications if m.get("method") == "notifications/message"]
-
-    @property
-    def progress(self) -> list[dict[str, Any]]:
-        """``params`` of each ``notifications/progress``: ``{"progressToken", "progress", "total"?, "message"?}``."""
-        return [dict(m.get("params") or {}) for m in self.notifications if m.get("method") == "notifications/progress"]
-
-
-@dataclass(frozen=True, slots=True)
-class McpResponse(_Notified):
-    """The answer to one request: ``result`` (as received), the ``notifications`` sent before it
-    on the request's stream (in order; see ``logs``, ``progress``), the HTTP status and headers
-    (lower-case names), the ``method`` sent, and ``asked``: each question the server asked
-    (2026-07-28 ``inputRequests`` entries, 2025 server→client requests; ``ping`` left out) with
-    the answer sent, in order. After answered rounds, ``result``, ``http_status`` and
-    ``headers`` are those of the last retry; ``notifications`` those of every round."""
-
-    method: str
-    result: dict[str, Any]
-    notifications: list[dict[str, Any]]
-    http_status: int
-    headers: dict[str, str]
-    asked: tuple[Asked, ...] = ()
-
-    @property
-    def input_required(self) -> bool:
-        """The result is a 2026-07-28 ``input_required`` one (seen with ``auto_answer=False``)."""
-        return self.result.get("resultType") == "input_required"
-
-    @property
-    def rounds(self) -> int:
-        """How many rounds asked something: 2026-07-28 ``input_required`` results answered;
-        2025 server→client requests answered (each is a live round trip)."""
-        return len({a.round for a in self.asked})
-
-
-@dataclass(frozen=True, slots=True)
-class ToolResult(McpResponse):
-    """The answer to ``tools/call``: a :class:`McpResponse` whose ``CallToolResult`` is read."""
-
-    @property
-    def is_error(self) -> bool:
-        """``isError``: the tool failed (invalid arguments, ``ToolError``, a crash)."""
-        return self.result.get("isError") is True
-
-    @property
-    def structured(self) -> Any:
-        """``structuredContent`` (``{"result": value}`` for scalar returns), or None."""
-        return self.result.get("structuredContent")
-
-    @property
-    def content(self) -> list[dict[str, Any]]:
-        """The content blocks (``{"type": "text", "text": ...}``, images...)."""
-        return list(self.result.get("content") or [])
-
-    @property
-    def text(self) -> str:
-        """Every text block's ``text``, joined by newlines (``""`` when there is none)."""
-        return "\n".join(str(b.get("text", "")) for b in self.content if b.get("type") == "text")
-
-
-def _param_header(value: Any) -> str | None:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (int, float)):
-        return json.dumps(value)
-    return encode_header_value(value) if isinstance(value, str) else None
-
-
-def _error(method: str, response: httpx.Response, final: dict[str, Any] | None) -> McpResponseError:
-    raw = final.get("error") if final is not None else None
-    error = cast(dict[str, Any], raw) if isinstance(raw, dict) else {}
-    code = error.get("code")
-    text = response.text[:500] or f"HTTP {response.status_code} without a JSON-RPC answer"
-    return McpResponseError(
-        code=code if isinstance(code, int) else None,
-        message=str(error["message"]) if "message" in error else text,
-        data=error.get("data"),
-        http_status=response.status_code,
-        headers=dict(response.headers),
-        method=method,
-    )
-
-
-class McpTestClient(_Notified):
+class McpTestClient(Notified):
     """An in-process MCP client for ``app``: ``async with McpTestClient(app) as client``.
 
     ``era="legacy"``: ``initialize`` + ``notifications/initialized`` on entry, ``Mcp-Session-Id``
@@ -216,7 +124,8 @@ class McpTestClient(_Notified):
     ) -> None:
         if era not in ("legacy", "modern"):
             raise ValueError(f"era must be 'legacy' or 'modern', not {era!r}")
-        self.app, self.era, self.path, self.lifespan = app, era, path, lifespan
+        self.app, self.path, self.lifespan = app, path, lifespan
+        self.era: Era = era
         self.headers = dict(headers or {})
         self.answerer = InputAnswerer(elicitation, sampling, roots)
         self.client_capabilities = {**self.answerer.capabilities(), **(client_capabilities or {})}
@@ -302,13 +211,7 @@ class McpTestClient(_Notified):
             cursor = page.get("nextCursor")
             if not cursor:
                 break
-        for tool in tools:
-            properties = cast(dict[str, Any], cast(dict[str, Any], tool.get("inputSchema") or {}).get("properties") or {})
-            self._header_params[tool["name"]] = {
-                prop: spec["x-mcp-header"]
-                for prop, spec in properties.items()
-                if isinstance(spec, dict) and isinstance(cast(dict[str, Any], spec).get("x-mcp-header"), str)
-            }
+        self._header_params.update({tool["name"]: header_params_of(tool) for tool in tools})
         return tools
 
     async def call_tool(
@@ -350,7 +253,7 @@ class McpTestClient(_Notified):
         sent = dict(headers or {})
         if self.era == "modern":
             for prop, token in self._header_params.get(name, {}).items():
-                value = _param_header(params["arguments"].get(prop))
+                value = param_header(params["arguments"].get(prop))
                 if value is not None:
                     sent.setdefault(f"Mcp-Param-{token}", value)
         answer = await self.request("tools/call", params, meta=extra, headers=sent, auto_answer=auto_answer)
@@ -382,28 +285,14 @@ class McpTestClient(_Notified):
                 after ``max_input_rounds`` retries.
             pydantic.ValidationError: the result breaks the official wire model (``validate``).
         """
-        answer = await self._request_once(method, params, meta, headers, [])
-        asked, notes, sent = list(answer.asked), list(answer.notifications), dict(params or {})
-        while auto_answer and answer.input_required:
-            round_number = 1 + max((a.round for a in asked), default=0)
-            if round_number > self.max_input_rounds:
-                raise TestClientInputError(
-                    f"{method}: still input_required after {self.max_input_rounds} answered rounds "
-                    "(the handler keeps asking; raise max_input_rounds= or pass auto_answer=False)"
-                )
-            responses, record = await self.answerer.answer_round(answer.result.get("inputRequests") or {}, round_number)
-            asked.extend(record)
-            sent = {**sent, "inputResponses": responses}
-            if "requestState" in answer.result:
-                sent["requestState"] = answer.result["requestState"]
-            else:
-                sent.pop("requestState", None)
-            if not record:  # a state-only round still counts
-                asked.append(Asked("", {}, {}, None, round_number))
-            answer = await self._request_once(method, sent, meta, headers, [])
-            notes.extend(answer.notifications)
-        asked = [a for a in asked if a.method]
-        return McpResponse(method, answer.result, notes, answer.http_status, answer.headers, tuple(asked))
+        answer = await self._request_once(method, params, meta, headers)
+        if not (auto_answer and answer.input_required):
+            return answer
+
+        async def resend(retried: dict[str, Any]) -> McpResponse:
+            return await self._request_once(method, retried, meta, headers)
+
+        return await answer_rounds(self.answerer, answer, dict(params or {}), resend, self.max_input_rounds)
 
     async def _request_once(
         self,
@@ -411,8 +300,8 @@ class McpTestClient(_Notified):
         params: Mapping[str, Any] | None,
         meta: Mapping[str, Any] | None,
         headers: Mapping[str, str] | None,
-        asked: list[Asked],
     ) -> McpResponse:
+        asked: list[Asked] = []
         self._next_id += 1
         request_id = self._next_id  # concurrent requests each match their own answer
         response, messages = await self._send(method, params, meta, headers, request_id, asked)
@@ -421,7 +310,7 @@ class McpTestClient(_Notified):
         notes = [m for m in messages if "method" in m and "id" not in m]
         self.notifications.extend(notes)
         if final is None or "error" in final or response.status_code >= 400:
-            raise _error(method, response, final)
+            raise response_error(method, response, final)
         result = cast(dict[str, Any], final.get("result") or {})
         if self.validate:
             try:
@@ -440,7 +329,7 @@ class McpTestClient(_Notified):
         """
         response, messages = await self._send(method, params, None, headers, None, [])
         if response.status_code != 202:
-            raise _error(method, response, next(iter(messages), None))
+            raise response_error(method, response, next(iter(messages), None))
 
     async def reset_state(self, tenant_id: str | None = None, *, allow_persistent: bool = False) -> int:
         """:func:`reset_state` on :attr:`router`: the ``McpRouter`` that served this client, or,
@@ -473,34 +362,9 @@ class McpTestClient(_Notified):
         request_id: int | None,
         asked: list[Asked],
     ) -> tuple[httpx.Response, list[dict[str, Any]]]:
-        body = dict(params) if params is not None else None
-        sent = {"Content-Type": "application/json", "Accept": _ACCEPT}
-        if self.era == "modern":
-            body = body or {}
-            envelope: dict[str, Any] = {
-                META_VERSION: self.protocol_version,
-                META_CAPABILITIES: self.client_capabilities,
-                META_CLIENT_INFO: self.client_info,
-            }
-            if self.log_level is not None:
-                envelope[META_LOG_LEVEL] = self.log_level
-            body["_meta"] = {**envelope, **(body.get("_meta") or {}), **(meta or {})}
-            sent.update({"MCP-Protocol-Version": self.protocol_version, "Mcp-Method": method})
-            member = NAME_MEMBER.get(method)
-            if member is not None and isinstance(body.get(member), str):
-                sent["Mcp-Name"] = encode_header_value(body[member])
-        else:
-            if meta:
-                body = body or {}
-                body["_meta"] = {**(body.get("_meta") or {}), **meta}
-            if method != "initialize":
-                sent.update(self._legacy_headers())
+        outgoing = Outgoing(self.era, self.protocol_version, self.client_capabilities, self.client_info, self.log_level, self._legacy_headers())
+        message, sent = outgoing.message(method, params, meta, request_id)
         sent.update(headers or {})
-        message: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
-        if request_id is not None:
-            message["id"] = request_id
-        if body is not None:
-            message["params"] = body
         request = self.http.build_request("POST", self.path, content=json.dumps(message).encode(), headers=sent)
 
         async def on_message(received: dict[str, Any]) -> None:
@@ -514,20 +378,13 @@ class McpTestClient(_Notified):
             raise TimeoutError(f"{method}: no answer from the app within {self.timeout} s") from exc
 
     async def _answer_server(self, request: dict[str, Any], asked: list[Asked]) -> None:
-        """Answer a 2025 server→client request with the callbacks: a POST of the JSON-RPC
-        response on the session (202 expected); an unknown method gets ``-32601``."""
-        method, params = str(request["method"]), cast(dict[str, Any], request.get("params") or {})
-        reply: dict[str, Any] = {"jsonrpc": "2.0", "id": request["id"]}
-        if self.answerer.answers(method):
-            reply["result"] = await self.answerer.answer(method, params)
-            if method != "ping":
-                asked.append(Asked(method, dict(params), reply["result"], None, len(asked) + 1))
-        else:
-            reply["error"] = {"code": -32601, "message": f"Method not found: {method}"}
-        sent = {"Content-Type": "application/json", "Accept": _ACCEPT, **self._legacy_headers()}
+        """Answer a 2025 server→client request: a POST of the JSON-RPC response on the session."""
+        reply = await self.answerer.reply_to(request, asked)
+        sent = {"Content-Type": "application/json", "Accept": ACCEPT, **self._legacy_headers()}
         response = await self.http.post(self.path, content=json.dumps(reply).encode(), headers=sent)
         if response.status_code != 202:
-            raise _error(method, response, next(iter(messages_of(response.headers.get("content-type", ""), response.content)), None))
+            final = next(iter(messages_of(response.headers.get("content-type", ""), response.content)), None)
+            raise response_error(str(request["method"]), response, final)
 
 
 async def reset_state(router: McpRouter, *, tenant_id: str | None = None, allow_persistent: bool = False) -> int:
