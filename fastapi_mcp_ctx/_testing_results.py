@@ -5,7 +5,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
+
+from ._results import ERROR_META_KEY
 
 __all__ = ["Asked", "McpResponse", "Notified", "ToolResult"]
 
@@ -93,6 +95,14 @@ class ToolResult(McpResponse):
     def content(self) -> list[dict[str, Any]]:
         """The content blocks (``{"type": "text", "text": ...}``, images...)."""
         return list(self.result.get("content") or [])
+
+    @property
+    def error(self) -> dict[str, Any] | None:
+        """The error envelope of an ``isError`` result, ``{"code", "message", "data": {"reason",
+        "recovery"?, ...}}`` (``_meta["fastapi-mcp-ctx/error"]``), or None."""
+        meta = cast(dict[str, Any], self.result.get("_meta") or {})
+        envelope = meta.get(ERROR_META_KEY)
+        return cast(dict[str, Any], envelope) if self.is_error and isinstance(envelope, dict) else None
 
     @property
     def text(self) -> str:

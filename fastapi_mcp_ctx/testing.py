@@ -30,6 +30,14 @@ from mcp_types.methods import validate_server_result
 from mcp_types.version import LATEST_HANDSHAKE_VERSION, LATEST_MODERN_VERSION
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+try:
+    import httpx
+    from asgi_lifespan import LifespanManager
+except ImportError as exc:  # pragma: no cover - depends on the installed extras
+    raise ImportError(
+        'fastapi_mcp_ctx.testing needs httpx and asgi-lifespan: pip install "fastapi-mcp-ctx[testing]"'
+    ) from exc
+
 from . import __version__
 from ._discovery import find_targets
 from ._testing_input import ElicitationCallback, InputAnswerer, RootsCallback, SamplingCallback, answer_rounds
@@ -40,14 +48,6 @@ from .backends import MemoryBackend
 from .errors import McpResponseError, TestClientInputError
 from .router import McpRouter
 from .state import clear_state
-
-try:
-    import httpx
-    from asgi_lifespan import LifespanManager
-except ImportError as exc:  # pragma: no cover - depends on the installed extras
-    raise ImportError(
-        'fastapi_mcp_ctx.testing needs httpx and asgi-lifespan: pip install "fastapi-mcp-ctx[testing]"'
-    ) from exc
 
 __all__ = ["Asked", "Era", "McpResponse", "McpResponseError", "McpTestClient", "TestClientInputError", "ToolResult", "reset_state"]
 

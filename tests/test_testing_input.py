@@ -90,9 +90,8 @@ WIZARD = {"Where do you want to go?": {"city": "Lisbon"}, "How many nights in Li
 
 
 def error_of(result: ToolResult) -> dict[str, Any]:
-    """The error object of an ``isError`` result (``structuredContent`` or, with an output schema, ``_meta``)."""
-    holder = result.structured if result.structured is not None else result.result["_meta"]
-    return holder["error"] if "error" in holder else holder["fastapi-mcp-ctx/error"]
+    assert result.error is not None, result.result
+    return result.error
 
 
 def wizard_answer(params: dict[str, Any]) -> ElicitAnswer[Any]:
@@ -104,7 +103,7 @@ async def test_three_question_wizard(app: FastAPI, era: Any) -> None:
     started = time.perf_counter()
     async with McpTestClient(app, era=era, path="/example/mcp", elicitation=wizard_answer) as client:
         result = await client.call_tool("trip_wizard")
-    assert not result.is_error, result.result
+    assert not result.is_error and result.error is None, result.result
     assert result.structured == {"city": "Lisbon", "nights": 3, "breakfast": False}
     assert [a.params["message"] for a in result.asked] == list(WIZARD)
     assert {a.method for a in result.asked} == {"elicitation/create"}
