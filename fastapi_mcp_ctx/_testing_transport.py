@@ -29,6 +29,8 @@ import httpx
 from anyio.streams.memory import MemoryObjectReceiveStream
 from starlette.types import ASGIApp, Message
 
+from ._http import replaying_receive
+
 __all__ = ["Streamed", "exchange", "messages_of", "stream_asgi"]
 
 OnMessage = Callable[[dict[str, Any]], Awaitable[None]]
@@ -87,15 +89,12 @@ async def stream_asgi(app: ASGIApp, request: httpx.Request, *, grace: float = 1.
     started, finished, disconnected = anyio.Event(), anyio.Event(), anyio.Event()
     head: dict[str, Any] = {}
     failure: list[BaseException] = []
-    consumed = False
 
-    async def receive() -> Message:
-        nonlocal consumed
-        if not consumed:
-            consumed = True
-            return {"type": "http.request", "body": body, "more_body": False}
+    async def until_disconnected() -> Message:
         await disconnected.wait()
         return {"type": "http.disconnect"}
+
+    receive = replaying_receive(body, until_disconnected)  # the whole body once, then the client's disconnect
 
     async def send(message: Message) -> None:
         if message["type"] == "http.response.start":
@@ -133,6 +132,7 @@ async def stream_asgi(app: ASGIApp, request: httpx.Request, *, grace: float = 1.
                 with anyio.move_on_after(grace, shield=True):
                     await finished.wait()
                 group.cancel_scope.cancel()
+                receive_chunk.close()
     except BaseExceptionGroup as grouped:  # the app task never raises: one error, the reader's own
         if len(grouped.exceptions) == 1:
             raise grouped.exceptions[0] from None
