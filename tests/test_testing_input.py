@@ -10,9 +10,10 @@ request the client cannot answer fails at once: the refusal envelope), B06 (neve
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, cast
 
 import anyio
+import httpx
 import pytest
 from conftest import make_app, make_router
 from fastapi import Depends, FastAPI
@@ -21,7 +22,7 @@ from pydantic import BaseModel
 from examples.input_required import Dates, Destination, Extras
 from examples.input_required import router as example_router
 from fastapi_mcp_ctx import Context, ElicitAnswer, input_required, mcp_context
-from fastapi_mcp_ctx._testing_transport import SseDecoder, messages_of
+from fastapi_mcp_ctx._testing_transport import SseDecoder, messages_of, stream_asgi
 from fastapi_mcp_ctx.testing import Asked, McpResponseError, McpTestClient, TestClientInputError, ToolResult
 
 ERAS = ["legacy", "modern"]
@@ -294,3 +295,78 @@ def test_sse_decoding_across_chunks() -> None:
     assert decoder.feed(' 1}\r\n\r\ndata: {"b": 2}\n\n: comment\n\n') == ['{"a": 1}', '{"b": 2}']
     assert messages_of("application/json", b'{"jsonrpc": "2.0", "id": 1, "result": {}}') == [{"jsonrpc": "2.0", "id": 1, "result": {}}]
     assert messages_of("application/json", b"not json") == [] and messages_of("text/plain", b"") == []
+
+
+async def test_concurrent_legacy_calls_each_get_their_answers(app: FastAPI) -> None:
+    results: dict[str, Any] = {}
+
+    def answer(params: dict[str, Any]) -> ElicitAnswer[Any]:
+        if params["message"] == "Where do you want to go?":
+            return ElicitAnswer("accept", content={"city": "Oslo"})
+        return ElicitAnswer("accept", content=WIZARD.get(params["message"]) or {"nights": 1})
+
+    async with McpTestClient(app, path="/example/mcp", elicitation=answer) as client:
+
+        async def one(name: str) -> None:
+            results[name] = await client.call_tool("trip_wizard")
+
+        async with anyio.create_task_group() as group:
+            for name in ("a", "b", "c"):
+                group.start_soon(one, name)
+    assert {name: r.structured for name, r in results.items()} == {n: {"city": "Oslo", "nights": 1, "breakfast": False} for n in "abc"}
+    assert all(len(r.asked) == 3 for r in results.values())
+
+
+# -- the streaming transport itself -------------------------------------------------------------
+async def test_stream_asgi_hands_over_chunks_as_they_are_sent() -> None:
+    release = anyio.Event()
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        assert (await receive())["body"] == b"ping"
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/plain")]})
+        await send({"type": "http.response.body", "body": b"first", "more_body": True})
+        await release.wait()  # a buffering transport would never return the first chunk
+        await send({"type": "http.response.body", "body": b"second", "more_body": False})
+
+    request = httpx.Request("POST", "http://127.0.0.1/x", content=b"ping")
+    with anyio.fail_after(5):
+        async with stream_asgi(cast(Any, app), request) as streamed:
+            chunks = streamed.aiter_bytes()
+            assert streamed.status == 200 and await anext(chunks) == b"first"
+            release.set()
+            assert [chunk async for chunk in chunks] == [b"second"]
+
+
+async def test_stream_asgi_raises_the_apps_errors() -> None:
+    async def broken(scope: Any, receive: Any, send: Any) -> None:
+        raise LookupError("no route")
+
+    async def silent(scope: Any, receive: Any, send: Any) -> None:
+        return None
+
+    request = httpx.Request("GET", "http://127.0.0.1/x")
+    with pytest.raises(LookupError, match="no route"):
+        async with stream_asgi(cast(Any, broken), request):
+            pass
+    with pytest.raises(RuntimeError, match="returned without sending a response"):
+        async with stream_asgi(cast(Any, silent), request):
+            pass
+
+
+async def test_stream_asgi_disconnects_and_cancels_an_app_left_running() -> None:
+    seen: list[str] = []
+
+    async def endless(scope: Any, receive: Any, send: Any) -> None:
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        try:
+            await receive()  # the body
+            seen.append((await receive())["type"])  # then the client leaving
+            await anyio.sleep(30)
+        except anyio.get_cancelled_exc_class():
+            seen.append("cancelled")
+            raise
+
+    started = time.perf_counter()
+    async with stream_asgi(cast(Any, endless), httpx.Request("GET", "http://127.0.0.1/x"), grace=0.1):
+        pass
+    assert seen == ["http.disconnect", "cancelled"] and time.perf_counter() - started < 2
