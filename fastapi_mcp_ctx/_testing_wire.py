@@ -17,7 +17,7 @@ import httpx
 from ._envelope import META_CAPABILITIES, META_CLIENT_INFO, META_LOG_LEVEL, META_VERSION, NAME_MEMBER, encode_header_value
 from .errors import McpResponseError
 
-__all__ = ["ACCEPT", "Outgoing", "header_params_of", "param_header", "response_error"]
+__all__ = ["ACCEPT", "Outgoing", "header_params_of", "param_header", "param_headers", "response_error"]
 
 ACCEPT: Final = "application/json, text/event-stream"
 
@@ -75,6 +75,13 @@ def param_header(value: Any) -> str | None:
     if isinstance(value, (int, float)):
         return json.dumps(value)
     return encode_header_value(value) if isinstance(value, str) else None
+
+
+def param_headers(header_params: Mapping[str, str], arguments: Mapping[str, Any]) -> dict[str, str]:
+    """The ``Mcp-Param-{token}`` headers mirroring ``arguments`` (``header_params``: argument ->
+    token, from :func:`header_params_of`); arguments absent or not mirrored are left out."""
+    mirrored = {f"Mcp-Param-{token}": param_header(arguments.get(prop)) for prop, token in header_params.items()}
+    return {name: value for name, value in mirrored.items() if value is not None}
 
 
 def header_params_of(tool: Mapping[str, Any]) -> dict[str, str]:

@@ -43,7 +43,7 @@ from ._discovery import find_targets
 from ._testing_input import ElicitationCallback, InputAnswerer, RootsCallback, SamplingCallback, answer_rounds
 from ._testing_results import Asked, McpResponse, Notified, ToolResult
 from ._testing_transport import exchange, messages_of
-from ._testing_wire import ACCEPT, Outgoing, header_params_of, param_header, response_error
+from ._testing_wire import ACCEPT, Outgoing, header_params_of, param_headers, response_error
 from .backends import MemoryBackend
 from .errors import McpResponseError, TestClientInputError
 from .router import McpRouter
@@ -156,10 +156,9 @@ class McpTestClient(Notified):
                     await target(scope, receive, send)
                 finally:  # Starlette's routing leaves the matched endpoint in the scope
                     owner = getattr(getattr(scope.get("endpoint"), "__self__", None), "router", None)
-                    if isinstance(owner, McpRouter):
-                        self.router = owner
+                    self.router = owner if isinstance(owner, McpRouter) else self.router
 
-            self._app = observed
+            self._app = observed  # what call_tool / request stream through; .http buffers
             transport = httpx.ASGITransport(app=observed)
             self._http = await stack.enter_async_context(httpx.AsyncClient(transport=transport, base_url=self.base_url, headers=self.headers))
             if self.era == "legacy":
@@ -250,12 +249,8 @@ class McpTestClient(Notified):
         if request_state is not None:
             params["requestState"] = request_state
         extra = {**(meta or {}), **({"progressToken": progress_token} if progress_token is not None else {})}
-        sent = dict(headers or {})
-        if self.era == "modern":
-            for prop, token in self._header_params.get(name, {}).items():
-                value = param_header(params["arguments"].get(prop))
-                if value is not None:
-                    sent.setdefault(f"Mcp-Param-{token}", value)
+        mirrored = param_headers(self._header_params.get(name, {}), params["arguments"]) if self.era == "modern" else {}
+        sent = {**mirrored, **(headers or {})}
         answer = await self.request("tools/call", params, meta=extra, headers=sent, auto_answer=auto_answer)
         return ToolResult(answer.method, answer.result, answer.notifications, answer.http_status, answer.headers, answer.asked)
 
@@ -295,15 +290,10 @@ class McpTestClient(Notified):
         return await answer_rounds(self.answerer, answer, dict(params or {}), resend, self.max_input_rounds)
 
     async def _request_once(
-        self,
-        method: str,
-        params: Mapping[str, Any] | None,
-        meta: Mapping[str, Any] | None,
-        headers: Mapping[str, str] | None,
+        self, method: str, params: Mapping[str, Any] | None, meta: Mapping[str, Any] | None, headers: Mapping[str, str] | None
     ) -> McpResponse:
         asked: list[Asked] = []
-        self._next_id += 1
-        request_id = self._next_id  # concurrent requests each match their own answer
+        self._next_id = request_id = self._next_id + 1  # concurrent requests each match their own answer
         response, messages = await self._send(method, params, meta, headers, request_id, asked)
         answers = [m for m in messages if "method" not in m]
         final = next((m for m in answers if m.get("id") == request_id), answers[-1] if answers else None)
