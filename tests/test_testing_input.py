@@ -67,6 +67,13 @@ def build_app() -> FastAPI:
         return f"login {view.action}"
 
     @router.tool()
+    async def in_steps(ctx: Context = Depends(mcp_context)) -> str:
+        """A round that asks nothing, carrying only a state (2026: retried with it)."""
+        if ctx.inputs.state() is None:
+            ctx.request_input(request_state="step-1")
+        return f"resumed from {ctx.inputs.state()}"
+
+    @router.tool()
     async def sleepy(ctx: Context = Depends(mcp_context)) -> str:
         """Never finishes within the client's timeout."""
         await anyio.sleep(30)
@@ -150,11 +157,11 @@ async def test_sampling_tool(app: FastAPI, era: Any) -> None:
     assert result.asked[0].answer["model"] == "mcp-test-client"
 
 
-@pytest.mark.parametrize("roots", [["file:///work/a", {"uri": "file:///work/b", "name": "b"}], lambda _: ["file:///work/a", "file:///work/b"]])
+@pytest.mark.parametrize("roots", [["file:///projects/a", {"uri": "file:///projects/b", "name": "b"}], lambda _: ["file:///projects/a", "file:///projects/b"]])
 async def test_roots_tool_list_or_callback(app: FastAPI, era: Any, roots: Any) -> None:
     async with McpTestClient(app, era=era, path="/example/mcp", roots=roots) as client:
         result = await client.call_tool("project_roots")
-    assert result.structured == {"result": ["file:///work/a", "file:///work/b"]}
+    assert result.structured == {"result": ["file:///projects/a", "file:///projects/b"]}
     assert [a.method for a in result.asked] == ["roots/list"]
 
 
@@ -227,6 +234,14 @@ async def test_modern_raw_input_required_and_manual_retry(app: FastAPI) -> None:
         assert second.structured == {"url": "https://reports.example/r1.json"}
         automatic = await client.call_tool("export_report", {"report_id": "r1"})
         assert automatic.structured == {"url": "https://reports.example/r1.csv"} and automatic.rounds == 1
+
+
+async def test_modern_state_only_round_is_retried_with_the_state(app: FastAPI) -> None:
+    async with McpTestClient(app, era="modern") as client:
+        raw = await client.call_tool("in_steps", auto_answer=False)
+        assert raw.input_required and "inputRequests" not in raw.result
+        result = await client.call_tool("in_steps")
+    assert result.text == "resumed from step-1" and result.asked == () and result.rounds == 0
 
 
 async def test_modern_rounds_are_bounded(app: FastAPI) -> None:

@@ -40,9 +40,9 @@ async def test_sampling_and_roots(era: Era) -> None:
         prompts.append(params["messages"][0]["content"]["text"])
         return "Sleep by the sea."
 
-    async with McpTestClient(app, era=era, sampling=model, roots=["file:///home/ada/hotel"]) as client:
+    async with McpTestClient(app, era=era, sampling=model, roots=["file:///projects/hotel"]) as client:
         assert (await client.call_tool("tagline", {"hotel": "Sea View"})).text == "Sleep by the sea."
-        assert (await client.call_tool("workspace")).structured == {"result": ["file:///home/ada/hotel"]}
+        assert (await client.call_tool("workspace")).structured == {"result": ["file:///projects/hotel"]}
     assert prompts == ["Write a one-line tagline for Sea View."]
 
 
