@@ -64,6 +64,8 @@ Tree::
 
     McpResponseError                 client side: ``fastapi_mcp_ctx.testing`` received an error answer
                                      (the JSON-RPC code, message, data and the HTTP status as sent)
+    TestClientInputError             client side: ``McpTestClient`` cannot answer the server's input (no callback
+                                     for the method asked, more ``input_required`` rounds than ``max_input_rounds``)
     AppLoadError                     (not a wire error) ``module:attr`` names no servable app or McpRouter (stdio)
 
 A handler raises :class:`ToolError` (or a subclass) for failures the model should read and
@@ -146,6 +148,7 @@ __all__ = [
     "ResourceNotFoundError",
     "UnknownPromptError",
     "UriMatchError",
+    "TestClientInputError",
 ]
 
 
@@ -932,3 +935,13 @@ class IdentityProviderUnavailableError(StateUnavailableError):
 
     default_message = "The identity provider's signing keys are unavailable, retry later"
     default_reason = "identity_provider_unavailable"
+
+
+class TestClientInputError(Exception):
+    """``McpTestClient`` could not answer what the server asked (raised in the test, never sent):
+    the server asked ``elicitation/create``, ``sampling/createMessage`` or ``roots/list`` and the
+    client has no ``elicitation=`` / ``sampling=`` / ``roots=`` for it (pass one, or leave the
+    capability undeclared to test the refusal), or a 2026-07-28 call still answered
+    ``input_required`` after ``max_input_rounds`` retries (the handler keeps asking)."""
+
+    __test__ = False  # not a pytest test class despite its name

@@ -1,4 +1,4 @@
-"""Test your own MCP tools in process: :class:`McpTestClient` over ``httpx.ASGITransport``.
+"""Test your own MCP tools in process: :class:`McpTestClient`, calling the ASGI app directly.
 
 Like FastAPI's ``TestClient`` it calls the app directly (no server, no socket), so
 ``app.dependency_overrides``, ``authenticate=`` and middleware apply; it speaks either era
@@ -9,6 +9,10 @@ as a real client does (``docs/testing.md``)::
     assert result.structured == {"id": 1, "text": "hello"}
     assert [entry["data"]["message"] for entry in result.logs] == ["stored"]
 
+Tools that ask for input (``ctx.elicit``, ``ctx.sample``, ``ctx.list_roots``,
+``ctx.request_input``) are answered by the ``elicitation=``, ``sampling=`` and ``roots=``
+callbacks, in both eras (2026-07-28 ``input_required`` retries; 2025 requests on the call's
+stream, read as they arrive); :attr:`McpResponse.asked` records what was asked.
 :func:`reset_state` empties ``ctx.state`` between tests. Needs the ``testing`` extra:
 ``pip install "fastapi-mcp-ctx[testing]"`` (httpx, asgi-lifespan).
 """
@@ -16,9 +20,8 @@ as a real client does (``docs/testing.md``)::
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from contextlib import AsyncExitStack
-from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Final, Literal, Self, cast
 
@@ -26,14 +29,6 @@ import anyio
 from mcp_types.methods import validate_server_result
 from mcp_types.version import LATEST_HANDSHAKE_VERSION, LATEST_MODERN_VERSION
 from starlette.types import ASGIApp, Receive, Scope, Send
-
-from . import __version__
-from ._discovery import find_targets
-from ._envelope import META_CAPABILITIES, META_CLIENT_INFO, META_LOG_LEVEL, META_VERSION, NAME_MEMBER, encode_header_value
-from .backends import MemoryBackend
-from .errors import McpResponseError
-from .router import McpRouter
-from .state import clear_state
 
 try:
     import httpx
@@ -43,106 +38,27 @@ except ImportError as exc:  # pragma: no cover - depends on the installed extras
         'fastapi_mcp_ctx.testing needs httpx and asgi-lifespan: pip install "fastapi-mcp-ctx[testing]"'
     ) from exc
 
-__all__ = ["Era", "McpResponse", "McpResponseError", "McpTestClient", "ToolResult", "reset_state"]
+from . import __version__
+from ._discovery import find_targets
+from ._testing_input import ElicitationCallback, InputAnswerer, RootsCallback, SamplingCallback, answer_rounds
+from ._testing_results import Asked, McpResponse, Notified, ToolResult
+from ._testing_transport import exchange, messages_of
+from ._testing_wire import ACCEPT, Outgoing, header_params_of, param_headers, response_error
+from .backends import MemoryBackend
+from .errors import McpResponseError, TestClientInputError
+from .router import McpRouter
+from .state import clear_state
+
+__all__ = ["Asked", "Era", "McpResponse", "McpResponseError", "McpTestClient", "TestClientInputError", "ToolResult", "reset_state"]
 
 Era = Literal["legacy", "modern"]
 """A protocol era: ``"legacy"`` (2025 handshake) or ``"modern"`` (2026-07-28)."""
 BASE_URL: Final = "http://127.0.0.1"
-_ACCEPT: Final = "application/json, text/event-stream"
+for _member in (Asked, McpResponse, ToolResult):  # documented here, as httpx does for its own
+    _member.__module__ = __name__
 
 
-class _Notified:
-    """``logs`` and ``progress``, read from ``notifications`` (whole JSON-RPC messages)."""
-
-    __slots__ = ()
-    notifications: list[dict[str, Any]]
-
-    @property
-    def logs(self) -> list[dict[str, Any]]:
-        """``params`` of each ``notifications/message``: ``{"level", "logger"?, "data"}``."""
-        return [dict(m.get("params") or {}) for m in self.notifications if m.get("method") == "notifications/message"]
-
-    @property
-    def progress(self) -> list[dict[str, Any]]:
-        """``params`` of each ``notifications/progress``: ``{"progressToken", "progress", "total"?, "message"?}``."""
-        return [dict(m.get("params") or {}) for m in self.notifications if m.get("method") == "notifications/progress"]
-
-
-@dataclass(frozen=True, slots=True)
-class McpResponse(_Notified):
-    """The answer to one request: ``result`` (as received), the ``notifications`` sent before it
-    on the request's stream (in order; see ``logs``, ``progress``), the HTTP status and headers
-    (lower-case names), and the ``method`` sent."""
-
-    method: str
-    result: dict[str, Any]
-    notifications: list[dict[str, Any]]
-    http_status: int
-    headers: dict[str, str]
-
-
-@dataclass(frozen=True, slots=True)
-class ToolResult(McpResponse):
-    """The answer to ``tools/call``: a :class:`McpResponse` whose ``CallToolResult`` is read."""
-
-    @property
-    def is_error(self) -> bool:
-        """``isError``: the tool failed (invalid arguments, ``ToolError``, a crash)."""
-        return self.result.get("isError") is True
-
-    @property
-    def structured(self) -> Any:
-        """``structuredContent`` (``{"result": value}`` for scalar returns), or None."""
-        return self.result.get("structuredContent")
-
-    @property
-    def content(self) -> list[dict[str, Any]]:
-        """The content blocks (``{"type": "text", "text": ...}``, images...)."""
-        return list(self.result.get("content") or [])
-
-    @property
-    def text(self) -> str:
-        """Every text block's ``text``, joined by newlines (``""`` when there is none)."""
-        return "\n".join(str(b.get("text", "")) for b in self.content if b.get("type") == "text")
-
-
-def _param_header(value: Any) -> str | None:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (int, float)):
-        return json.dumps(value)
-    return encode_header_value(value) if isinstance(value, str) else None
-
-
-def _messages(response: httpx.Response) -> list[dict[str, Any]]:
-    """Every JSON-RPC message of a response: the JSON body, or each SSE ``data`` event."""
-    if response.headers.get("content-type", "").startswith("text/event-stream"):
-        blocks = response.text.replace("\r\n", "\n").split("\n\n")
-        datas = ["\n".join(ln[5:].removeprefix(" ") for ln in b.split("\n") if ln.startswith("data:")) for b in blocks]
-        return [json.loads(data) for data in datas if data.strip()]
-    try:
-        body = response.json() if response.content else None
-    except ValueError:
-        return []
-    return [cast(dict[str, Any], body)] if isinstance(body, dict) else []
-
-
-def _error(method: str, response: httpx.Response, final: dict[str, Any] | None) -> McpResponseError:
-    raw = final.get("error") if final is not None else None
-    error = cast(dict[str, Any], raw) if isinstance(raw, dict) else {}
-    code = error.get("code")
-    text = response.text[:500] or f"HTTP {response.status_code} without a JSON-RPC answer"
-    return McpResponseError(
-        code=code if isinstance(code, int) else None,
-        message=str(error["message"]) if "message" in error else text,
-        data=error.get("data"),
-        http_status=response.status_code,
-        headers=dict(response.headers),
-        method=method,
-    )
-
-
-class McpTestClient(_Notified):
+class McpTestClient(Notified):
     """An in-process MCP client for ``app``: ``async with McpTestClient(app) as client``.
 
     ``era="legacy"``: ``initialize`` + ``notifications/initialized`` on entry, ``Mcp-Session-Id``
@@ -165,8 +81,19 @@ class McpTestClient(_Notified):
         protocol_version: default ``2025-11-25`` (legacy) / ``2026-07-28`` (modern).
         lifespan: run the app's lifespan around the block (its state reaches ``request.state``).
         base_url: scheme and host (loopback: DNS-rebinding protection checks as for a local server).
-        timeout: seconds one request may take before :class:`TimeoutError`.
+        timeout: seconds one request may take before :class:`TimeoutError` (each round of a
+            2026 call; a whole 2025 call, its answered requests included).
         validate: check each result against the official wire model (``pydantic.ValidationError``).
+        elicitation: answers ``elicitation/create`` (form and URL mode): ``(params) ->``
+            ``ElicitAnswer`` / pydantic model (accepted) / ``ElicitResult`` dict, sync or async.
+        sampling: answers ``sampling/createMessage``: ``(params) ->`` str (the assistant's
+            text) / pydantic model / ``CreateMessageResult`` dict.
+        roots: answers ``roots/list``: a list of URIs / ``Root`` dicts, or ``(params) ->`` one.
+        max_input_rounds: ``input_required`` results a 2026 call answers before
+            :class:`TestClientInputError`.
+
+    Each callback given declares its capability (``elicitation: {form, url}``, ``sampling``,
+    ``roots``) unless ``client_capabilities`` names it; ``ping`` from the server is answered.
 
     Attributes:
         session_id: the 2025 ``Mcp-Session-Id`` (None in the modern era or stateless mode).
@@ -190,12 +117,19 @@ class McpTestClient(_Notified):
         base_url: str = BASE_URL,
         timeout: float = 10.0,
         validate: bool = True,
+        elicitation: ElicitationCallback | None = None,
+        sampling: SamplingCallback | None = None,
+        roots: RootsCallback | Sequence[Any] | None = None,
+        max_input_rounds: int = 10,
     ) -> None:
         if era not in ("legacy", "modern"):
             raise ValueError(f"era must be 'legacy' or 'modern', not {era!r}")
-        self.app, self.era, self.path, self.lifespan = app, era, path, lifespan
+        self.app, self.path, self.lifespan = app, path, lifespan
+        self.era: Era = era
         self.headers = dict(headers or {})
-        self.client_capabilities = dict(client_capabilities or {})
+        self.answerer = InputAnswerer(elicitation, sampling, roots)
+        self.client_capabilities = {**self.answerer.capabilities(), **(client_capabilities or {})}
+        self.max_input_rounds = max_input_rounds
         self.client_info = dict(client_info or {"name": "fastapi-mcp-ctx-testing", "version": __version__})
         self.log_level = log_level
         self.protocol_version = protocol_version or (LATEST_HANDSHAKE_VERSION if era == "legacy" else LATEST_MODERN_VERSION)
@@ -208,6 +142,7 @@ class McpTestClient(_Notified):
         self._stack = AsyncExitStack()
         self._next_id = 0
         self._header_params: dict[str, dict[str, str]] = {}
+        self._app: ASGIApp = app
 
     # -- lifecycle ----------------------------------------------------------------------
     async def __aenter__(self) -> Self:
@@ -221,9 +156,9 @@ class McpTestClient(_Notified):
                     await target(scope, receive, send)
                 finally:  # Starlette's routing leaves the matched endpoint in the scope
                     owner = getattr(getattr(scope.get("endpoint"), "__self__", None), "router", None)
-                    if isinstance(owner, McpRouter):
-                        self.router = owner
+                    self.router = owner if isinstance(owner, McpRouter) else self.router
 
+            self._app = observed  # what call_tool / request stream through; .http buffers
             transport = httpx.ASGITransport(app=observed)
             self._http = await stack.enter_async_context(httpx.AsyncClient(transport=transport, base_url=self.base_url, headers=self.headers))
             if self.era == "legacy":
@@ -275,13 +210,7 @@ class McpTestClient(_Notified):
             cursor = page.get("nextCursor")
             if not cursor:
                 break
-        for tool in tools:
-            properties = cast(dict[str, Any], cast(dict[str, Any], tool.get("inputSchema") or {}).get("properties") or {})
-            self._header_params[tool["name"]] = {
-                prop: spec["x-mcp-header"]
-                for prop, spec in properties.items()
-                if isinstance(spec, dict) and isinstance(cast(dict[str, Any], spec).get("x-mcp-header"), str)
-            }
+        self._header_params.update({tool["name"]: header_params_of(tool) for tool in tools})
         return tools
 
     async def call_tool(
@@ -292,6 +221,9 @@ class McpTestClient(_Notified):
         progress_token: str | int | None = None,
         meta: Mapping[str, Any] | None = None,
         headers: Mapping[str, str] | None = None,
+        auto_answer: bool = True,
+        input_responses: Mapping[str, Any] | None = None,
+        request_state: str | None = None,
     ) -> ToolResult:
         """Call tool ``name``. A tool failure is a result (``is_error``), not an exception.
 
@@ -301,20 +233,26 @@ class McpTestClient(_Notified):
                 :attr:`ToolResult.progress`.
             meta: extra ``params._meta`` keys (``traceparent``...).
             headers: extra HTTP headers of this call (over the client's).
+            auto_answer: 2026-07-28: answer ``input_required`` results with the callbacks and
+                retry (see :meth:`request`); False returns the first one as it is.
+            input_responses / request_state: sent as ``inputResponses`` / ``requestState``
+                (a hand-made retry of an ``input_required`` result).
 
         Raises:
-            McpResponseError: a protocol error (unknown tool ``-32602``, 401, 403...).
+            McpResponseError: a protocol error (unknown tool ``-32602``, 401, 403, an
+                undeclared capability ``-32021``...).
+            TestClientInputError: the tool asked what no callback answers, or kept asking.
         """
         params: dict[str, Any] = {"name": name, "arguments": dict(arguments or {})}
+        if input_responses is not None:
+            params["inputResponses"] = dict(input_responses)
+        if request_state is not None:
+            params["requestState"] = request_state
         extra = {**(meta or {}), **({"progressToken": progress_token} if progress_token is not None else {})}
-        sent = dict(headers or {})
-        if self.era == "modern":
-            for prop, token in self._header_params.get(name, {}).items():
-                value = _param_header(params["arguments"].get(prop))
-                if value is not None:
-                    sent.setdefault(f"Mcp-Param-{token}", value)
-        answer = await self.request("tools/call", params, meta=extra, headers=sent)
-        return ToolResult(answer.method, answer.result, answer.notifications, answer.http_status, answer.headers)
+        mirrored = param_headers(self._header_params.get(name, {}), params["arguments"]) if self.era == "modern" else {}
+        sent = {**mirrored, **(headers or {})}
+        answer = await self.request("tools/call", params, meta=extra, headers=sent, auto_answer=auto_answer)
+        return ToolResult(answer.method, answer.result, answer.notifications, answer.http_status, answer.headers, answer.asked)
 
     async def request(
         self,
@@ -323,32 +261,53 @@ class McpTestClient(_Notified):
         *,
         meta: Mapping[str, Any] | None = None,
         headers: Mapping[str, str] | None = None,
+        auto_answer: bool = True,
     ) -> McpResponse:
         """Send a JSON-RPC request (``"tools/list"``, ``"server/discover"``, ``"ping"``...) in the
         client's era and return its result; ``meta`` adds ``params._meta`` keys, ``headers``
         HTTP headers.
 
+        Questions are answered with the callbacks: server→client requests arriving on the
+        request's stream (2025) as they arrive, and, with ``auto_answer``, a 2026-07-28
+        ``input_required`` result by retrying with ``inputResponses`` and the echoed
+        ``requestState``, at most ``max_input_rounds`` times (spec 2026-07-28
+        ``basic/patterns/mrtr``). ``asked`` records every question and answer.
+
         Raises:
             McpResponseError: a JSON-RPC error, or an HTTP error without one.
             TimeoutError: no answer within ``timeout`` seconds.
+            TestClientInputError: a question no callback answers; still ``input_required``
+                after ``max_input_rounds`` retries.
             pydantic.ValidationError: the result breaks the official wire model (``validate``).
         """
-        self._next_id += 1
-        request_id = self._next_id  # concurrent requests each match their own answer
-        response, messages = await self._send(method, params, meta, headers, request_id)
+        answer = await self._request_once(method, params, meta, headers)
+        if not (auto_answer and answer.input_required):
+            return answer
+
+        async def resend(retried: dict[str, Any]) -> McpResponse:
+            return await self._request_once(method, retried, meta, headers)
+
+        return await answer_rounds(self.answerer, answer, dict(params or {}), resend, self.max_input_rounds)
+
+    async def _request_once(
+        self, method: str, params: Mapping[str, Any] | None, meta: Mapping[str, Any] | None, headers: Mapping[str, str] | None
+    ) -> McpResponse:
+        asked: list[Asked] = []
+        self._next_id = request_id = self._next_id + 1  # concurrent requests each match their own answer
+        response, messages = await self._send(method, params, meta, headers, request_id, asked)
         answers = [m for m in messages if "method" not in m]
         final = next((m for m in answers if m.get("id") == request_id), answers[-1] if answers else None)
         notes = [m for m in messages if "method" in m and "id" not in m]
         self.notifications.extend(notes)
         if final is None or "error" in final or response.status_code >= 400:
-            raise _error(method, response, final)
+            raise response_error(method, response, final)
         result = cast(dict[str, Any], final.get("result") or {})
         if self.validate:
             try:
                 validate_server_result(method, self.protocol_version, result)
             except KeyError:  # a method the official tables do not know: nothing to check
                 pass
-        return McpResponse(method, result, notes, response.status_code, dict(response.headers))
+        return McpResponse(method, result, notes, response.status_code, dict(response.headers), tuple(asked))
 
     async def notify(
         self, method: str, params: Mapping[str, Any] | None = None, *, headers: Mapping[str, str] | None = None
@@ -358,9 +317,9 @@ class McpTestClient(_Notified):
         Raises:
             McpResponseError: the server answered anything but 202 Accepted.
         """
-        response, messages = await self._send(method, params, None, headers, None)
+        response, messages = await self._send(method, params, None, headers, None, [])
         if response.status_code != 202:
-            raise _error(method, response, next(iter(messages), None))
+            raise response_error(method, response, next(iter(messages), None))
 
     async def reset_state(self, tenant_id: str | None = None, *, allow_persistent: bool = False) -> int:
         """:func:`reset_state` on :attr:`router`: the ``McpRouter`` that served this client, or,
@@ -391,41 +350,31 @@ class McpTestClient(_Notified):
         meta: Mapping[str, Any] | None,
         headers: Mapping[str, str] | None,
         request_id: int | None,
+        asked: list[Asked],
     ) -> tuple[httpx.Response, list[dict[str, Any]]]:
-        body = dict(params) if params is not None else None
-        sent = {"Content-Type": "application/json", "Accept": _ACCEPT}
-        if self.era == "modern":
-            body = body or {}
-            envelope: dict[str, Any] = {
-                META_VERSION: self.protocol_version,
-                META_CAPABILITIES: self.client_capabilities,
-                META_CLIENT_INFO: self.client_info,
-            }
-            if self.log_level is not None:
-                envelope[META_LOG_LEVEL] = self.log_level
-            body["_meta"] = {**envelope, **(body.get("_meta") or {}), **(meta or {})}
-            sent.update({"MCP-Protocol-Version": self.protocol_version, "Mcp-Method": method})
-            member = NAME_MEMBER.get(method)
-            if member is not None and isinstance(body.get(member), str):
-                sent["Mcp-Name"] = encode_header_value(body[member])
-        else:
-            if meta:
-                body = body or {}
-                body["_meta"] = {**(body.get("_meta") or {}), **meta}
-            if method != "initialize":
-                sent.update(self._legacy_headers())
+        outgoing = Outgoing(self.era, self.protocol_version, self.client_capabilities, self.client_info, self.log_level, self._legacy_headers())
+        message, sent = outgoing.message(method, params, meta, request_id)
         sent.update(headers or {})
-        message: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
-        if request_id is not None:
-            message["id"] = request_id
-        if body is not None:
-            message["params"] = body
+        request = self.http.build_request("POST", self.path, content=json.dumps(message).encode(), headers=sent)
+
+        async def on_message(received: dict[str, Any]) -> None:
+            if "method" in received and "id" in received:  # a server->client request on this stream
+                await self._answer_server(received, asked)
+
         try:
             with anyio.fail_after(self.timeout):
-                response = await self.http.post(self.path, content=json.dumps(message).encode(), headers=sent)
+                return await exchange(self._app, request, on_message)
         except TimeoutError as exc:
             raise TimeoutError(f"{method}: no answer from the app within {self.timeout} s") from exc
-        return response, _messages(response)
+
+    async def _answer_server(self, request: dict[str, Any], asked: list[Asked]) -> None:
+        """Answer a 2025 server→client request: a POST of the JSON-RPC response on the session."""
+        reply = await self.answerer.reply_to(request, asked)
+        sent = {"Content-Type": "application/json", "Accept": ACCEPT, **self._legacy_headers()}
+        response = await self.http.post(self.path, content=json.dumps(reply).encode(), headers=sent)
+        if response.status_code != 202:
+            final = next(iter(messages_of(response.headers.get("content-type", ""), response.content)), None)
+            raise response_error(str(request["method"]), response, final)
 
 
 async def reset_state(router: McpRouter, *, tenant_id: str | None = None, allow_persistent: bool = False) -> int:

@@ -117,14 +117,15 @@ def era(request: pytest.FixtureRequest) -> Any:
 
 def test_exported_members() -> None:
     """Like httpx's test_exported_members: ``testing.__all__`` is exactly the documented names."""
-    assert testing.__all__ == ["Era", "McpResponse", "McpResponseError", "McpTestClient", "ToolResult", "reset_state"]
+    assert testing.__all__ == ["Asked", "Era", "McpResponse", "McpResponseError", "McpTestClient", "TestClientInputError", "ToolResult", "reset_state"]
     for name in testing.__all__:
         assert getattr(testing, name) is not None, name
-    for name in ("McpResponse", "McpTestClient", "ToolResult", "reset_state"):
+    for name in ("Asked", "McpResponse", "McpTestClient", "ToolResult", "reset_state"):
         member = getattr(testing, name)
         assert member.__doc__ and member.__module__ == "fastapi_mcp_ctx.testing", name
     assert get_args(testing.Era) == ("legacy", "modern")
     assert testing.McpResponseError is McpResponseError and McpResponseError.__doc__
+    assert testing.TestClientInputError is fastapi_mcp_ctx.errors.TestClientInputError and testing.TestClientInputError.__doc__
     assert "testing" not in fastapi_mcp_ctx.__all__
     assert not set(testing.__all__) & set(fastapi_mcp_ctx.__all__)
     namespace: dict[str, Any] = {}
