@@ -880,6 +880,8 @@ class UriMatchError(InvalidParamsError):
 
     default_message = "Invalid resource URI"
     default_reason = "invalid_uri"
+
+
 class InvalidTokenError(AuthenticationError):
     """A bearer token that does not verify under ``MCP_AUTH_MODE=jwt`` / ``oauth``: bad
     signature, algorithm outside the allow-list, unknown key id, wrong ``iss`` / ``aud``,
