@@ -850,6 +850,8 @@ class InputRoundsExceededError(InternalError):
             data={"rounds": rounds},
             recovery_hint="End the call when the user declines or cancels instead of asking again.",
         )
+
+
 class ResourceNotFoundError(InvalidParamsError):
     """``resources/read`` (or a subscription) of a URI no resource or template serves:
     ``-32602`` with ``data.uri`` echoed exactly as sent (2026-07-28 ``server/resources``
