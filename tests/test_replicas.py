@@ -144,7 +144,7 @@ async def test_cancelled_on_b_cancels_the_call_running_on_a() -> None:
 
 
 async def test_last_event_id_on_b_replays_exactly_the_missed_events_of_a_get_stream_written_on_a() -> None:
-    async with two_replicas() as (app_a, router_a, app_b, _):
+    async with two_replicas() as (app_a, router_a, app_b, router_b):
         session = await initialize(app_a)
         async with get_stream(app_a, session) as stream:
             await anyio.sleep(0.1)
@@ -158,7 +158,11 @@ async def test_last_event_id_on_b_replays_exactly_the_missed_events_of_a_get_str
         async with get_stream(app_b, session, **{"last-event-id": seen[0]}) as resumed:
             await wait_frames(resumed, 3, 5.0)
             assert [m["params"]["data"] for m in frames(resumed)] == [2, 3, 4]
-            await anyio.sleep(0.3)  # b now holds the session's GET stream; a's retired
+            with anyio.fail_after(5.0):  # b now holds the session's GET stream; a's retires
+                while not router_b.streams.get_stream_attached(session) or router_a.streams.get_stream_attached(session):
+                    await anyio.sleep(0.05)
+                while session in router_a.streams._gets:  # pyright: ignore[reportPrivateUsage]
+                    await anyio.sleep(0.05)
             assert await router_a.send_notification_to_session(session, "notifications/message", {"level": "info", "data": 5}, tenant_id="default")
             await wait_frames(resumed, 4, 5.0)
             await anyio.sleep(0.3)
