@@ -37,7 +37,7 @@ from ._transport.notifications import CALLER, Notifier, served_from
 from ._transport.pending import PendingRequests
 from ._transport.resumable import ResumableStreams
 from ._transport.shutdown import ShutdownCoordinator
-from ._transport.subscriptions import MemoryResourceSubscriptions, ResourceSubscriptions
+from ._transport.subscriptions import ResourceSubscriptions
 from .backends import StateBackend, backend_from_url
 from .errors import ConfigurationError
 from .settings import McpSettings, SessionMode, get_settings
@@ -141,7 +141,7 @@ class McpRouter(FeatureRoutes, APIRouter):
 
         self._own_bus = bus is None
         self.bus: MessageBus = bus if bus is not None else self.replica_stores.bus
-        self.subscriptions: ResourceSubscriptions = subscription_registry or MemoryResourceSubscriptions()
+        self.subscriptions: ResourceSubscriptions = subscription_registry or self.replica_stores.subscriptions
         self.notifier = Notifier(
             served_from(list_changed, resources_subscribe),
             self.bus,

@@ -14,9 +14,11 @@ from replica_app import redis_url
 from fastapi_mcp_ctx._replicas.link import RedisLink
 from fastapi_mcp_ctx._replicas.redis_events import RedisEventStore
 from fastapi_mcp_ctx._replicas.redis_sessions import RedisLeases, RedisSessionStore
+from fastapi_mcp_ctx._replicas.redis_subscriptions import RedisResourceSubscriptions
 from fastapi_mcp_ctx._replicas.stores import replica_stores
 from fastapi_mcp_ctx._sessions import OwnerQuotaExceeded, SessionRecord
 from fastapi_mcp_ctx._transport.events import StreamKey, UnknownStreamError, new_stream_id
+from fastapi_mcp_ctx._transport.subscriptions import SessionAddress
 from fastapi_mcp_ctx.errors import ConfigurationError, StateUnavailableError
 from fastapi_mcp_ctx.settings import McpSettings
 
@@ -184,3 +186,20 @@ def test_store_urls_are_checked_at_construction() -> None:
         replica_stores(McpSettings(session_store_url="redis://host:notaport/0"), pinned=lambda _: False)
     stores = replica_stores(McpSettings(session_store_url="redis://127.0.0.1:1/3"), pinned=lambda _: False)
     assert type(stores.sessions).__name__ == "RedisSessionStore"
+
+
+async def test_the_subscription_registry_contract(link: RedisLink) -> None:
+    registry = RedisResourceSubscriptions(link, max_per_session=2)
+    alice, bob = SessionAddress("t1", "s-alice"), SessionAddress(None, "s-bob")
+    await registry.subscribe(alice, "note://b")
+    await registry.subscribe(alice, "note://a")
+    await registry.subscribe(alice, "note://a")  # idempotent
+    with pytest.raises(OverflowError):
+        await registry.subscribe(alice, "note://c")
+    await registry.subscribe(bob, "note://a")
+    assert await registry.uris("s-alice") == ["note://b", "note://a"]  # subscription order
+    assert await registry.subscribers("note://a") == [alice, bob]  # tenants kept, None included
+    assert await registry.unsubscribe(alice, "note://a") and not await registry.unsubscribe(alice, "note://a")
+    await registry.drop_session("s-bob")
+    assert await registry.subscribers("note://a") == []
+    assert await registry.uris("s-bob") == []

@@ -19,6 +19,7 @@ import anyio
 import httpx
 import pytest
 from conftest import LEGACY, rpc, sse_events
+from redis.asyncio import Redis
 from replica_app import redis_url
 
 pytestmark = pytest.mark.redis
@@ -101,3 +102,8 @@ async def test_serve_with_two_workers_and_the_redis_store_serves_50_legacy_calls
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait(timeout=10)
+            client = Redis.from_url(url)
+            keys = [key async for key in client.scan_iter(match=f"{env['MCP_SESSION_STORE_NAMESPACE']}*", count=500)]
+            if keys:
+                await client.delete(*keys)
+            await client.aclose()

@@ -15,6 +15,8 @@ from notify_app import frames, get_stream, listening, wait_frames
 from replica_app import ASKED, ENDED, two_replicas
 from resume_wire import call_body, legacy_headers, post_call
 
+from fastapi_mcp_ctx._transport.subscriptions import SessionAddress
+
 pytestmark = pytest.mark.redis
 
 
@@ -144,7 +146,7 @@ async def test_cancelled_on_b_cancels_the_call_running_on_a() -> None:
 
 
 async def test_last_event_id_on_b_replays_exactly_the_missed_events_of_a_get_stream_written_on_a() -> None:
-    async with two_replicas() as (app_a, router_a, app_b, _):
+    async with two_replicas() as (app_a, router_a, app_b, router_b):
         session = await initialize(app_a)
         async with get_stream(app_a, session) as stream:
             await anyio.sleep(0.1)
@@ -158,7 +160,11 @@ async def test_last_event_id_on_b_replays_exactly_the_missed_events_of_a_get_str
         async with get_stream(app_b, session, **{"last-event-id": seen[0]}) as resumed:
             await wait_frames(resumed, 3, 5.0)
             assert [m["params"]["data"] for m in frames(resumed)] == [2, 3, 4]
-            await anyio.sleep(0.3)  # b now holds the session's GET stream; a's retired
+            with anyio.fail_after(5.0):  # b now holds the session's GET stream; a's retires
+                while not router_b.streams.get_stream_attached(session) or router_a.streams.get_stream_attached(session):
+                    await anyio.sleep(0.05)
+                while session in router_a.streams._gets:  # pyright: ignore[reportPrivateUsage]
+                    await anyio.sleep(0.05)
             assert await router_a.send_notification_to_session(session, "notifications/message", {"level": "info", "data": 5}, tenant_id="default")
             await wait_frames(resumed, 4, 5.0)
             await anyio.sleep(0.3)
@@ -273,3 +279,23 @@ async def test_the_relay_subscribes_again_under_a_new_identity_after_a_fork() ->
         with anyio.fail_after(3.0):  # the old channel is released in the background
             while "replica.a" in await router_a.bus.channels("replica."):
                 await anyio.sleep(0.05)
+
+
+async def test_a_2025_resource_subscription_made_on_a_gets_the_update_published_on_b() -> None:
+    async with two_replicas() as (app_a, router_a, app_b, router_b):
+        session, other = await initialize(app_a), await initialize(app_b)
+        for app, sid in ((app_a, session), (app_b, other)):
+            assert (await call(app, sid, "watch", {"uri": "note://1"})).status_code == 200
+        await router_b.subscriptions.unsubscribe(SessionAddress("default", other), "note://1")
+        async with get_stream(app_b, session) as stream, get_stream(app_a, other) as quiet:
+            await anyio.sleep(0.1)
+            await router_b.notify_resource_updated("note://1", tenant_id="default")
+            await router_b.notify_resource_updated("note://1", tenant_id="another-tenant")  # not theirs
+            got = await wait_frames(stream, 1, 5.0)
+            await anyio.sleep(0.3)
+        assert [(m["method"], m["params"]["uri"]) for m in got] == [("notifications/resources/updated", "note://1")]
+        assert len(frames(stream)) == 1 and frames(quiet) == []
+        assert await router_a.subscriptions.uris(session) == ["note://1"]
+        async with open_client(app_b) as client:
+            await client.delete("/mcp", headers=legacy_headers(session))
+        assert await router_a.subscriptions.uris(session) == []  # dropped with the session

@@ -65,7 +65,8 @@ class _Subscriber:
             redis: Any = self.bus.link.commands().redis
             pubsub: Any = redis.pubsub()
             try:
-                await pubsub.subscribe(*[self.bus.prefix + c for c in (_ALIVE, *self.handlers)])
+                # ~alive last: once it is confirmed, every channel before it is live again
+                await pubsub.subscribe(*[self.bus.prefix + c for c in (*self.handlers, _ALIVE)])
                 self.pubsub = pubsub
                 pinged = asyncio.get_running_loop().time()
                 while True:

@@ -5,7 +5,8 @@
 ``memory://`` (default)                     in this process: :class:`MemorySessionStore`,
                                             :class:`MemoryEventStore`, :class:`MemoryBus`
 ``redis://host:port/db``, ``rediss://…``    shared by every replica: :mod:`.redis_sessions`,
-                                            :mod:`.redis_events`, :mod:`.redis_bus`
+                                            :mod:`.redis_events`, :mod:`.redis_bus`,
+                                            :mod:`.redis_subscriptions`
 ==========================================  =================================================
 
 No I/O happens here (the Redis pools connect on first use, one per event loop). A ``redis://``
@@ -25,6 +26,7 @@ from .._sessions import MemorySessionStore, SessionStore
 from .._transport.bus import MemoryBus, MessageBus
 from .._transport.events import EventStore, MemoryEventStore
 from .._transport.leases import LocalLeases, StreamLeases
+from .._transport.subscriptions import MemoryResourceSubscriptions, ResourceSubscriptions
 from ..backends.memory import MemoryBackend
 from ..errors import ConfigurationError, McpError
 from ..settings import McpSettings
@@ -40,6 +42,7 @@ class ReplicaStores:
     events: EventStore
     bus: MessageBus
     leases: StreamLeases
+    subscriptions: ResourceSubscriptions
     link: Any = None
 
     def leases_for(self, sessions: SessionStore) -> StreamLeases:
@@ -75,6 +78,7 @@ def replica_stores(settings: McpSettings, *, pinned: Callable[[str], bool]) -> R
             MemoryEventStore(max_events=s.event_retention_count, max_age_seconds=s.event_retention_seconds),
             MemoryBus(),
             LocalLeases(),
+            MemoryResourceSubscriptions(),
         )
     if scheme not in ("redis", "rediss"):
         raise ConfigurationError(
@@ -86,6 +90,7 @@ def replica_stores(settings: McpSettings, *, pinned: Callable[[str], bool]) -> R
         from .redis_bus import RedisBus
         from .redis_events import RedisEventStore
         from .redis_sessions import RedisLeases, RedisSessionStore
+        from .redis_subscriptions import RedisResourceSubscriptions
     except ModuleNotFoundError as exc:
         raise missing_extra(exc, "the session store URL redis://") from exc
     try:
@@ -105,6 +110,7 @@ def replica_stores(settings: McpSettings, *, pinned: Callable[[str], bool]) -> R
         ),
         RedisBus(link),
         RedisLeases(sessions, lease_seconds=s.session_lease_seconds),
+        RedisResourceSubscriptions(link, ttl_seconds=2 * s.session_idle_seconds),
         link,
     )
 
