@@ -32,7 +32,7 @@ from ._http import BODY_SCOPE_KEY, replaying_receive
 from ._jsonrpc import JsonRpcRequest, RequestId, dumps, error_message, result_message
 from ._registry import ToolDef, ToolRegistry
 from ._resolve import run_tool
-from ._results import error_result
+from ._results import error_result, merge_outputs
 from ._sessions import LiveSessions, SessionRecord, SessionStore, new_session_id
 from ._streams import SSE_HEADERS, CallResponse, Outbound, Reply, Runner, sse_frame
 from ._transport.listen import ListenResponse, parse_filter
@@ -409,6 +409,8 @@ class Dispatcher:
             state_factory=self.state_factory,
             notifications=self.notifier,
             signal=signal,
+            enrichment=tool.enrichment,
+            contracts=tool.contracts,
         )
         state.back_channel = back_channel
         context = Context(state)
@@ -424,6 +426,8 @@ class Dispatcher:
             untrack = shutdown.track_call(state.signal) if shutdown is not None else None
             try:
                 result = await run_tool(tool, arguments, context, call_request, background, message.out_of_range)  # pyright: ignore[reportUnknownArgumentType]
+                if state.outputs is not None or tool.enrichment is not None:  # ctx.enrich / ctx.content
+                    result = merge_outputs(tool, result, state.outputs, request_id)
                 return Reply(result_message(request_id, self._finish(result, envelope)))
             except MissingCapabilityError as exc:
                 if era == "modern":

@@ -24,6 +24,8 @@ from pydantic import BaseModel, ConfigDict, PydanticUserError, TypeAdapter, crea
 
 from ._fastapi_compat import build_dependant, dependency_of, is_dependency_parameter
 from .context import mcp_context
+from .contracts import CONTRACTS_META_KEY, ErrorContract, ErrorContracts, build_contracts, check_context_annotation
+from .enrichment import EnrichmentSpec, build_enrichment, extend_output_schema
 
 __all__ = ["ToolDef", "ToolRegistry", "build_tool"]
 
@@ -70,6 +72,8 @@ class ToolDef:
         header_params: ``inputSchema`` property → ``Mcp-Param-<token>`` (lowercase) for
             properties annotated ``"x-mcp-header"`` (2026-07-28 Value Encoding).
         listing: the ``Tool`` object as sent in ``tools/list``.
+        enrichment: declared ``enrichment=`` fields (``enrichment.py``), or None.
+        contracts: declared ``errors=`` contracts (``contracts.py``), or None.
     """
 
     name: str
@@ -85,6 +89,8 @@ class ToolDef:
     wrap_output: bool
     header_params: dict[str, str]
     listing: dict[str, Any] = field(default_factory=lambda: {})
+    enrichment: EnrichmentSpec | None = None
+    contracts: ErrorContracts | None = None
 
 
 def _is_content_annotation(annotation: Any) -> bool:
@@ -168,12 +174,16 @@ def build_tool(
     meta: dict[str, Any] | None,
     icons: list[dict[str, Any]] | None,
     path: str,
+    enrichment: Any = None,
+    errors: Sequence[ErrorContract] | None = None,
 ) -> ToolDef:
     """Turn ``handler`` into a :class:`ToolDef`.
 
     Raises:
         ValueError: a tool name outside ``^[A-Za-z0-9_.\\-/]{1,128}$``, a ``*args``/``**kwargs``
-            parameter, or an invalid ``x-mcp-header`` annotation.
+            parameter, an invalid ``x-mcp-header`` annotation, an ``enrichment=`` that cannot
+            extend the output schema, or ``errors=`` that are not unique ``ErrorContract``s (or
+            miss a reason a ``Context[Literal[...]]`` parameter names).
     """
     tool_name = name or handler.__name__
     if not _NAME.match(tool_name):
@@ -199,6 +209,15 @@ def build_tool(
     )
     schema = input_schema if input_schema is not None else _clean_schema(model.model_json_schema(), arguments=True)  # pyright: ignore[reportUnknownMemberType]
     adapter, output_schema, wrap = _output(hints.get("return", signature.return_annotation))
+    owner = f"tool {tool_name!r}"
+    enrichment_spec = build_enrichment(enrichment, owner)
+    if enrichment_spec is not None:
+        output_schema = extend_output_schema(output_schema, enrichment_spec)
+    contracts = build_contracts(errors, owner)
+    if contracts is not None:
+        if meta and CONTRACTS_META_KEY in meta:
+            raise ValueError(f"{owner}: meta= must not set {CONTRACTS_META_KEY!r}: errors= fills it")
+        meta = {**(meta or {}), CONTRACTS_META_KEY: contracts.listing()}
     listing: dict[str, Any] = {"name": tool_name}
     if title is not None:
         listing["title"] = title
@@ -219,6 +238,9 @@ def build_tool(
     if meta:
         listing["_meta"] = meta
     context_params = tuple(p.name for p in dependency_parameters if dependency_of(p) is mcp_context)
+    for parameter in dependency_parameters:
+        if parameter.name in context_params:
+            check_context_annotation(parameter.annotation, contracts, owner)
     dependant = build_dependant(tool_name, dependency_parameters, dependencies, path)
     lean_parameters = [p for p in dependency_parameters if p.name not in context_params]
     return ToolDef(
@@ -235,6 +257,8 @@ def build_tool(
         wrap_output=wrap,
         header_params=_header_params(schema, tool_name),
         listing=listing,
+        enrichment=enrichment_spec,
+        contracts=contracts,
     )
 
 

@@ -51,6 +51,9 @@ Tree::
     McpResponseError                 client side: ``fastapi_mcp_ctx.testing`` received an error answer
                                      (the JSON-RPC code, message, data and the HTTP status as sent)
     AppLoadError                     (not a wire error) ``module:attr`` names no servable app or McpRouter (stdio)
+    DeclarationError (TypeError)     (not a wire error) a handler used what its registration did not declare:
+                                     ``ctx.fail`` of an undeclared reason, ``ctx.enrich`` of an undeclared field
+                                     or a value outside its type, a bad ``ctx.content`` block; a crash of the call
 
 A handler raises :class:`ToolError` (or a subclass) for failures the model should read and
 recover from; any other exception is a crash: the model sees a generic message and the
@@ -120,6 +123,7 @@ __all__ = [
     "ServerRequestTimeoutError",
     "InvalidEventIdError",
     "ServerShuttingDownError",
+    "DeclarationError",
 ]
 
 
@@ -753,3 +757,15 @@ class ServerShuttingDownError(StateUnavailableError):
 
     default_message = "The server is shutting down; retry (another replica will answer)"
     default_reason = "server_shutting_down"
+
+
+class DeclarationError(TypeError):
+    """A handler used something its registration did not declare, or broke a declared type: a
+    programming error, like a call with an unexpected keyword argument (hence ``TypeError``).
+
+    Raised by ``ctx.fail`` with a reason absent from the tool's ``errors=[ErrorContract(...)]``,
+    by ``ctx.enrich`` with a field absent from ``enrichment=`` or a value outside its type, by
+    ``ctx.content`` with a block that is not a valid content block (bad base64, an image
+    ``mimeType`` that is not ``image/*``...). Inside a call it is a crash: the model sees the generic ``internal_error``
+    result, the server log gets the message and the traceback.
+    """

@@ -38,6 +38,7 @@ from ._transport.resumable import ResumableStreams
 from ._transport.shutdown import ShutdownCoordinator
 from ._transport.subscriptions import MemoryResourceSubscriptions, ResourceSubscriptions
 from .backends import StateBackend, backend_from_url
+from .contracts import ErrorContract
 from .errors import (
     ConfigurationError,
 )
@@ -216,6 +217,8 @@ class McpRouter(APIRouter):
         dependencies: Sequence[params.Depends] | None = None,
         meta: dict[str, Any] | None = None,
         icons: list[dict[str, Any]] | None = None,
+        enrichment: Any = None,
+        errors: Sequence[ErrorContract] | None = None,
     ) -> Callable[[F], F]:
         """Decorator registering a FastAPI-style function as an MCP tool.
 
@@ -231,6 +234,8 @@ class McpRouter(APIRouter):
             input_schema: advertise this JSON Schema instead of the generated one.
             dependencies: ``[Depends(...)]`` run before the handler, after the router's.
             meta: ``_meta`` of the ``Tool``. icons: ``Icon`` objects.
+            enrichment: fields ``ctx.enrich`` sets, extending ``outputSchema`` (``fastapi_mcp_ctx.enrichment``).
+            errors: ``[ErrorContract(...)]``, the reasons ``ctx.fail`` takes (``fastapi_mcp_ctx.contracts``).
         Raises:
             ValueError: invalid or duplicate name, unsupported signature.
         """
@@ -246,6 +251,8 @@ class McpRouter(APIRouter):
                 dependencies=dependencies,
                 meta=meta,
                 icons=icons,
+                enrichment=enrichment,
+                errors=errors,
             )
             return func
 
@@ -263,6 +270,8 @@ class McpRouter(APIRouter):
         dependencies: Sequence[params.Depends] | None = None,
         meta: dict[str, Any] | None = None,
         icons: list[dict[str, Any]] | None = None,
+        enrichment: Any = None,
+        errors: Sequence[ErrorContract] | None = None,
     ) -> None:
         """Register ``func`` as a tool (the non-decorator form of :meth:`tool`)."""
         self.registry.add(
@@ -277,6 +286,8 @@ class McpRouter(APIRouter):
                 meta=meta,
                 icons=icons,
                 path=self.mcp_path,
+                enrichment=enrichment,
+                errors=errors,
             )
         )
 
