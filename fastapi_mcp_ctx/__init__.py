@@ -18,17 +18,22 @@ and a request :class:`Context` for every handler.
     app.include_router(mcp_router)
 """
 
+from ._client_view import ClientLocation, ClientUser
 from .auth import Principal
 from .content import audio_content, embedded_text_resource, image_content, text_content
 from .context import CancelSignal, ClientView, Context, get_request_context, mcp_context
+from .contracts import ErrorContract
 from .errors import McpError, ToolError
 from .router import McpRouter
 from .settings import McpSettings, get_settings
 
 __all__ = [
     "CancelSignal",
+    "ClientLocation",
+    "ClientUser",
     "ClientView",
     "Context",
+    "ErrorContract",
     "McpError",
     "McpRouter",
     "McpSettings",

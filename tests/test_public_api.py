@@ -9,8 +9,11 @@ import fastapi_mcp_ctx
 
 PUBLIC_NAMES = {
     "CancelSignal",
+    "ClientLocation",
+    "ClientUser",
     "ClientView",
     "Context",
+    "ErrorContract",
     "McpError",
     "McpRouter",
     "McpSettings",
