@@ -170,6 +170,12 @@ def shape_result(tool: ToolDef, value: Any) -> dict[str, Any]:
     return result
 
 
+def _broken_output(tool: ToolDef, request_id: RequestId, problem: str) -> dict[str, Any]:
+    logger.error("tool %r %s", tool.name, problem)
+    failure = ToolError(f"Tool {tool.name!r} {problem}", code=-32603, reason="invalid_output")
+    return error_result(failure, request_id, tool)
+
+
 def merge_outputs(tool: ToolDef, result: dict[str, Any], outputs: CallOutputs | None, request_id: RequestId) -> dict[str, Any]:
     """Add what a call accumulated to its ``result`` (a ``CallToolResult`` dict):
     ``ctx.content`` blocks before ``content``; ``ctx.enrich`` fields into a dict
@@ -177,9 +183,9 @@ def merge_outputs(tool: ToolDef, result: dict[str, Any], outputs: CallOutputs | 
     unchanged (failures carry neither).
 
     Returns:
-        ``result`` (changed in place), or the ``invalid_output`` error result (``-32603``)
-        when the tool declares a required enrichment field the call never set (the server's
-        bug, logged).
+        ``result`` (changed in place), or the ``invalid_output`` error result (``-32603``, the
+        server's bug, logged) when the tool declares a required enrichment field the call never
+        set, or returned a key its enrichment also sets.
     """
     if result.get("isError"):
         return result
@@ -188,16 +194,13 @@ def merge_outputs(tool: ToolDef, result: dict[str, Any], outputs: CallOutputs | 
         values = outputs.enriched if outputs is not None else {}
         missing = spec.missing(values)
         if missing:
-            logger.error("tool %r did not set its required enrichment field(s) %s", tool.name, ", ".join(missing))
-            failure = ToolError(
-                f"Tool {tool.name!r} did not set its required enrichment field(s) {', '.join(missing)}",
-                code=-32603,
-                reason="invalid_output",
-            )
-            return error_result(failure, request_id, tool)
+            return _broken_output(tool, request_id, f"did not set its required enrichment field(s) {', '.join(missing)}")
         if values:
-            structured = result.get("structuredContent")
+            structured: Any = result.get("structuredContent")
             if isinstance(structured, dict):
+                clash = sorted(values.keys() & structured.keys())  # pyright: ignore[reportUnknownArgumentType]
+                if clash:
+                    return _broken_output(tool, request_id, f"returned key(s) {', '.join(clash)} that its enrichment also sets")
                 result["structuredContent"] = {**structured, **values}
             result.setdefault("content", []).append({"type": "text", "text": trailer_text(values)})
     if outputs is not None and outputs.blocks:

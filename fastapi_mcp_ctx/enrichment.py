@@ -16,8 +16,8 @@
 
 The declaration (a ``TypedDict`` class, a pydantic model class, or a mapping of field name →
 type, whose fields are all optional) extends the tool's ``outputSchema``: its properties
-beside the output's own (a name both use is refused at registration), its required keys
-required. Values set during the call are checked against their declared type at once (strict
+beside the output's own (a name both use is refused at registration; a ``dict`` output that
+returns a key of that name is an ``invalid_output`` result), its required keys required. Values set during the call are checked against their declared type at once (strict
 validation) and merged into ``structuredContent`` after the handler returns, plus one text
 block ``name: value`` per line at the end of ``content``. A required field left unset makes
 the result an ``isError`` (``-32603``, ``invalid_output``: the server's bug). Error results
@@ -181,6 +181,8 @@ def extend_output_schema(output_schema: dict[str, Any] | None, spec: EnrichmentS
             return type), a field name the output already uses, or a ``$defs`` name both use
             for different schemas.
     """
+    if output_schema is not None and output_schema.get("type") == "object" and "properties" not in output_schema:
+        output_schema = {**output_schema, "properties": {}}  # a mapping output: the fields beside its keys
     if output_schema is None or not isinstance(output_schema.get("properties"), dict):
         raise ValueError(
             f"{spec.owner}: enrichment= needs an outputSchema with properties to extend: annotate the "
