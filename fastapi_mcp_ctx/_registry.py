@@ -23,9 +23,10 @@ from fastapi.dependencies.models import Dependant
 from pydantic import BaseModel, ConfigDict, PydanticUserError, TypeAdapter, create_model
 
 from ._fastapi_compat import build_dependant, dependency_of, is_dependency_parameter
+from ._tool_declarations import declare
 from .context import mcp_context
-from .contracts import CONTRACTS_META_KEY, ErrorContract, ErrorContracts, build_contracts, check_context_annotation
-from .enrichment import EnrichmentSpec, build_enrichment, extend_output_schema
+from .contracts import ErrorContract, ErrorContracts
+from .enrichment import EnrichmentSpec
 
 __all__ = ["ToolDef", "ToolRegistry", "build_tool"]
 
@@ -209,15 +210,9 @@ def build_tool(
     )
     schema = input_schema if input_schema is not None else _clean_schema(model.model_json_schema(), arguments=True)  # pyright: ignore[reportUnknownMemberType]
     adapter, output_schema, wrap = _output(hints.get("return", signature.return_annotation))
-    owner = f"tool {tool_name!r}"
-    enrichment_spec = build_enrichment(enrichment, owner)
-    if enrichment_spec is not None:
-        output_schema = extend_output_schema(output_schema, enrichment_spec)
-    contracts = build_contracts(errors, owner)
-    if contracts is not None:
-        if meta and CONTRACTS_META_KEY in meta:
-            raise ValueError(f"{owner}: meta= must not set {CONTRACTS_META_KEY!r}: errors= fills it")
-        meta = {**(meta or {}), CONTRACTS_META_KEY: contracts.listing()}
+    contexts = [p.annotation for p in dependency_parameters if dependency_of(p) is mcp_context]
+    declared = declare(f"tool {tool_name!r}", output_schema, meta, enrichment, errors, contexts)  # enrichment=, errors=
+    output_schema, meta = declared.output_schema, declared.meta
     listing: dict[str, Any] = {"name": tool_name}
     if title is not None:
         listing["title"] = title
@@ -238,9 +233,6 @@ def build_tool(
     if meta:
         listing["_meta"] = meta
     context_params = tuple(p.name for p in dependency_parameters if dependency_of(p) is mcp_context)
-    for parameter in dependency_parameters:
-        if parameter.name in context_params:
-            check_context_annotation(parameter.annotation, contracts, owner)
     dependant = build_dependant(tool_name, dependency_parameters, dependencies, path)
     lean_parameters = [p for p in dependency_parameters if p.name not in context_params]
     return ToolDef(
@@ -257,8 +249,8 @@ def build_tool(
         wrap_output=wrap,
         header_params=_header_params(schema, tool_name),
         listing=listing,
-        enrichment=enrichment_spec,
-        contracts=contracts,
+        enrichment=declared.enrichment,
+        contracts=declared.contracts,
     )
 
 

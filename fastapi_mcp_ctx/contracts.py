@@ -20,10 +20,12 @@ reasons for the type checker; registration checks that each of them is declared.
 Contracts are listed in the definition's ``_meta["fastapi-mcp-ctx/errors"]`` as
 ``[{"reason", "code", "hint", "message"?}]`` (``_meta`` is free-form in both revisions).
 
-The hook for other handler kinds (resources, prompts): build once with
-:func:`build_contracts`, give the call's ``CallState.contracts`` the result, and pass every
-failure through :meth:`ErrorContracts.apply` before ``to_error``; ``ctx.fail`` then raises a
-:class:`ToolError` whose ``to_error()`` is the JSON-RPC error of the same envelope.
+The hook for other handler kinds (resources, prompts), four calls: at registration
+``contracts = build_contracts(errors, "resource 'notes://{id}'")``, ``meta =
+meta_with_contracts(meta, contracts)`` for the listing, and :func:`check_context_annotation`
+for each ``Context`` parameter; per call ``CallState(..., contracts=contracts)``, and every
+failure through ``contracts.apply(error)`` before ``error.to_error(request_id)``. ``ctx.fail``
+then raises a :class:`ToolError` whose ``to_error()`` is the JSON-RPC error of the envelope.
 """
 
 from __future__ import annotations
@@ -36,7 +38,15 @@ from typing import Any, Final, Literal, get_args, get_origin
 
 from .errors import DeclarationError, McpError, ToolError
 
-__all__ = ["CONTRACTS_META_KEY", "ErrorContract", "ErrorContracts", "build_contracts", "declared_reasons_of"]
+__all__ = [
+    "CONTRACTS_META_KEY",
+    "ErrorContract",
+    "ErrorContracts",
+    "build_contracts",
+    "check_context_annotation",
+    "declared_reasons_of",
+    "meta_with_contracts",
+]
 
 CONTRACTS_META_KEY: Final = "fastapi-mcp-ctx/errors"
 """The ``_meta`` key of a definition listing its declared error contracts."""
@@ -162,6 +172,20 @@ def build_contracts(errors: Sequence[ErrorContract] | None, owner: str) -> Error
     if isinstance(errors, (str, bytes, ErrorContract)) or not isinstance(errors, Sequence):  # pyright: ignore[reportUnnecessaryIsInstance]
         raise ValueError(f"{owner}: errors= must be a list of ErrorContract")
     return ErrorContracts(errors, owner) if errors else None
+
+
+def meta_with_contracts(meta: Mapping[str, Any] | None, contracts: ErrorContracts | None) -> dict[str, Any] | None:
+    """The definition's ``_meta`` with ``"fastapi-mcp-ctx/errors"`` listing ``contracts``
+    (``meta`` itself, copied, when there are none).
+
+    Raises:
+        ValueError: ``meta`` already sets that key.
+    """
+    if contracts is None:
+        return dict(meta) if meta else None
+    if meta and CONTRACTS_META_KEY in meta:
+        raise ValueError(f"{contracts.owner}: meta= must not set {CONTRACTS_META_KEY!r}: errors= fills it")
+    return {**(meta or {}), CONTRACTS_META_KEY: contracts.listing()}
 
 
 def declared_reasons_of(annotation: Any) -> tuple[str, ...] | None:
