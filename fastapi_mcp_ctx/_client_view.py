@@ -117,9 +117,8 @@ def read_user(meta: Mapping[str, Any] | None) -> ClientUser | None:
     return None if user == ClientUser() else user
 
 
-def extension_settings(capabilities: Mapping[str, Any] | None, identifier: str) -> dict[str, Any] | None:
-    """A deep copy of the settings object the client declared for extension ``identifier``
-    (``capabilities.extensions[identifier]``), None when it declared none (or not an object)."""
+def _declared(capabilities: Mapping[str, Any] | None, identifier: str) -> Mapping[str, Any] | None:
+    """``capabilities.extensions[identifier]`` when both are objects, else None."""
     extensions = (capabilities or {}).get("extensions")
     if not isinstance(extensions, Mapping):
         return None
@@ -127,21 +126,22 @@ def extension_settings(capabilities: Mapping[str, Any] | None, identifier: str) 
     settings = declared.get(identifier)
     if not isinstance(settings, Mapping):
         return None
-    return copy.deepcopy(dict(settings))  # pyright: ignore[reportUnknownArgumentType]
+    found: Mapping[str, Any] = settings  # pyright: ignore[reportUnknownVariableType]
+    return found
+
+
+def extension_settings(capabilities: Mapping[str, Any] | None, identifier: str) -> dict[str, Any] | None:
+    """A deep copy of the settings object the client declared for extension ``identifier``
+    (``capabilities.extensions[identifier]``), None when it declared none (or not an object)."""
+    settings = _declared(capabilities, identifier)
+    return copy.deepcopy(dict(settings)) if settings is not None else None
 
 
 def supports_views(capabilities: Mapping[str, Any] | None) -> bool:
     """True when the client declares :data:`UI_EXTENSION` with :data:`VIEW_MIME_TYPE` in its
     ``mimeTypes`` (media type and parameter compared case-insensitively, spaces ignored)."""
-    extensions = (capabilities or {}).get("extensions")
-    if not isinstance(extensions, Mapping):
-        return False
-    declared: Mapping[str, Any] = extensions  # pyright: ignore[reportUnknownVariableType]
-    settings = declared.get(UI_EXTENSION)
-    if not isinstance(settings, Mapping):
-        return False
-    ui: Mapping[str, Any] = settings  # pyright: ignore[reportUnknownVariableType]
-    mime_types = ui.get("mimeTypes")
+    settings = _declared(capabilities, UI_EXTENSION)
+    mime_types = settings.get("mimeTypes") if settings is not None else None
     if not isinstance(mime_types, list):
         return False
     wanted = VIEW_MIME_TYPE.replace(" ", "").lower()
