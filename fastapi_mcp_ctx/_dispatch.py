@@ -409,10 +409,10 @@ class Dispatcher:
             state_factory=self.state_factory,
             notifications=self.notifier,
             signal=signal,
-            enrichment=tool.enrichment,
-            contracts=tool.contracts,
         )
         state.back_channel = back_channel
+        if tool.enrichment is not None or tool.contracts is not None:  # enrichment=, errors=: ctx.enrich, ctx.fail
+            state.enrichment, state.contracts = tool.enrichment, tool.contracts
         context = Context(state)
         if live is not None:
             live.in_flight[message.id] = state.signal
