@@ -19,10 +19,12 @@ and a request :class:`Context` for every handler.
 """
 
 from . import input_required
+from ._client_view import ClientLocation, ClientUser
 from .auth import Principal
 from .consent import ConsentGate
 from .content import audio_content, embedded_blob_resource, embedded_text_resource, image_content, text_content
 from .context import CancelSignal, ClientView, Context, get_request_context, mcp_context
+from .contracts import ErrorContract
 from .errors import McpError, ToolError
 from .input_required import ElicitAnswer, InputRequired
 from .inputs import Inputs, InputView
@@ -31,6 +33,8 @@ from .settings import McpSettings, get_settings
 
 __all__ = [
     "CancelSignal",
+    "ClientLocation",
+    "ClientUser",
     "ClientView",
     "ConsentGate",
     "Context",
@@ -38,6 +42,7 @@ __all__ = [
     "InputRequired",
     "InputView",
     "Inputs",
+    "ErrorContract",
     "McpError",
     "McpRouter",
     "McpSettings",

@@ -32,7 +32,7 @@ from ._jsonrpc import JsonRpcRequest, RequestId, dumps, error_message, result_me
 from ._pages import paginate
 from ._registry import ToolDef, ToolRegistry
 from ._resolve import run_tool
-from ._results import error_result
+from ._results import error_result, merge_outputs
 from ._scopes import may_use, require_scopes
 from ._sealing import RequestStateSealer
 from ._server.input_rounds import run_rounds
@@ -464,6 +464,8 @@ class Dispatcher:
             signal=signal,
         )
         state.back_channel = back_channel
+        if tool is not None and (tool.enrichment is not None or tool.contracts is not None):  # enrichment=, errors=: ctx.enrich, ctx.fail
+            state.enrichment, state.contracts = tool.enrichment, tool.contracts
         context = Context(state)
         if live is not None:
             live.in_flight[message.id] = state.signal
@@ -477,6 +479,8 @@ class Dispatcher:
             untrack = shutdown.track_call(state.signal) if shutdown is not None else None
             try:
                 result = await run_rounds(context, state, message.params, lambda: run(context, call_request, background), self.sealer, tool)
+                if tool is not None and (state.outputs is not None or tool.enrichment is not None) and result.get("resultType") != "input_required":
+                    result = merge_outputs(tool, result, state.outputs, request_id)  # ctx.enrich / ctx.content
                 return Reply(result_message(request_id, self._finish(result, envelope, cacheable=cacheable)))
             except MissingCapabilityError as exc:
                 if era == "modern" or tool is None:

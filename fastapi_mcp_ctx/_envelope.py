@@ -98,6 +98,7 @@ class RequestEnvelope:
         log_level: minimum ``notifications/message`` level the client opted into, or None.
         progress_token: ``params._meta.progressToken`` (str or int, ``0`` included) or None.
         trace: W3C ``traceparent`` / ``tracestate`` / ``baggage`` found in headers or ``_meta``.
+        meta: ``params._meta`` as sent (an object), or None (``ctx.client.user`` reads it).
     """
 
     era: Era
@@ -107,6 +108,7 @@ class RequestEnvelope:
     log_level: str | None = None
     progress_token: str | int | None = None
     trace: dict[str, str] = field(default_factory=lambda: {})
+    meta: dict[str, Any] | None = None
 
 
 def _meta_of(params: dict[str, Any]) -> Any:
@@ -236,6 +238,7 @@ def read_legacy_envelope(headers: HeaderMap, params: dict[str, Any], protocol_ve
         protocol_version=protocol_version,
         progress_token=_progress_token(meta),
         trace=_trace(headers, meta),
+        meta=meta,
     )
 
 
@@ -308,4 +311,5 @@ def read_modern_envelope(
         log_level=log_level,
         progress_token=_progress_token(meta),
         trace=_trace(headers, meta),
+        meta=meta,
     )

@@ -23,7 +23,10 @@ from fastapi.dependencies.models import Dependant
 from pydantic import BaseModel, ConfigDict, PydanticUserError, TypeAdapter, create_model
 
 from ._fastapi_compat import build_dependant, dependency_of, is_dependency_parameter
+from ._tool_declarations import declare
 from .context import mcp_context
+from .contracts import ErrorContract, ErrorContracts
+from .enrichment import EnrichmentSpec
 
 __all__ = ["SignatureParts", "ToolDef", "ToolRegistry", "build_dependants", "build_tool", "split_signature"]
 
@@ -71,6 +74,8 @@ class ToolDef:
             properties annotated ``"x-mcp-header"`` (2026-07-28 Value Encoding).
         listing: the ``Tool`` object as sent in ``tools/list``.
         scopes: the OAuth scopes a caller needs (``tool(scopes=[...])``).
+        enrichment: declared ``enrichment=`` fields (``enrichment.py``), or None.
+        contracts: declared ``errors=`` contracts (``contracts.py``), or None.
     """
 
     name: str
@@ -88,6 +93,8 @@ class ToolDef:
     listing: dict[str, Any] = field(default_factory=lambda: {})
     scopes: frozenset[str] = frozenset()
     """``scopes=`` of the registration: all are needed to call it (``_scopes.require_scopes``)."""
+    enrichment: EnrichmentSpec | None = None
+    contracts: ErrorContracts | None = None
 
 
 def _is_content_annotation(annotation: Any) -> bool:
@@ -219,12 +226,16 @@ def build_tool(
     meta: dict[str, Any] | None,
     icons: list[dict[str, Any]] | None,
     path: str,
+    enrichment: Any = None,
+    errors: Sequence[ErrorContract] | None = None,
 ) -> ToolDef:
     """Turn ``handler`` into a :class:`ToolDef`.
 
     Raises:
         ValueError: a tool name outside ``^[A-Za-z0-9_.\\-/]{1,128}$``, a ``*args``/``**kwargs``
-            parameter, or an invalid ``x-mcp-header`` annotation.
+            parameter, an invalid ``x-mcp-header`` annotation, an ``enrichment=`` that cannot
+            extend the output schema, or ``errors=`` that are not unique ``ErrorContract``s (or
+            miss a reason a ``Context[Literal[...]]`` parameter names).
     """
     tool_name = name or handler.__name__
     if not _NAME.match(tool_name):
@@ -238,6 +249,9 @@ def build_tool(
     )
     schema = input_schema if input_schema is not None else _clean_schema(model.model_json_schema(), arguments=True)  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType]
     adapter, output_schema, wrap = _output(hints.get("return", signature.return_annotation))
+    contexts = [p.annotation for p in dependency_parameters if dependency_of(p) is mcp_context]
+    declared = declare(f"tool {tool_name!r}", output_schema, meta, enrichment, errors, contexts)  # enrichment=, errors=
+    output_schema, meta = declared.output_schema, declared.meta
     listing: dict[str, Any] = {"name": tool_name}
     if title is not None:
         listing["title"] = title
@@ -272,6 +286,8 @@ def build_tool(
         wrap_output=wrap,
         header_params=_header_params(schema, tool_name),
         listing=listing,
+        enrichment=declared.enrichment,
+        contracts=declared.contracts,
     )
 
 

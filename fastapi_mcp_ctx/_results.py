@@ -18,7 +18,12 @@ the spec's schema types successful results (2025-11-25 ``server/tools`` §Output
 the TypeScript SDK v1 client (1.32) and the MCP Inspector check any ``structuredContent``
 against ``outputSchema``, error results included, and turn a non-conforming one into a
 client-side ``-32602``: the model would never read the message. A ``CallToolResult`` the
-handler returns itself is sent as it is, errors included.
+handler returns itself is sent as it is, errors included. A failure whose ``reason`` the tool
+declares (``errors=[ErrorContract(...)]``) gets the contract's hint and code first
+(``contracts.ErrorContracts.apply``), so ``ToolError`` and ``ctx.fail`` build one envelope.
+
+:func:`merge_outputs` adds what the call accumulated to a successful result: ``ctx.content``
+blocks before ``content``, ``ctx.enrich`` fields into ``structuredContent`` plus a text trailer.
 """
 
 from __future__ import annotations
@@ -36,10 +41,12 @@ from pydantic_core import (
 )
 
 from ._jsonrpc import RequestId, non_finite_paths
+from ._outputs import CallOutputs
 from ._registry import ToolDef
+from .enrichment import trailer_text
 from .errors import McpError, ToolError
 
-__all__ = ["ERROR_META_KEY", "error_result", "shape_result", "text_result"]
+__all__ = ["ERROR_META_KEY", "error_result", "merge_outputs", "shape_result", "text_result"]
 
 logger = logging.getLogger("fastapi_mcp_ctx")
 
@@ -67,6 +74,8 @@ def error_result(error: ToolError | McpError, request_id: RequestId, tool: ToolD
 
     where ``<envelope>`` is ``{"code": int, "message": str, "data": {"requestId": request_id, ...}}``.
     """
+    if tool.contracts is not None:
+        error = tool.contracts.apply(error)
     content: list[dict[str, Any]] = [{"type": "text", "text": error.message}]
     if error.recovery_hint:
         content.append({"type": "text", "text": f"Recovery: {error.recovery_hint}"})
@@ -158,4 +167,42 @@ def shape_result(tool: ToolDef, value: Any) -> dict[str, Any]:
     result: dict[str, Any] = {"content": [{"type": "text", "text": encoded.decode()}], "isError": False}
     if isinstance(jsonable, dict):
         result["structuredContent"] = jsonable
+    return result
+
+
+def _broken_output(tool: ToolDef, request_id: RequestId, problem: str) -> dict[str, Any]:
+    logger.error("tool %r %s", tool.name, problem)
+    failure = ToolError(f"Tool {tool.name!r} {problem}", code=-32603, reason="invalid_output")
+    return error_result(failure, request_id, tool)
+
+
+def merge_outputs(tool: ToolDef, result: dict[str, Any], outputs: CallOutputs | None, request_id: RequestId) -> dict[str, Any]:
+    """Add what a call accumulated to its ``result`` (a ``CallToolResult`` dict):
+    ``ctx.content`` blocks before ``content``; ``ctx.enrich`` fields into a dict
+    ``structuredContent`` and as a text block ending ``content``. An error result is returned
+    unchanged (failures carry neither).
+
+    Returns:
+        ``result`` (changed in place), or the ``invalid_output`` error result (``-32603``, the
+        server's bug, logged) when the tool declares a required enrichment field the call never
+        set, or returned a key its enrichment also sets.
+    """
+    if result.get("isError"):
+        return result
+    spec = tool.enrichment
+    if spec is not None:
+        values = outputs.enriched if outputs is not None else {}
+        missing = spec.missing(values)
+        if missing:
+            return _broken_output(tool, request_id, f"did not set its required enrichment field(s) {', '.join(missing)}")
+        if values:
+            structured: Any = result.get("structuredContent")
+            if isinstance(structured, dict):
+                clash = sorted(values.keys() & structured.keys())  # pyright: ignore[reportUnknownArgumentType]
+                if clash:
+                    return _broken_output(tool, request_id, f"returned key(s) {', '.join(clash)} that its enrichment also sets")
+                result["structuredContent"] = {**structured, **values}
+            result.setdefault("content", []).append({"type": "text", "text": trailer_text(values)})
+    if outputs is not None and outputs.blocks:
+        result["content"] = [*outputs.blocks, *result.get("content", [])]
     return result

@@ -12,6 +12,7 @@ imports the router or the dispatcher.
 
 from __future__ import annotations
 
+import copy
 import math
 import secrets
 import time
@@ -19,17 +20,23 @@ from collections.abc import Awaitable, Callable, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
-from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Final, Literal, NoReturn, Protocol, TypeVar
+from types import GenericAlias, MappingProxyType
+from typing import TYPE_CHECKING, Any, Final, Literal, NoReturn, Protocol
 
 import anyio
 from starlette.requests import Request
+from typing_extensions import TypeVar
 
 from . import _asking
+from ._client_view import ClientUser, extension_settings, read_user, supports_views
+from ._content import ContentCollector
 from ._envelope import Era, RequestEnvelope, parse_traceparent
 from ._jsonrpc import notification_message
 from ._logging import ContextLogger
+from ._outputs import CallOutputs
 from .consent import ConsentGate
+from .contracts import ErrorContracts, undeclared_reason
+from .enrichment import Enrich, EnrichmentSpec
 from .errors import InternalError, MissingCapabilityError, NoBackChannelError
 from .input_required import ElicitAnswer
 from .inputs import InputRound, Inputs
@@ -59,6 +66,19 @@ SCOPE_KEY: Final = "fastapi_mcp_ctx.call"
 _current: ContextVar[Context | None] = ContextVar("fastapi_mcp_ctx_context", default=None)
 
 Outbound = Callable[[dict[str, Any]], Awaitable[None]]
+ReasonT = TypeVar("ReasonT", bound=str, default=str)
+"""The error reasons a handler's ``Context[Literal[...]]`` may ``fail`` with (``contracts.py``)."""
+
+if TYPE_CHECKING:
+    from typing import Generic as _Reasons
+else:
+
+    class _Reasons:
+        """At run time ``Context`` is a plain class (``typing.Generic`` in its MRO costs ~2.7k
+        instructions a call); ``Context[...]`` is a ``types.GenericAlias`` for ``get_type_hints``."""
+
+        def __class_getitem__(cls, item: Any) -> type:
+            return object
 
 
 class ChangeNotifications(Protocol):
@@ -154,14 +174,21 @@ class ClientView:
     Names: ``elicitation`` (any mode), ``elicitation.form``, ``elicitation.url``, ``sampling``,
     ``sampling.tools``, ``sampling.context``, ``roots``, ``roots.listChanged`` is not a
     capability object and reads False; extension ids work as ``extensions`` sub-keys via
-    :meth:`has_extension`.
+    :meth:`has_extension` and :meth:`extension`. Also ``info``, ``capabilities`` (copies),
+    ``user`` (the ``openai/*`` hints of ``_meta``) and ``supports_views`` (MCP Apps).
+
+    Every value is self-reported by the client, a hint to shape a response with, never
+    authentication or authorization (``ctx.auth`` is the verified principal).
     """
 
-    __slots__ = ("_capabilities", "_info")
+    __slots__ = ("_capabilities", "_info", "_meta")
 
-    def __init__(self, capabilities: Mapping[str, Any] | None, info: Mapping[str, Any] | None) -> None:
+    def __init__(
+        self, capabilities: Mapping[str, Any] | None, info: Mapping[str, Any] | None, meta: Mapping[str, Any] | None = None
+    ) -> None:
         self._capabilities = capabilities
         self._info = info
+        self._meta = meta
 
     def can(self, name: str) -> bool:
         """True when the client declared capability ``name`` for this request."""
@@ -187,14 +214,33 @@ class ClientView:
             raise MissingCapabilityError(missing)
 
     @property
-    def capabilities(self) -> Mapping[str, Any] | None:
-        """The declared ``ClientCapabilities`` (read-only), or None when unknown."""
-        return MappingProxyType(dict(self._capabilities)) if self._capabilities is not None else None
+    def capabilities(self) -> dict[str, Any] | None:
+        """A copy of the declared ``ClientCapabilities``, or None when unknown (a 2025 request
+        served without a session)."""
+        return copy.deepcopy(dict(self._capabilities)) if self._capabilities is not None else None
 
     @property
-    def info(self) -> Mapping[str, Any] | None:
-        """The client's ``Implementation`` (``name``, ``version``…), or None."""
-        return self._info
+    def info(self) -> dict[str, Any] | None:
+        """A copy of the client's ``Implementation`` (``name``, ``version``…), or None."""
+        return copy.deepcopy(dict(self._info)) if self._info is not None else None
+
+    def extension(self, identifier: str) -> dict[str, Any] | None:
+        """A copy of the settings the client declared for extension ``identifier``
+        (``capabilities.extensions[identifier]``), or None when it declared none."""
+        return extension_settings(self._capabilities, identifier)
+
+    @property
+    def user(self) -> ClientUser | None:
+        """The normalised ``openai/*`` caller hints of this request's ``_meta`` (locale, user
+        agent, location, subject, conversation, organization), None when none is valid
+        (``fastapi_mcp_ctx._client_view``). Self-reported: never proof of who the caller is."""
+        return read_user(self._meta)
+
+    @property
+    def supports_views(self) -> bool:
+        """True when the client declares the ``io.modelcontextprotocol/ui`` extension with
+        ``text/html;profile=mcp-app`` among its ``mimeTypes`` (it renders MCP Apps views)."""
+        return supports_views(self._capabilities)
 
 
 @dataclass(slots=True)
@@ -226,10 +272,16 @@ class CallState:
     input_round: InputRound | None = None
     trace_id: str | None = None
     """The active OpenTelemetry span's trace id (32 hex), set by ``_telemetry`` when tracing."""
+    enrichment: EnrichmentSpec | None = None
+    contracts: ErrorContracts | None = None
+    outputs: CallOutputs | None = None
 
 
-class Context:
+class Context(_Reasons[ReasonT]):
     """The handler-facing view of one MCP call (a lazy view over :class:`CallState`).
+
+    ``Context[Literal["not_found", ...]]`` types :meth:`fail` / :meth:`recovery_for` with the
+    reasons the tool declares (``errors=[ErrorContract(...)]``); a bare ``Context`` takes any.
 
     Identity: ``request_id``, ``timestamp`` (ISO 8601), ``tenant_id`` (``"default"`` without
     auth), ``session_id`` (2025 sessions; None in 2026), ``trace_id`` / ``span_id`` (W3C
@@ -238,9 +290,13 @@ class Context:
     ``client`` (``can``/``require``), ``progress_token``, ``signal``, ``uri``.
     Actions: ``report_progress``, ``log``, ``notify``, ``notify_*_list_changed``,
     ``notify_resource_updated``, ``close_sse_stream``, ``state``, ``with_extra``, ``send_request``.
+    Results: ``enrich`` (declared notices, totals, echoes), ``content`` (image/audio blocks),
+    ``fail`` / ``recovery_for`` (declared error contracts).
     """
 
     __slots__ = ("_call", "_log", "_state")
+    if not TYPE_CHECKING:
+        __class_getitem__ = classmethod(GenericAlias)
 
     def __init__(self, call: CallState) -> None:
         self._call = call
@@ -304,9 +360,11 @@ class Context:
         """Read-only correlation bag (see :meth:`with_extra`)."""
         return self._call.extra
 
-    def with_extra(self, **values: Any) -> Context:
+    def with_extra(self, **values: Any) -> Context[ReasonT]:
         """A copy of this context whose ``extra`` is merged with ``values`` (this one unchanged)."""
-        clone = Context(replace(self._call, extra=MappingProxyType({**self._call.extra, **values})))
+        if self._call.outputs is None:  # the copy's ctx.enrich / ctx.content reach this call's result
+            self._call.outputs = CallOutputs()
+        clone: Context[ReasonT] = Context(replace(self._call, extra=MappingProxyType({**self._call.extra, **values})))
         clone._state = self._state
         return clone
 
@@ -339,7 +397,7 @@ class Context:
     @property
     def client(self) -> ClientView:
         """Capability checks: ``ctx.client.can("elicitation.form")``, ``ctx.client.require(...)``."""
-        return ClientView(self._call.envelope.client_capabilities, self._call.envelope.client_info)
+        return ClientView(self._call.envelope.client_capabilities, self._call.envelope.client_info, self._call.envelope.meta)
 
     @property
     def progress_token(self) -> str | int | None:
@@ -628,6 +686,40 @@ class Context:
         content_hash=..., message=...)`` returns only once the user confirmed this operation
         (see ``fastapi_mcp_ctx.consent``)."""
         return ConsentGate(self)
+
+    # -- result enrichment, content blocks, error contracts (enrichment.py, _content.py, contracts.py)
+    @property
+    def enrich(self) -> Enrich:
+        """The tool's declared enrichment: ``ctx.enrich(totalCount=3)``, ``.notice(text)``,
+        ``.total(n)``, ``.echo(query)``; a no-op when it declares none (``fastapi_mcp_ctx.enrichment``)."""
+        return Enrich(self._call)
+
+    @property
+    def content(self) -> ContentCollector:
+        """Blocks prepended to the tool result's ``content``: ``ctx.content.image(data, "image/png")``,
+        ``.audio(data, "audio/wav")``, ``ctx.content(block)`` (``fastapi_mcp_ctx._content``)."""
+        return ContentCollector(self._call)
+
+    def fail(self, reason: ReasonT, message: str | None = None, /, **data: Any) -> NoReturn:
+        """Raise the declared failure ``reason``: a :class:`~fastapi_mcp_ctx.errors.ToolError`
+        with the contract's code and ``data.recovery.hint``, ``message`` (default: the
+        contract's) and ``data`` as the envelope's extra fields.
+
+        Raises:
+            ToolError: always, for a declared reason.
+            DeclarationError: ``reason`` is not declared by this handler's ``errors=``.
+            ValueError / TypeError: ``data`` sets a reserved key or has non-string keys.
+        """
+        contracts = self._call.contracts
+        if contracts is None:
+            raise undeclared_reason(reason, self._call.operation or self._call.method, ())
+        raise contracts.failure(reason, message, data)
+
+    def recovery_for(self, reason: ReasonT) -> str | None:
+        """The declared ``hint`` of ``reason``, None when this handler declares no such reason."""
+        contracts = self._call.contracts
+        contract = contracts.get(reason) if contracts is not None else None
+        return contract.hint if contract is not None else None
 
 
 async def mcp_context(request: Request) -> Context:

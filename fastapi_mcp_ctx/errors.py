@@ -67,6 +67,9 @@ Tree::
     TestClientInputError             client side: ``McpTestClient`` cannot answer the server's input (no callback
                                      for the method asked, more ``input_required`` rounds than ``max_input_rounds``)
     AppLoadError                     (not a wire error) ``module:attr`` names no servable app or McpRouter (stdio)
+    DeclarationError (TypeError)     (not a wire error) a handler used what its registration did not declare:
+                                     ``ctx.fail`` of an undeclared reason, ``ctx.enrich`` of an undeclared field
+                                     or a value outside its type, a bad ``ctx.content`` block; a crash of the call
 
 A handler raises :class:`ToolError` (or a subclass) for failures the model should read and
 recover from; any other exception is a crash: the model sees a generic message and the
@@ -149,6 +152,7 @@ __all__ = [
     "UnknownPromptError",
     "UriMatchError",
     "TestClientInputError",
+    "DeclarationError",
 ]
 
 
@@ -745,6 +749,7 @@ class AppLoadError(Exception):
     or the app has no McpRouter (or several and no ``--path`` chooses one). The message says
     what to fix."""
 
+
 class ConfigurationError(InternalError):
     """The server is misconfigured; nothing changes until its operator acts (-32603, HTTP 500).
 
@@ -949,3 +954,15 @@ class TestClientInputError(Exception):
     ``input_required`` after ``max_input_rounds`` retries (the handler keeps asking)."""
 
     __test__ = False  # not a pytest test class despite its name
+
+
+class DeclarationError(TypeError):
+    """A handler used something its registration did not declare, or broke a declared type: a
+    programming error, like a call with an unexpected keyword argument (hence ``TypeError``).
+
+    Raised by ``ctx.fail`` with a reason absent from the tool's ``errors=[ErrorContract(...)]``,
+    by ``ctx.enrich`` with a field absent from ``enrichment=`` or a value outside its type, by
+    ``ctx.content`` with a block that is not a valid content block (bad base64, an image
+    ``mimeType`` that is not ``image/*``...). Inside a call it is a crash: the model sees the generic ``internal_error``
+    result, the server log gets the message and the traceback.
+    """

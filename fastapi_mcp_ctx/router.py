@@ -39,6 +39,7 @@ from ._transport.resumable import ResumableStreams
 from ._transport.shutdown import ShutdownCoordinator
 from ._transport.subscriptions import ResourceSubscriptions
 from .backends import StateBackend, backend_from_url
+from .contracts import ErrorContract
 from .errors import ConfigurationError
 from .settings import McpSettings, SessionMode, get_settings
 from .state import ContextState, derive_cursor_key
@@ -215,6 +216,8 @@ class McpRouter(FeatureRoutes, APIRouter):
         meta: dict[str, Any] | None = None,
         icons: list[dict[str, Any]] | None = None,
         scopes: Sequence[str] | None = None,
+        enrichment: Any = None,
+        errors: Sequence[ErrorContract] | None = None,
     ) -> Callable[[F], F]:
         """Decorator registering a FastAPI-style function as an MCP tool.
 
@@ -231,6 +234,8 @@ class McpRouter(FeatureRoutes, APIRouter):
             dependencies: ``[Depends(...)]`` run before the handler, after the router's.
             meta: ``_meta`` of the ``Tool``. icons: ``Icon`` objects.
             scopes: OAuth scopes a caller needs (403 ``insufficient_scope`` otherwise; see docs/auth.md).
+            enrichment: fields ``ctx.enrich`` sets, extending ``outputSchema`` (``fastapi_mcp_ctx.enrichment``).
+            errors: ``[ErrorContract(...)]``, the reasons ``ctx.fail`` takes (``fastapi_mcp_ctx.contracts``).
         Raises:
             ValueError: invalid or duplicate name, unsupported signature.
         """
@@ -247,6 +252,8 @@ class McpRouter(FeatureRoutes, APIRouter):
                 meta=meta,
                 icons=icons,
                 scopes=scopes,
+                enrichment=enrichment,
+                errors=errors,
             )
             return func
 
@@ -265,6 +272,8 @@ class McpRouter(FeatureRoutes, APIRouter):
         meta: dict[str, Any] | None = None,
         icons: list[dict[str, Any]] | None = None,
         scopes: Sequence[str] | None = None,
+        enrichment: Any = None,
+        errors: Sequence[ErrorContract] | None = None,
     ) -> None:
         """Register ``func`` as a tool (the non-decorator form of :meth:`tool`)."""
         self.registry.add(
@@ -279,6 +288,8 @@ class McpRouter(FeatureRoutes, APIRouter):
                 meta=meta,
                 icons=icons,
                 path=self.mcp_path,
+                enrichment=enrichment,
+                errors=errors,
             ), scopes)
         )
 

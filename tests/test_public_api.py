@@ -9,6 +9,8 @@ import fastapi_mcp_ctx
 
 PUBLIC_NAMES = {
     "CancelSignal",
+    "ClientLocation",
+    "ClientUser",
     "ClientView",
     "ConsentGate",
     "Context",
@@ -16,6 +18,7 @@ PUBLIC_NAMES = {
     "InputRequired",
     "InputView",
     "Inputs",
+    "ErrorContract",
     "McpError",
     "McpRouter",
     "McpSettings",
