@@ -139,6 +139,9 @@ def _answer(method: str, version: str, error: Mapping[str, Any] | None, result: 
     return answer
 
 
+_REFUSED: dict[str, BackChannel] = {}
+
+
 @dataclass(frozen=True, slots=True)
 class BackChannel:
     """Where one call's server→client requests go and where their answers come from (a
@@ -156,8 +159,12 @@ class BackChannel:
 
     @classmethod
     def refused(cls, detail: str) -> BackChannel:
-        """A channel on which every request fails at once with ``NoBackChannelError(detail)``."""
-        return cls(None, None, detail)
+        """A channel on which every request fails at once with ``NoBackChannelError(detail)``
+        (one shared, immutable object per ``detail``: a sessionless call builds none)."""
+        channel = _REFUSED.get(detail)
+        if channel is None:
+            channel = _REFUSED[detail] = cls(None, None, detail)
+        return channel
 
     @classmethod
     def http(cls, pending: PendingRequests | None, *, era: Era, session_id: str | None, sse_allowed: bool) -> BackChannel:
