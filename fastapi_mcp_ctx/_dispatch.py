@@ -14,7 +14,7 @@ import binascii
 import logging
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from typing import Any, Final
 
@@ -29,7 +29,7 @@ from starlette.responses import Response
 
 from ._envelope import LOG_LEVELS, RequestEnvelope, decode_header_value
 from ._http import BODY_SCOPE_KEY, replaying_receive
-from ._jsonrpc import JsonRpcRequest, RequestId, dumps, error_message, result_message
+from ._jsonrpc import EncodedResult, JsonRpcRequest, RequestId, dumps, error_message, result_message
 from ._registry import ToolDef, ToolRegistry
 from ._resolve import run_tool
 from ._results import error_result
@@ -170,6 +170,8 @@ class Dispatcher:
     pending: PendingRequests | None = None
     streams: ResumableStreams | None = None
     shutdown: ShutdownCoordinator | None = None
+    _pages: dict[tuple[Any, ...], EncodedResult] = field(default_factory=lambda: {})
+    """Encoded ``tools/list`` pages (see :meth:`_tools_list`)."""
 
     # -- helpers -------------------------------------------------------------------------
     @property
@@ -301,7 +303,7 @@ class Dispatcher:
         if method == "ping":
             return {}
         if method == "tools/list":
-            return self._finish(self._tools_page(params.get("cursor")), envelope, cacheable=True)
+            return self._tools_list(params.get("cursor"), envelope)
         if method == "server/discover":
             result: dict[str, Any] = {"supportedVersions": list(MODERN_PROTOCOL_VERSIONS), "capabilities": self.capabilities("modern", transport=transport)}
             if self.settings.instructions:
@@ -328,6 +330,23 @@ class Dispatcher:
             message.id, parse_filter(message.params, notifier.served), tenant_id=tenant, owner=owner
         )
         return ListenResponse(stream, notifier.hub, keepalive_seconds=self.settings.keepalive_seconds, headers=headers)
+
+    def _tools_list(self, cursor: Any, envelope: RequestEnvelope) -> dict[str, Any]:
+        """The ``tools/list`` result for ``cursor``, built and encoded once per registry version,
+        era and page (an :class:`EncodedResult`; at most 64 pages kept)."""
+        registry, settings = self.registry, self.settings
+        start = _decode_cursor(cursor, len(registry))
+        key = (
+            registry.version, envelope.era, start, settings.page_size, settings.cache_ttl_ms,
+            settings.cache_scope, settings.server_name, settings.server_version,
+        )  # fmt: skip
+        cached = self._pages.get(key)
+        if cached is None:
+            if len(self._pages) >= 64:
+                self._pages.clear()
+            result = self._finish(self._tools_page(cursor), envelope, cacheable=True)
+            cached = self._pages[key] = EncodedResult(result, dumps(result))
+        return EncodedResult(cached, cached.encoded)
 
     def _tools_page(self, cursor: Any) -> dict[str, Any]:
         listings = self.registry.listings()

@@ -39,6 +39,7 @@ __all__ = [
     "JsonRpcResponse",
     "may_overflow",
     "OUT_OF_RANGE",
+    "EncodedResult",
     "RequestId",
     "dumps",
     "error_message",
@@ -306,14 +307,31 @@ def request_id_of(exc: McpError) -> RequestId | None:
     return rid if _valid_id(rid) else None
 
 
+class EncodedResult(dict[str, Any]):
+    """A result object that carries its own compact JSON encoding (``encoded``), made once for
+    data that does not change between requests (a ``tools/list`` page): :func:`dumps` splices
+    it into the message instead of encoding it again. Treat it as read-only: the encoding
+    stands for the keys and values it was built with."""
+
+    __slots__ = ("encoded",)
+
+    def __init__(self, result: dict[str, Any], encoded: bytes) -> None:
+        super().__init__(result)
+        self.encoded = encoded
+
+
 def dumps(message: dict[str, Any]) -> bytes:
     """Compact JSON bytes of a message (UTF-8, no spaces): always valid JSON (RFC 8259 §6).
 
     The values that enter a message refuse ``inf``/``nan`` themselves (a tool output: an
     ``isError`` result; progress: ``ValueError``; log data: the strings); one that still gets
     here is written as the string ``"NaN"``, ``"Infinity"`` or ``"-Infinity"``, never as the
-    bare ``NaN`` token of JavaScript (invalid JSON) nor silently as ``null``.
+    bare ``NaN`` token of JavaScript (invalid JSON) nor silently as ``null``. A
+    :func:`result_message` whose result is an :class:`EncodedResult` reuses its encoding.
     """
+    result = message.get("result")
+    if type(result) is EncodedResult and len(message) == 3 and "id" in message:
+        return b'{"jsonrpc":"2.0","id":' + to_json(message["id"]) + b',"result":' + result.encoded + b"}"
     return to_json(message, inf_nan_mode="strings")
 
 

@@ -1,7 +1,8 @@
 """The per-call fast paths take the same decisions as the slow paths they skip.
 
 Each fast path of the hot path (issue 12) is held here against its slow twin: the duplicate-key
-check's token count against the strict re-parse.
+check's token count against the strict re-parse, the encoded ``tools/list`` pages against a
+fresh encoding.
 """
 
 from __future__ import annotations
@@ -10,8 +11,10 @@ import itertools
 import json
 
 import pytest
+from conftest import Wire, final_message, make_app, make_router, open_client
 
-from fastapi_mcp_ctx._jsonrpc import _each_key_once, parse_message  # pyright: ignore[reportPrivateUsage]
+from fastapi_mcp_ctx import McpRouter
+from fastapi_mcp_ctx._jsonrpc import _each_key_once, dumps, parse_message  # pyright: ignore[reportPrivateUsage]
 from fastapi_mcp_ctx.errors import InvalidRequestError
 
 
@@ -51,3 +54,36 @@ def test_the_fast_path_answers_alone_only_when_no_string_repeats() -> None:
     again = '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"add","arguments":{"a":"a"}}}'
     assert not _each_key_once(again, json.loads(again))  # "a" also a value: the strict re-read decides
     assert parse_message(again.encode()).params["arguments"] == {"a": "a"}  # type: ignore[union-attr]
+
+
+# -- tools/list: encoded once per registry version, era and page ---------------------------------
+
+
+async def test_tools_list_bytes_are_the_fresh_encoding_and_follow_registry_changes() -> None:
+    router = make_router(page_size=2)
+    for name in ("one", "two", "three"):
+        _add_tool(router, name)
+    async with open_client(make_app(router)) as client:
+        wire = Wire(client)
+        await wire.initialize()
+        for era in ("legacy", "modern"):
+            first = await (wire.legacy("tools/list", {}, request_id="x") if era == "legacy" else wire.modern("tools/list", {}, request_id=7))
+            again = await (wire.legacy("tools/list", {}, request_id=8) if era == "legacy" else wire.modern("tools/list", {}, request_id="y"))
+            body = final_message(first)
+            assert first.content == dumps(body) and final_message(again)["result"] == body["result"]  # same page, its own id
+            assert [t["name"] for t in body["result"]["tools"]] == ["one", "two"]
+            cursor = body["result"]["nextCursor"]
+            second = await (wire.legacy("tools/list", {"cursor": cursor}) if era == "legacy" else wire.modern("tools/list", {"cursor": cursor}))
+            assert [t["name"] for t in final_message(second)["result"]["tools"]] == ["three"]
+        _add_tool(router, "four")
+        changed = final_message(await wire.legacy("tools/list", {"cursor": cursor}))
+        assert [t["name"] for t in changed["result"]["tools"]] == ["three", "four"]
+
+
+def _add_tool(router: McpRouter, name: str) -> None:
+    async def tool(a: int) -> int:
+        """A tool."""
+        return a
+
+    tool.__name__ = name
+    router.add_tool(tool)
