@@ -113,3 +113,71 @@ async def test_a_call_leaves_no_cyclic_garbage(tool: str) -> None:
         gc.garbage.clear()
         gc.enable()
     assert garbage == [], sorted(set(garbage))
+
+
+async def _legacy_call(app: Any, tool: str, session_id: str | None = None, method: str = "tools/call") -> dict[str, Any]:
+    """One 2025-11-25 request (the benchmark's d shape: ``X-Tenant``, JSON and SSE accepted),
+    in ``session_id`` when given; returns the response's start message."""
+    params: dict[str, Any] = {"name": tool, "arguments": ARGUMENTS[tool]} if method == "tools/call" else {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "gc", "version": "1"}}  # fmt: skip
+    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}).encode()
+    headers = [
+        (b"host", b"127.0.0.1:8000"),
+        (b"content-type", b"application/json"),
+        (b"accept", b"application/json, text/event-stream"),
+        (b"mcp-protocol-version", b"2025-11-25"),
+        (b"x-tenant", b"acme"),
+    ]
+    if session_id is not None:
+        headers.append((b"mcp-session-id", session_id.encode()))
+    scope = {
+        "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST", "scheme": "http",
+        "path": "/mcp", "raw_path": b"/mcp", "query_string": b"", "root_path": "", "headers": headers,
+        "client": ("127.0.0.1", 5000), "server": ("127.0.0.1", 8000), "app": app,
+    }  # fmt: skip
+    sent: list[dict[str, Any]] = []
+    done = False
+
+    async def receive() -> dict[str, Any]:
+        nonlocal done
+        if not done:
+            done = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return {"type": "http.disconnect"}
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    await app(scope, receive, send)
+    assert sent[0]["status"] == 200
+    if method == "tools/call":
+        assert b'"isError":false' in b"".join(m.get("body", b"") for m in sent[1:])
+    return sent[0]
+
+
+@pytest.mark.parametrize("mode", ["stateless", "session"])
+async def test_a_2025_yield_and_header_dependency_call_leaves_no_cyclic_garbage(mode: str) -> None:
+    """The benchmark's d call (yield dependency, ``Header``, the Context) in the 2025 era, without
+    a session (workload d) and inside one (the resumable session response of workload s)."""
+    router = make_router(session_mode="stateful" if mode == "session" else "stateless")
+    add_lookup_tool(router, _session)
+    app = make_app(router)
+    session_id: str | None = None
+    if mode == "session":
+        start = await _legacy_call(app, "lookup", method="initialize")
+        session_id = dict(start["headers"])[b"mcp-session-id"].decode()
+    for _ in range(20):  # warm caches
+        await _legacy_call(app, "lookup", session_id)
+    gc.collect()
+    gc.disable()
+    gc.set_debug(gc.DEBUG_SAVEALL)
+    try:
+        for _ in range(50):
+            await _legacy_call(app, "lookup", session_id)
+        gc.collect()
+        garbage = [type(o).__name__ for o in gc.garbage]
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+        gc.enable()
+    assert garbage == [], sorted(set(garbage))
