@@ -22,6 +22,7 @@ from starlette.background import BackgroundTask, BackgroundTasks
 from starlette.responses import Response
 from starlette.types import Message, Receive, Scope, Send
 
+from ._cancel_scope import new_cancel_scope
 from ._jsonrpc import dumps
 from .context import CancelSignal
 
@@ -154,7 +155,7 @@ class CallResponse(Response):
         self._send = send
         signal = self._signal
         reply: Reply | None = None
-        with anyio.CancelScope() as handler_scope:
+        with new_cancel_scope() as handler_scope:
             signal.bind(handler_scope)
             watcher = _DisconnectWatcher(receive, signal)
             try:

@@ -2,18 +2,21 @@
 
 Each fast path of the hot path (issue 12) is held here against its slow twin: the duplicate-key
 check's token count against the strict re-parse, the encoded ``tools/list`` pages against a
-fresh encoding.
+fresh encoding, the body deadline against ``asyncio.timeout``'s accounting.
 """
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import json
 
 import pytest
 from conftest import Wire, final_message, make_app, make_router, open_client
+from starlette.requests import Request
 
 from fastapi_mcp_ctx import McpRouter
+from fastapi_mcp_ctx._http import _read_before  # pyright: ignore[reportPrivateUsage]
 from fastapi_mcp_ctx._jsonrpc import _each_key_once, dumps, parse_message  # pyright: ignore[reportPrivateUsage]
 from fastapi_mcp_ctx.errors import InvalidRequestError
 
@@ -87,3 +90,37 @@ def _add_tool(router: McpRouter, name: str) -> None:
 
     tool.__name__ = name
     router.add_tool(tool)
+
+
+# -- the body deadline: asyncio.timeout's accounting without its cost --------------------------------
+
+
+def _stalled_request() -> Request:
+    async def receive() -> dict[str, object]:
+        await asyncio.sleep(3600)
+        return {"type": "http.disconnect"}
+
+    return Request({"type": "http", "method": "POST", "headers": [], "fastapi_mcp_ctx.lean": True}, receive)
+
+
+async def test_the_body_deadline_raises_timeout_and_leaves_the_task_uncancelled() -> None:
+    task = asyncio.current_task()
+    assert task is not None
+    before = task.cancelling()
+    with pytest.raises(TimeoutError):
+        await _read_before(task, 0.05, _stalled_request(), 100)
+    assert task.cancelling() == before
+    await asyncio.sleep(0)  # the task is not cancelled any more
+
+
+async def test_a_cancellation_from_outside_the_body_read_still_propagates() -> None:
+    async def read() -> bytes:
+        task = asyncio.current_task()
+        assert task is not None
+        return await _read_before(task, 5.0, _stalled_request(), 100)
+
+    reading = asyncio.get_running_loop().create_task(read())
+    await asyncio.sleep(0.02)
+    reading.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await reading
