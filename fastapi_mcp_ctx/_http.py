@@ -34,11 +34,25 @@ BODY_SCOPE_KEY = "fastapi_mcp_ctx.body"
 _Q_ZERO = re.compile(r"(?:^|;)\s*q\s*=\s*0(?:\.0{0,3})?\s*(?:;|$)", re.IGNORECASE)
 
 
+_ACCEPT_CACHE: dict[str, tuple[bool, bool]] = {}
+_ACCEPT_CACHE_SIZE = 128  # a client sends the same Accept on every request: remember a few
+
+
 def accepted(headers: HeaderMap) -> tuple[bool, bool]:
     """``(application/json accepted, text/event-stream accepted)``; no Accept header admits both."""
     accept = headers.get("accept")
     if accept is None:
         return True, True
+    known = _ACCEPT_CACHE.get(accept)
+    if known is not None:
+        return known
+    answer = _parse_accept(accept)
+    if len(_ACCEPT_CACHE) < _ACCEPT_CACHE_SIZE and len(accept) <= 256:
+        _ACCEPT_CACHE[accept] = answer
+    return answer
+
+
+def _parse_accept(accept: str) -> tuple[bool, bool]:
     json_ok = sse_ok = False
     for part in accept.split(","):
         value, _, parameters = part.partition(";")

@@ -16,9 +16,11 @@ from conftest import Wire, final_message, make_app, make_router, open_client
 from starlette.requests import Request
 
 from fastapi_mcp_ctx import McpRouter
-from fastapi_mcp_ctx._http import _read_before  # pyright: ignore[reportPrivateUsage]
+from fastapi_mcp_ctx._envelope import header_map
+from fastapi_mcp_ctx._http import _parse_accept, _read_before, accepted  # pyright: ignore[reportPrivateUsage]
 from fastapi_mcp_ctx._jsonrpc import _each_key_once, dumps, parse_message  # pyright: ignore[reportPrivateUsage]
-from fastapi_mcp_ctx.errors import InvalidRequestError
+from fastapi_mcp_ctx._security import loopback_security
+from fastapi_mcp_ctx.errors import HostNotAllowedError, InvalidRequestError, OriginNotAllowedError
 
 
 def _strict_refuses(body: bytes) -> bool:
@@ -124,3 +126,38 @@ async def test_a_cancellation_from_outside_the_body_read_still_propagates() -> N
     reading.cancel()
     with pytest.raises(asyncio.CancelledError):
         await reading
+
+
+# -- the front door's remembered answers ----------------------------------------------------------
+
+
+def test_an_admitted_host_and_origin_pair_admits_no_other_pair() -> None:
+    security = loopback_security()
+    security.check({"host": "127.0.0.1:8000"})
+    security.check({"host": "127.0.0.1:8000"})  # remembered
+    with pytest.raises(OriginNotAllowedError):
+        security.check({"host": "127.0.0.1:8000", "origin": "http://evil.example"})
+    with pytest.raises(HostNotAllowedError):
+        security.check({"host": "evil.example"})
+    with pytest.raises(HostNotAllowedError):
+        security.check({})
+    for port in range(1000, 1100):  # the memory is bounded; what it forgets is judged again
+        security.check({"host": f"localhost:{port}"})
+    assert len(security.admitted) == 64
+    with pytest.raises(HostNotAllowedError):
+        security.check({"host": "evil.example"})
+
+
+@pytest.mark.parametrize(
+    "accept",
+    ["application/json, text/event-stream", "text/event-stream", "application/json;q=0, text/event-stream", "*/*", "text/html"],
+)
+def test_a_remembered_accept_answer_is_the_parsed_one(accept: str) -> None:
+    headers = header_map([(b"accept", accept.encode())])
+    assert accepted(headers) == accepted(headers) == _parse_accept(accept)
+
+
+def test_header_map_keeps_the_last_value_and_names_repeated_headers() -> None:
+    headers = header_map([(b"Host", b"a"), (b"x-one", b"1"), (b"host", b"b")])
+    assert headers == {"host": "b", "x-one": "1"} and headers.repeated == {"host"}
+    assert header_map([(b"host", b"a")]).repeated == set()
