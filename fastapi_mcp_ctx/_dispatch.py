@@ -78,6 +78,11 @@ _CURSOR_PREFIX: Final = "tools:"
 _DECIMAL: Final = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?")
 
 
+def _no_log_level() -> str | None:
+    """A sessionless call's client log level: none was set."""
+    return None
+
+
 def reply_status(exc: McpError, era: str) -> int:
     """HTTP status of a JSON-RPC error: mapped in 2026; in 2025 200, except for request-shape
     (-32600), authentication and availability errors (a 2025 client reads 404 as "session gone").
@@ -424,7 +429,7 @@ class Dispatcher:
             session_id=session.id if session is not None else self._stateless_session_id(envelope),
             operation=f"tools/call:{name}",
             logger_name=name,
-            client_log_level=(lambda: session.log_level) if session is not None else (lambda: None),
+            client_log_level=(lambda: session.log_level) if session is not None else _no_log_level,
             state_factory=self.state_factory,
             notifications=self.notifier,
             signal=signal,
