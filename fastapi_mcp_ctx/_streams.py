@@ -92,11 +92,14 @@ class _DisconnectWatcher:
                 return
 
     def stop(self) -> None:
-        """Stop watching (the call ended): after this, a disconnect is the response's normal end."""
+        """Stop watching (the call ended): after this, a disconnect is the response's normal end.
+        The task is dropped too: its coroutine holds this watcher (no task <-> watcher cycle)."""
         if self._handle is not None:
             self._handle.cancel()
+            self._handle = None
         if self._task is not None:
             self._task.cancel()
+            self._task = None
 
 
 async def run_background(background: BackgroundTask | BackgroundTasks | None) -> None:

@@ -161,14 +161,15 @@ class McpEndpoint:
             install_default_handler(self.settings.log_level)
         outcome: AuthOutcome | None = None
         self.shutdown_coordinator.first_use()
+        method = request.scope["method"]
         try:
             headers = header_map(request.scope["headers"])
             if headers.repeated & {"host", "origin"}:
                 reject_repeated(headers.repeated & {"host", "origin"})
             self._check_transport(request, headers)
-            if headers.repeated and request.method != "POST":
+            if headers.repeated and method != "POST":
                 reject_repeated(headers.repeated)
-            if request.method == "POST":  # read once, bounded; dependencies and tools get it replayed
+            if method == "POST":  # read once, bounded; dependencies and tools get it replayed
                 request.scope[BODY_SCOPE_KEY] = await read_body(
                     request, headers, self.settings.max_body_bytes, self.settings.body_timeout_seconds
                 )
@@ -182,9 +183,9 @@ class McpEndpoint:
                         exc.request_id = _body_request_id(request.scope.get(BODY_SCOPE_KEY))  # type: ignore[attr-defined]
                     raise
                 request.scope[PRINCIPAL_SCOPE_KEY] = outcome.principal
-            if request.method == "POST":
+            if method == "POST":
                 response = await self._post(request, headers)
-            elif request.method == "GET":
+            elif method == "GET":
                 response = await self._get(request, headers)
             else:
                 response = await self._delete(request, headers)
