@@ -16,6 +16,7 @@ from starlette.types import Message, Receive
 
 from ._envelope import HeaderMap
 from ._fastapi_compat import LEAN_SCOPE_KEY
+from ._first_step import Rest, first_step
 from .errors import (
     HeaderMismatchError,
     HostNotAllowedError,
@@ -111,10 +112,16 @@ async def read_body(request: Request, headers: HeaderMap, limit: int, timeout: f
             raise PayloadTooLargeError(f"Payload Too Large: the body exceeds {limit} bytes")
     try:
         task = _asyncio_task()
-        if task is not None:
-            return await _read_before(task, timeout, request, limit)
-        with anyio.fail_after(timeout):
-            return await _read(request, limit)
+        if task is None:
+            with anyio.fail_after(timeout):
+                return await _read(request, limit)
+        first: Message | None = None
+        rest: Rest[Message] | None = None
+        if request.scope.get(LEAN_SCOPE_KEY):  # the server's own receive: nothing read the body before
+            first, rest = first_step(request.receive())
+            if first is not None and first["type"] == "http.request" and not first.get("more_body", False):
+                return _within(first.get("body", b""), limit)  # all there already: no wait to bound
+        return await _read_before(task, timeout, request, limit, first, rest)
     except TimeoutError:
         raise RequestTimeoutError(
             f"Request Timeout: the request body did not arrive in full within {timeout:g} s (MCP_BODY_TIMEOUT_SECONDS)"
@@ -142,7 +149,20 @@ class _Expiry:
         self.task.cancel()
 
 
-async def _read_before(task: asyncio.Task[object], timeout: float, request: Request, limit: int) -> bytes:
+def _within(body: bytes, limit: int) -> bytes:
+    if len(body) > limit:
+        raise PayloadTooLargeError(f"Payload Too Large: the body exceeds {limit} bytes")
+    return body
+
+
+async def _read_before(
+    task: asyncio.Task[object],
+    timeout: float,
+    request: Request,
+    limit: int,
+    first: Message | None = None,
+    rest: Rest[Message] | None = None,
+) -> bytes:
     """:func:`_read` within ``timeout`` seconds on asyncio, else ``TimeoutError``: what
     ``asyncio.timeout`` does (the same cancel/uncancel accounting, so a cancellation from
     outside still propagates), at a third of its cost per request (one timer, no state machine)."""
@@ -150,7 +170,7 @@ async def _read_before(task: asyncio.Task[object], timeout: float, request: Requ
     cancelling = task.cancelling()
     timer = task.get_loop().call_later(timeout, expiry)
     try:
-        return await _read(request, limit)
+        return await _read(request, limit, first, rest)
     except asyncio.CancelledError:
         if expiry.fired and task.uncancel() <= cancelling:
             raise TimeoutError from None
@@ -159,7 +179,9 @@ async def _read_before(task: asyncio.Task[object], timeout: float, request: Requ
         timer.cancel()
 
 
-async def _read(request: Request, limit: int) -> bytes:
+async def _read(request: Request, limit: int, first: Message | None = None, rest: Rest[Message] | None = None) -> bytes:
+    """The body from ``receive``; ``first`` / ``rest``: the first message, or the rest of the
+    first ``receive()``, when :func:`read_body` already took its first step."""
     if not request.scope.get(LEAN_SCOPE_KEY):
         # FastAPI ran HTTP-level dependencies first: one may have read (and cached) the body,
         # which Request.stream() replays; otherwise it streams from receive, still bounded.
@@ -175,7 +197,12 @@ async def _read(request: Request, limit: int) -> bytes:
     size = 0
     receive = request.receive
     while True:
-        message = await receive()
+        if rest is not None:
+            message, rest = await rest, None
+        elif first is not None:
+            message, first = first, None
+        else:
+            message = await receive()
         if message["type"] == "http.disconnect":
             raise ClientDisconnect()
         chunk: bytes = message.get("body", b"")

@@ -15,12 +15,13 @@ import pytest
 from conftest import Wire, final_message, make_app, make_router, open_client
 from starlette.requests import Request
 
-from fastapi_mcp_ctx import McpRouter
+from fastapi_mcp_ctx import McpRouter, _http
 from fastapi_mcp_ctx._envelope import header_map
+from fastapi_mcp_ctx._first_step import first_step
 from fastapi_mcp_ctx._http import _parse_accept, _read_before, accepted  # pyright: ignore[reportPrivateUsage]
 from fastapi_mcp_ctx._jsonrpc import _each_key_once, dumps, parse_message  # pyright: ignore[reportPrivateUsage]
 from fastapi_mcp_ctx._security import loopback_security
-from fastapi_mcp_ctx.errors import HostNotAllowedError, InvalidRequestError, OriginNotAllowedError
+from fastapi_mcp_ctx.errors import HostNotAllowedError, InvalidRequestError, OriginNotAllowedError, PayloadTooLargeError
 
 
 def _strict_refuses(body: bytes) -> bool:
@@ -161,3 +162,60 @@ def test_header_map_keeps_the_last_value_and_names_repeated_headers() -> None:
     headers = header_map([(b"Host", b"a"), (b"x-one", b"1"), (b"host", b"b")])
     assert headers == {"host": "b", "x-one": "1"} and headers.repeated == {"host"}
     assert header_map([(b"host", b"a")]).repeated == set()
+
+
+# -- the body read's first step: the answer at once, the deadline only for a real wait ------------
+
+
+async def test_first_step_gives_a_ready_result_at_once() -> None:
+    async def ready() -> int:
+        return 7
+
+    assert first_step(ready()) == (7, None)
+
+
+async def test_first_step_hands_a_real_wait_to_the_task_and_forwards_cancellation() -> None:
+    gate = asyncio.Event()
+    cleaned: list[str] = []
+
+    async def waits() -> str:
+        try:
+            await gate.wait()
+            return "arrived"
+        finally:
+            cleaned.append("finally")
+
+    result, rest = first_step(waits())
+    assert result is None and rest is not None
+    asyncio.get_running_loop().call_later(0.01, gate.set)
+    assert await rest == "arrived"
+
+    gate.clear()
+    _, rest = first_step(waits())
+    assert rest is not None
+    pending = rest
+
+    async def await_rest() -> str:
+        return await pending
+
+    task = asyncio.get_running_loop().create_task(await_rest())
+    await asyncio.sleep(0.01)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert cleaned == ["finally", "finally"]  # the cancellation reached the awaitable itself
+
+
+async def test_a_body_already_received_is_read_without_a_deadline(monkeypatch: pytest.MonkeyPatch) -> None:
+    async def no_deadline(*_: object) -> bytes:
+        raise AssertionError("the deadline was armed for a body that had arrived")
+
+    monkeypatch.setattr(_http, "_read_before", no_deadline)
+
+    async def receive() -> dict[str, object]:
+        return {"type": "http.request", "body": b"{}", "more_body": False}
+
+    request = Request({"type": "http", "method": "POST", "headers": [], "fastapi_mcp_ctx.lean": True}, receive)
+    assert await _http.read_body(request, header_map([]), 100, 1.0) == b"{}"
+    with pytest.raises(PayloadTooLargeError):
+        await _http.read_body(request, header_map([]), 1, 1.0)
