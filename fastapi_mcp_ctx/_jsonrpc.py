@@ -311,13 +311,15 @@ class EncodedResult(dict[str, Any]):
     """A result object that carries its own compact JSON encoding (``encoded``), made once for
     data that does not change between requests (a ``tools/list`` page): :func:`dumps` splices
     it into the message instead of encoding it again. Treat it as read-only: the encoding
-    stands for the keys and values it was built with."""
+    stands for the keys and values it was built with (one that gained or lost a key is encoded
+    afresh)."""
 
-    __slots__ = ("encoded",)
+    __slots__ = ("encoded", "size")
 
     def __init__(self, result: dict[str, Any], encoded: bytes) -> None:
         super().__init__(result)
         self.encoded = encoded
+        self.size = len(self)
 
 
 def dumps(message: dict[str, Any]) -> bytes:
@@ -330,7 +332,7 @@ def dumps(message: dict[str, Any]) -> bytes:
     :func:`result_message` whose result is an :class:`EncodedResult` reuses its encoding.
     """
     result = message.get("result")
-    if type(result) is EncodedResult and len(message) == 3 and "id" in message:
+    if type(result) is EncodedResult and len(result) == result.size and len(message) == 3 and "id" in message:
         return b'{"jsonrpc":"2.0","id":' + to_json(message["id"]) + b',"result":' + result.encoded + b"}"
     return to_json(message, inf_nan_mode="strings")
 

@@ -19,7 +19,7 @@ from fastapi_mcp_ctx import McpRouter, _http
 from fastapi_mcp_ctx._envelope import header_map
 from fastapi_mcp_ctx._first_step import first_step
 from fastapi_mcp_ctx._http import _parse_accept, _read_before, accepted  # pyright: ignore[reportPrivateUsage]
-from fastapi_mcp_ctx._jsonrpc import _each_key_once, dumps, parse_message  # pyright: ignore[reportPrivateUsage]
+from fastapi_mcp_ctx._jsonrpc import EncodedResult, _each_key_once, dumps, parse_message, result_message  # pyright: ignore[reportPrivateUsage]
 from fastapi_mcp_ctx._security import loopback_security
 from fastapi_mcp_ctx.errors import HostNotAllowedError, InvalidRequestError, OriginNotAllowedError, PayloadTooLargeError
 
@@ -219,3 +219,10 @@ async def test_a_body_already_received_is_read_without_a_deadline(monkeypatch: p
     assert await _http.read_body(request, header_map([]), 100, 1.0) == b"{}"
     with pytest.raises(PayloadTooLargeError):
         await _http.read_body(request, header_map([]), 1, 1.0)
+
+
+def test_an_encoded_result_that_gained_a_key_is_encoded_afresh() -> None:
+    result = EncodedResult({"tools": []}, b'{"tools":[]}')
+    assert dumps(result_message(1, result)) == b'{"jsonrpc":"2.0","id":1,"result":{"tools":[]}}'
+    result["_meta"] = {"k": "v"}
+    assert json.loads(dumps(result_message("x", result))) == {"jsonrpc": "2.0", "id": "x", "result": {"tools": [], "_meta": {"k": "v"}}}
