@@ -10,7 +10,8 @@ figures are the framework's own work per call, repeatable enough to decide betwe
 
 Workloads (as in the shared harness): ``d`` = ``tools/call lookup {"key": "k1"}`` with a yield
 dependency (``get_db``) and the ``X-Tenant`` header; ``a`` = ``tools/call add(2, 3)``; both
-2025-11-25 era, no session. The FastAPI app is the harness's ceiling: one POST route declaring
+2025-11-25 era, no session; ``s`` = the a call in a 2025 session (a stateful app,
+``initialize`` once, every call carrying its ``Mcp-Session-Id``). The FastAPI app is the harness's ceiling: one POST route declaring
 ``Depends(get_db)`` and ``Header()`` for d (a dependency-free one for a), answering the same bytes.
 The project app is ``app.include_router(McpRouter(...))`` as in the harness's ``project_ref.py``;
 ``PROFILE_DIRECT_ROUTE=1`` puts the router's route on the app itself instead (what FastAPI's
@@ -49,8 +50,9 @@ async def get_db() -> AsyncIterator[dict[str, str]]:
         COUNTS["closed"] += 1
 
 
-def project_app() -> FastAPI:
-    router = McpRouter(settings=McpSettings(server_name="bench", server_version="0.1.0", session_mode="stateless", log_level="warning"))
+def project_app(session_mode: str = "stateless") -> FastAPI:
+    settings = McpSettings(server_name="bench", server_version="0.1.0", session_mode=session_mode, log_level="warning")  # pyright: ignore[reportArgumentType]
+    router = McpRouter(settings=settings)
 
     async def add(a: int, b: int) -> int:
         """Add two integers."""
@@ -102,7 +104,33 @@ def fastapi_app(workload: str) -> FastAPI:
     return app
 
 
-def _request(workload: str) -> tuple[dict[str, Any], bytes]:
+SESSIONS: dict[int, str] = {}
+"""Workload s: the session id of each stateful project app (by ``id(app)``), opened by :func:`open_session`."""
+
+
+async def open_session(app: Any) -> None:
+    """``initialize`` + ``notifications/initialized`` on ``app`` (workload s), as the harness's client does once."""
+    scope, _ = _request("a")
+    init = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "bench", "version": "1"}}
+    body = _dumps({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": init}).encode()
+    headers: list[tuple[bytes, bytes]] = []
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    async def send(message: dict[str, Any]) -> None:
+        if message["type"] == "http.response.start":
+            headers.extend(message["headers"])
+
+    await app(dict(scope), receive, send)
+    session_id = dict(headers)[b"mcp-session-id"]
+    SESSIONS[id(app)] = session_id.decode()
+    body = _dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}).encode()
+    scope["headers"] = [*scope["headers"], (b"mcp-session-id", session_id)]
+    await app(dict(scope), receive, send)
+
+
+def _request(workload: str, app: Any = None) -> tuple[dict[str, Any], bytes]:
     if workload == "d":
         params: dict[str, Any] = {"name": "lookup", "arguments": {"key": "k1"}}
     else:
@@ -123,6 +151,8 @@ def _request(workload: str) -> tuple[dict[str, Any], bytes]:
         "root_path": "", "headers": headers, "client": ("127.0.0.1", 50000), "server": ("127.0.0.1", 8000),
         "state": {},
     }
+    if workload == "s" and id(app) in SESSIONS:  # the a call inside the project app's session
+        scope["headers"] = [*headers, (b"mcp-session-id", SESSIONS[id(app)].encode())]
     return scope, body
 
 
@@ -153,11 +183,11 @@ async def call(app: Any, scope: dict[str, Any], body: bytes, expect: bytes) -> N
         raise AssertionError(f"unexpected answer {status}: {b''.join(out)[:300]!r}")
 
 
-EXPECT = {"d": b'{"value":"v1","tenant":"acme"}', "a": b'"text":"5"'}
+EXPECT = {"d": b'{"value":"v1","tenant":"acme"}', "a": b'"text":"5"', "s": b'"text":"5"'}
 
 
 async def per_call_us(app: Any, workload: str, calls: int) -> float:
-    scope, body = _request(workload)
+    scope, body = _request(workload, app)
     start = time.perf_counter()
     for _ in range(calls):
         await call(app, scope, body, EXPECT[workload])
@@ -165,7 +195,7 @@ async def per_call_us(app: Any, workload: str, calls: int) -> float:
 
 
 async def cyclic_garbage(app: Any, workload: str, calls: int = 200) -> tuple[float, list[str]]:
-    scope, body = _request(workload)
+    scope, body = _request(workload, app)
     for _ in range(20):
         await call(app, scope, body, EXPECT[workload])
     gc.collect()
@@ -194,16 +224,27 @@ def run(main: Coroutine[Any, Any, None]) -> None:
         uvloop.run(main)
 
 
+async def app_for(name: str, workload: str) -> Any:
+    """The app of ``name`` (``project`` / ``fastapi``) for ``workload``; for s a stateful project
+    app with its session open (the ceiling answers s as a: it has no sessions)."""
+    if name == "fastapi":
+        return fastapi_app(workload)
+    if workload != "s":
+        return project_app()
+    app = project_app("stateful")
+    await open_session(app)
+    return app
+
+
 async def main(args: argparse.Namespace) -> None:
-    project = project_app()
     if args.only is not None:  # a fixed number of calls and nothing else, for instruction counts
-        app = project if args.only == "project" else fastapi_app(args.workloads[0])
-        scope, body = _request(args.workloads[0])
+        app = await app_for(args.only, args.workloads[0])
+        scope, body = _request(args.workloads[0], app)
         for _ in range(args.calls):
             await call(app, scope, body, EXPECT[args.workloads[0]])
         return
     for workload in args.workloads:
-        apps = {"project": project, "fastapi": fastapi_app(workload)}
+        apps = {"project": await app_for("project", workload), "fastapi": fastapi_app(workload)}
         for app in apps.values():
             await per_call_us(app, workload, 200)  # warm-up
         figures: dict[str, list[float]] = {name: [] for name in apps}
@@ -220,9 +261,9 @@ async def main(args: argparse.Namespace) -> None:
                 per_call, kinds = await cyclic_garbage(app, workload)
                 print(f"  {name}: {per_call:.1f} cyclic objects per call {kinds[:12]}")
     if args.profile:
-        apps = {"project": project, "fastapi": fastapi_app(args.profile)}
+        apps = {"project": await app_for("project", args.profile), "fastapi": fastapi_app(args.profile)}
         for name in ("project", "fastapi"):
-            scope, body = _request(args.profile)
+            scope, body = _request(args.profile, apps[name])
             profiler = cProfile.Profile()
             profiler.enable()
             for _ in range(args.calls):
@@ -235,10 +276,10 @@ async def main(args: argparse.Namespace) -> None:
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    parser.add_argument("workloads", nargs="*", default=["d", "a"], help="d, a (default: both)")
+    parser.add_argument("workloads", nargs="*", default=["d", "a"], help="d, a, s (default: d and a)")
     parser.add_argument("--calls", type=int, default=2000)
     parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--profile", choices=["d", "a"])
+    parser.add_argument("--profile", choices=["d", "a", "s"])
     parser.add_argument("--sort", default="cumulative")
     parser.add_argument("--top", type=int, default=60)
     parser.add_argument("--gc", action="store_true")

@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/profile_steps.py d        # the d workload (yield dependency + header)
     .venv/bin/python bench/profile_steps.py a        # tools/call add(2, 3)
+    .venv/bin/python bench/profile_steps.py s        # the same call in a 2025 session
 
 The functions each step runs are wrapped with a timer before the apps are built (so routes capture
 the wrappers); a step's time is exclusive: the time of the wrapped steps it calls is not counted
@@ -33,6 +34,7 @@ from starlette.responses import Response
 
 from fastapi_mcp_ctx import _dispatch, _fastapi_compat, _resolve, _streams, router
 from fastapi_mcp_ctx._server import endpoint
+from fastapi_mcp_ctx._transport import resumable_call as _resumable_call
 
 _fastapi_compat_solve_scope: Any = getattr(_fastapi_compat, "SolveScope", None)
 
@@ -201,6 +203,11 @@ STEP_FUNCTIONS: list[tuple[Any, str, str]] = [
     (_fastapi_compat, "solve_dependencies", _SOLVER),
     (_streams.CallResponse, "_send_final", _SEND),
     (_dispatch.Dispatcher, "_finish", _SEND),
+    # a 2025 session (workload s)
+    (endpoint.McpEndpoint, "_session", "session: lookup, owner check"),
+    (_resumable_call.ResumableCallResponse, "__call__", "session: resumable response (cancel scope, stream control)"),
+    (_resumable_call.ResumableCallResponse, "_finish", _SEND),
+    (_resumable_call.ResumableCallResponse, "_send_json", _SEND),
 ]
 
 
@@ -229,7 +236,7 @@ _routers: list[router.McpRouter] = []
 
 async def one_round(app: Any, workload: str, calls: int) -> tuple[dict[str, float], float]:
     """µs per call of each step, and the total, over ``calls`` sequential calls."""
-    scope, body = pc._request(workload)
+    scope, body = pc._request(workload, app)
     gc.collect()
     gc.disable()  # collections land at random steps; their cost is a matter of its own (tests/test_gc.py)
     try:
@@ -259,7 +266,7 @@ async def main(args: argparse.Namespace) -> None:
         _routers.append(self)
 
     router.McpRouter.__init__ = remember  # type: ignore[method-assign]
-    project = pc.project_app()
+    project = await pc.app_for("project", args.workload)
     _wrap_argument_models()
     apps = {"fastapi_mcp_ctx": project, "bare FastAPI": pc.fastapi_app(args.workload)}
     await STEPS.calibrate()
@@ -283,7 +290,7 @@ async def main(args: argparse.Namespace) -> None:
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    parser.add_argument("workload", nargs="?", default="d", help="d or a")
+    parser.add_argument("workload", nargs="?", default="d", help="d, a or s")
     parser.add_argument("--calls", type=int, default=2000)
     parser.add_argument("--rounds", type=int, default=5)
     pc.run(main(parser.parse_args()))

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from typing import Any, Final
 
@@ -28,8 +28,8 @@ from starlette.responses import Response
 from ._envelope import LOG_LEVELS, RequestEnvelope, decode_header_value
 from ._features import CALL_METHODS, Features, Run
 from ._http import BODY_SCOPE_KEY, replaying_receive
-from ._jsonrpc import JsonRpcRequest, RequestId, dumps, error_message, result_message
-from ._pages import paginate
+from ._jsonrpc import EncodedResult, JsonRpcRequest, RequestId, dumps, error_message, result_message
+from ._pages import decode_cursor, paginate
 from ._registry import ToolDef, ToolRegistry
 from ._resolve import run_tool
 from ._results import error_result, merge_outputs
@@ -79,6 +79,11 @@ _ECHO_LIMIT: Final = 256
 LEGACY_METHODS: Final = frozenset({"ping", "tools/list", "tools/call", "logging/setLevel"})
 MODERN_METHODS: Final = frozenset({"server/discover", "tools/list", "tools/call", "subscriptions/listen"})
 _DECIMAL: Final = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?")
+
+
+def _no_log_level() -> str | None:
+    """A sessionless call's client log level: none was set."""
+    return None
 
 
 def reply_status(exc: McpError, era: str) -> int:
@@ -159,6 +164,8 @@ class Dispatcher:
     def __post_init__(self) -> None:
         if self.telemetry is None and self.settings.telemetry != "off":
             self.telemetry = Telemetry(self.settings)
+    _pages: dict[tuple[Any, ...], EncodedResult] = field(default_factory=lambda: {})
+    """Encoded ``tools/list`` pages (see :meth:`_tools_list`)."""
 
     # -- helpers -------------------------------------------------------------------------
     @property
@@ -318,8 +325,9 @@ class Dispatcher:
             return {}
         features = self.features
         if method == "tools/list":
-            page = self._tools_page(params.get("cursor"), principal)
-            return self._finish(features.list_hints(method, page, envelope.era) if features is not None else page, envelope, cacheable=True)
+            if self.settings.hide_unauthorized_tools and self.registry.any_scoped():  # per caller: never cached
+                return self._tools_result(params.get("cursor"), envelope, principal)
+            return self._tools_list(params.get("cursor"), envelope)
         if features is not None and (method.startswith("resources/") or method == "prompts/list"):
             tenant = principal.tenant_id if principal is not None else "default"
             subscriber = SessionAddress(tenant, session.id) if session is not None else None
@@ -352,12 +360,33 @@ class Dispatcher:
         )
         return ListenResponse(stream, notifier.hub, keepalive_seconds=self.settings.keepalive_seconds, headers=headers)
 
-    def _tools_page(self, cursor: Any, principal: Principal | None = None) -> dict[str, Any]:
+    def _tools_list(self, cursor: Any, envelope: RequestEnvelope) -> dict[str, Any]:
+        """The ``tools/list`` result for ``cursor`` when every caller sees the same list, built and
+        encoded once per registry version, era, page and list hints (an :class:`EncodedResult`; at
+        most 64 pages kept)."""
+        registry, settings, features = self.registry, self.settings, self.features
+        start = decode_cursor("tools", cursor, len(registry))
+        key = (
+            registry.version, envelope.era, start, settings.page_size, settings.cache_ttl_ms,
+            settings.cache_scope, settings.server_name, settings.server_version,
+            features.list_cache.get("tools/list") if features is not None else None,
+        )  # fmt: skip
+        cached = self._pages.get(key)
+        if cached is None:
+            if len(self._pages) >= 64:
+                self._pages.clear()
+            result = self._tools_result(cursor, envelope, None)
+            cached = self._pages[key] = EncodedResult(result, dumps(result))
+        return EncodedResult(cached, cached.encoded)
+
+    def _tools_result(self, cursor: Any, envelope: RequestEnvelope, principal: Principal | None) -> dict[str, Any]:
         if self.settings.hide_unauthorized_tools and self.registry.any_scoped():  # only what the caller may call
             listings = [t.listing for t in self.registry.tools() if may_use(t.scopes, principal)]
         else:
             listings = self.registry.listings()
-        return paginate("tools", "tools", listings, cursor, self.settings.page_size)
+        page = paginate("tools", "tools", listings, cursor, self.settings.page_size)
+        features = self.features
+        return self._finish(features.list_hints("tools/list", page, envelope.era) if features is not None else page, envelope, cacheable=True)
 
     # -- tools/call ----------------------------------------------------------------------
     def _check_header_params(self, tool: ToolDef, arguments: dict[str, Any], request: Request) -> None:
@@ -458,7 +487,7 @@ class Dispatcher:
             operation=operation,
             logger_name=logger_name,
             uri=uri,
-            client_log_level=(lambda: session.log_level) if session is not None else (lambda: None),
+            client_log_level=(lambda: session.log_level) if session is not None else _no_log_level,
             state_factory=self.state_factory,
             notifications=self.notifier,
             signal=signal,

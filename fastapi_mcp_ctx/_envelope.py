@@ -19,7 +19,7 @@ from __future__ import annotations
 import base64
 import binascii
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
@@ -69,19 +69,22 @@ class HeaderMap(dict[str, str]):
 
     __slots__ = ("repeated",)
 
-    def __init__(self) -> None:
-        super().__init__()
+    def __init__(self, items: Mapping[str, str] | None = None) -> None:
+        super().__init__(items or {})
         self.repeated: set[str] = set()
 
 
 def header_map(raw: Iterable[tuple[bytes, bytes]]) -> HeaderMap:
     """Build a :class:`HeaderMap` from ASGI ``scope["headers"]`` (latin-1, as HTTP defines)."""
-    headers = HeaderMap()
-    for key, value in raw:
-        name = key.decode("latin-1").lower()
-        if name in headers:
-            headers.repeated.add(name)
-        headers[name] = value.decode("latin-1")
+    pairs = raw if isinstance(raw, (list, tuple)) else list(raw)
+    headers = HeaderMap({key.decode("latin-1").lower(): value.decode("latin-1") for key, value in pairs})
+    if len(headers) != len(pairs):  # a name appeared twice: find which (rare)
+        seen: set[str] = set()
+        for key, _ in pairs:
+            name = key.decode("latin-1").lower()
+            if name in seen:
+                headers.repeated.add(name)
+            seen.add(name)
     return headers
 
 

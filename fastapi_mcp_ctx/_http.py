@@ -16,6 +16,7 @@ from starlette.types import Message, Receive
 
 from ._envelope import HeaderMap
 from ._fastapi_compat import LEAN_SCOPE_KEY
+from ._first_step import Rest, first_step
 from .errors import (
     HeaderMismatchError,
     HostNotAllowedError,
@@ -34,11 +35,25 @@ BODY_SCOPE_KEY = "fastapi_mcp_ctx.body"
 _Q_ZERO = re.compile(r"(?:^|;)\s*q\s*=\s*0(?:\.0{0,3})?\s*(?:;|$)", re.IGNORECASE)
 
 
+_ACCEPT_CACHE: dict[str, tuple[bool, bool]] = {}
+_ACCEPT_CACHE_SIZE = 128  # a client sends the same Accept on every request: remember a few
+
+
 def accepted(headers: HeaderMap) -> tuple[bool, bool]:
     """``(application/json accepted, text/event-stream accepted)``; no Accept header admits both."""
     accept = headers.get("accept")
     if accept is None:
         return True, True
+    known = _ACCEPT_CACHE.get(accept)
+    if known is not None:
+        return known
+    answer = _parse_accept(accept)
+    if len(_ACCEPT_CACHE) < _ACCEPT_CACHE_SIZE and len(accept) <= 256:
+        _ACCEPT_CACHE[accept] = answer
+    return answer
+
+
+def _parse_accept(accept: str) -> tuple[bool, bool]:
     json_ok = sse_ok = False
     for part in accept.split(","):
         value, _, parameters = part.partition(";")
@@ -96,26 +111,77 @@ async def read_body(request: Request, headers: HeaderMap, limit: int, timeout: f
         if int(declared) > limit:
             raise PayloadTooLargeError(f"Payload Too Large: the body exceeds {limit} bytes")
     try:
-        if _on_asyncio():  # asyncio.timeout costs a third of anyio.fail_after on every request
-            async with asyncio.timeout(timeout):
+        task = _asyncio_task()
+        if task is None:
+            with anyio.fail_after(timeout):
                 return await _read(request, limit)
-        with anyio.fail_after(timeout):
-            return await _read(request, limit)
+        first: Message | None = None
+        rest: Rest[Message] | None = None
+        if request.scope.get(LEAN_SCOPE_KEY):  # the server's own receive: nothing read the body before
+            first, rest = first_step(request.receive())
+            if first is not None and first["type"] == "http.request" and not first.get("more_body", False):
+                return _within(first.get("body", b""), limit)  # all there already: no wait to bound
+        return await _read_before(task, timeout, request, limit, first, rest)
     except TimeoutError:
         raise RequestTimeoutError(
             f"Request Timeout: the request body did not arrive in full within {timeout:g} s (MCP_BODY_TIMEOUT_SECONDS)"
         ) from None
 
 
-def _on_asyncio() -> bool:
+def _asyncio_task() -> asyncio.Task[object] | None:
     try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return False
-    return True
+        return asyncio.current_task()
+    except RuntimeError:  # no asyncio loop (trio)
+        return None
 
 
-async def _read(request: Request, limit: int) -> bytes:
+class _Expiry:
+    """The timer callback of :func:`_read_before`: cancels the reading task, remembers it did."""
+
+    __slots__ = ("fired", "task")
+
+    def __init__(self, task: asyncio.Task[object]) -> None:
+        self.task = task
+        self.fired = False
+
+    def __call__(self) -> None:
+        self.fired = True
+        self.task.cancel()
+
+
+def _within(body: bytes, limit: int) -> bytes:
+    if len(body) > limit:
+        raise PayloadTooLargeError(f"Payload Too Large: the body exceeds {limit} bytes")
+    return body
+
+
+async def _read_before(
+    task: asyncio.Task[object],
+    timeout: float,
+    request: Request,
+    limit: int,
+    first: Message | None = None,
+    rest: Rest[Message] | None = None,
+) -> bytes:
+    """:func:`_read` within ``timeout`` seconds on asyncio, else ``TimeoutError``: what
+    ``asyncio.timeout`` does (the same cancel/uncancel accounting, so a cancellation from
+    outside still propagates), at a third of its cost per request (one timer, no state machine)."""
+    expiry = _Expiry(task)
+    cancelling = task.cancelling()
+    timer = task.get_loop().call_later(timeout, expiry)
+    try:
+        return await _read(request, limit, first, rest)
+    except asyncio.CancelledError:
+        if expiry.fired and task.uncancel() <= cancelling:
+            raise TimeoutError from None
+        raise
+    finally:
+        timer.cancel()
+
+
+async def _read(request: Request, limit: int, first: Message | None = None, rest: Rest[Message] | None = None) -> bytes:
+    """The body from ``receive``; ``first`` / ``rest``: the first message, or the rest of the
+    first ``receive()``, when :func:`read_body` already took its first step."""
     if not request.scope.get(LEAN_SCOPE_KEY):
         # FastAPI ran HTTP-level dependencies first: one may have read (and cached) the body,
         # which Request.stream() replays; otherwise it streams from receive, still bounded.
@@ -131,7 +197,12 @@ async def _read(request: Request, limit: int) -> bytes:
     size = 0
     receive = request.receive
     while True:
-        message = await receive()
+        if rest is not None:
+            message, rest = await rest, None
+        elif first is not None:
+            message, first = first, None
+        else:
+            message = await receive()
         if message["type"] == "http.disconnect":
             raise ClientDisconnect()
         chunk: bytes = message.get("body", b"")

@@ -25,6 +25,7 @@ import json
 import math
 import re
 import sys
+from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -38,6 +39,7 @@ __all__ = [
     "JsonRpcResponse",
     "may_overflow",
     "OUT_OF_RANGE",
+    "EncodedResult",
     "RequestId",
     "dumps",
     "error_message",
@@ -61,6 +63,7 @@ OUT_OF_RANGE: Final = (
 _DUPLICATE_SCOPES: Final = ("message", "params", "params._meta", "params.arguments")
 _MAX_COUNTED_KEYS: Final = 32
 _MAX_WALKED_BYTES: Final = 65_536  # bodies up to this size may take the walk instead of the strict re-parse
+_STRING_TOKEN: Final = re.compile(r'"([^"]*)"')
 
 
 @dataclass(frozen=True, slots=True)
@@ -225,24 +228,15 @@ def _refuse_duplicate_keys(body: bytes, text: str, obj: dict[str, Any]) -> None:
     """Refuse a key repeated in the message object, ``params``, ``params._meta`` or
     ``params.arguments``: parsers disagree on which one wins (RFC 8259 §4: names SHOULD be
     unique), so a proxy could route or authorize what this server would not serve. Objects
-    deeper inside argument values are judged by the tool's input schema alone. Fast path: with
-    no escape in the body, a key of these objects written only once can not repeat; only
-    otherwise is the body re-read with the stdlib parser (about 4 µs for a typical call).
+    deeper inside argument values are judged by the tool's input schema alone. Fast path
+    (:func:`_each_key_once`, about 1 µs): with no escape in the body, the keys are counted among
+    its string tokens; only otherwise is the body re-read with the stdlib parser (about 4 µs).
 
     Raises:
         InvalidRequestError: ``-32600``, naming the object and the key.
     """
-    if b"\\" not in body:
-        keys = [key for scope in _scopes(obj) if scope is not None for key in scope]
-        if len(keys) <= _MAX_COUNTED_KEYS:
-            counts = [body.count(b'"%s"' % key.encode()) for key in keys]
-            if all(n == 1 for n in counts):
-                return
-            # Without escapes, '"k"' in the body is exactly a string token k (a key or a value):
-            # when the parsed message holds as many such strings as the body, no key was dropped
-            # (a 2026 envelope's clientInfo.name beside params.name takes this path).
-            if len(body) <= _MAX_WALKED_BYTES and _string_counts(obj, frozenset(keys)) == dict(zip(keys, counts, strict=True)):
-                return
+    if b"\\" not in body and _each_key_once(text, obj):
+        return
     try:
         strict: Any = json.loads(text, object_pairs_hook=_pairs, parse_int=_zero, parse_float=_zero, parse_constant=_zero)
     except (ValueError, RecursionError) as exc:
@@ -274,6 +268,28 @@ def _string_counts(obj: Any, wanted: frozenset[str]) -> dict[str, int]:
         elif isinstance(value, str) and value in counts:
             counts[value] += 1
     return counts
+
+
+def _each_key_once(text: str, obj: dict[str, Any]) -> bool:
+    """True when no key of the four checked objects (:func:`_scopes`) repeats, judged on the
+    string tokens of ``text``: in a body without escapes ``"[^"]*"`` matches exactly its JSON
+    strings, keys and values alike. When no string occurs twice (most requests) nothing can
+    repeat; otherwise each checked key must occur once. False sends the caller to the strict
+    re-read (a key that also occurs as a value, deeper down, or really twice), unless the
+    parsed message holds each such key exactly as often as the body's tokens, as a key or a
+    string value anywhere (a 2026 envelope's ``clientInfo.name`` beside ``params.name``): then
+    the parser dropped nothing."""
+    tokens: list[str] = _STRING_TOKEN.findall(text)
+    if len(set(tokens)) == len(tokens):
+        return True
+    counts = Counter(tokens)
+    keys = [key for scope in _scopes(obj) if scope is not None for key in scope]
+    if all(counts[key] == 1 for key in keys):
+        return True
+    if len(keys) > _MAX_COUNTED_KEYS or len(text) > _MAX_WALKED_BYTES:
+        return False
+    wanted = frozenset(keys)
+    return _string_counts(obj, wanted) == {key: counts[key] for key in wanted}
 
 
 def _scopes(obj: dict[str, Any]) -> list[dict[str, Any] | None]:
@@ -322,14 +338,33 @@ def request_id_of(exc: McpError) -> RequestId | None:
     return rid if _valid_id(rid) else None
 
 
+class EncodedResult(dict[str, Any]):
+    """A result object that carries its own compact JSON encoding (``encoded``), made once for
+    data that does not change between requests (a ``tools/list`` page): :func:`dumps` splices
+    it into the message instead of encoding it again. Treat it as read-only: the encoding
+    stands for the keys and values it was built with (one that gained or lost a key is encoded
+    afresh)."""
+
+    __slots__ = ("encoded", "size")
+
+    def __init__(self, result: dict[str, Any], encoded: bytes) -> None:
+        super().__init__(result)
+        self.encoded = encoded
+        self.size = len(self)
+
+
 def dumps(message: dict[str, Any]) -> bytes:
     """Compact JSON bytes of a message (UTF-8, no spaces): always valid JSON (RFC 8259 §6).
 
     The values that enter a message refuse ``inf``/``nan`` themselves (a tool output: an
     ``isError`` result; progress: ``ValueError``; log data: the strings); one that still gets
     here is written as the string ``"NaN"``, ``"Infinity"`` or ``"-Infinity"``, never as the
-    bare ``NaN`` token of JavaScript (invalid JSON) nor silently as ``null``.
+    bare ``NaN`` token of JavaScript (invalid JSON) nor silently as ``null``. A
+    :func:`result_message` whose result is an :class:`EncodedResult` reuses its encoding.
     """
+    result = message.get("result")
+    if type(result) is EncodedResult and len(result) == result.size and len(message) == 3 and "id" in message:
+        return b'{"jsonrpc":"2.0","id":' + to_json(message["id"]) + b',"result":' + result.encoded + b"}"
     return to_json(message, inf_nan_mode="strings")
 
 

@@ -147,7 +147,8 @@ def shape_result(tool: ToolDef, value: Any) -> dict[str, Any]:
             text = value
         else:
             encoded = to_json(structured)
-            _refuse_non_finite(tool, {"result": structured} if tool.wrap_output else structured, encoded)
+            if b"NaN" in encoded or b"Infinity" in encoded:  # the walk (and its wrapper) only then
+                _refuse_non_finite(tool, {"result": structured} if tool.wrap_output else structured, encoded)
             text = encoded.decode()
         if tool.wrap_output:
             structured = {"result": structured}

@@ -23,7 +23,7 @@ import ipaddress
 import logging
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Final
 
@@ -128,17 +128,28 @@ class TransportSecurity:
     any_loopback_ip: bool = False
     """Also admit a ``Host`` / ``Origin`` naming any loopback IP literal (127.x, ::1, ::ffff:127.x)."""
 
+    admitted: dict[tuple[str | None, str | None], bool] = field(default_factory=lambda: {}, compare=False, repr=False)
+    """``(Host, Origin)`` pairs already admitted (at most 64; a refusal is judged every time)."""
+
     def check(self, headers: Mapping[str, str]) -> None:
         """Validate one request's headers; returns None when allowed."""
         if not self.enabled:
             return
         host = headers.get("host")
+        origin = headers.get("origin")
+        pair = (host, origin)
+        if pair in self.admitted:
+            return
+        self._judge(host, origin)
+        if len(self.admitted) < 64:
+            self.admitted[pair] = True
+
+    def _judge(self, host: str | None, origin: str | None) -> None:
         if host is None or not (
             _matches(host, self.allowed_hosts) or (self.any_loopback_ip and _loopback_authority(host.lower()))
         ):
             _report_refused_host(host)
             raise HostNotAllowedError()
-        origin = headers.get("origin")
         if origin is not None and not (
             _matches(origin, self.allowed_origins) or (self.any_loopback_ip and _loopback_origin(origin.lower()))
         ):

@@ -22,10 +22,11 @@ from starlette.background import BackgroundTask, BackgroundTasks
 from starlette.responses import Response
 from starlette.types import Message, Receive, Scope, Send
 
+from ._cancel_scope import new_cancel_scope
 from ._jsonrpc import dumps
 from .context import CancelSignal
 
-__all__ = ["SSE_HEADERS", "CallResponse", "Reply", "StandaloneStream", "sse_frame"]
+__all__ = ["SSE_HEADERS", "CallResponse", "Reply", "StandaloneStream", "run_background", "sse_frame"]
 
 SSE_HEADERS: Final[dict[str, str]] = {
     "cache-control": "no-cache, no-transform",
@@ -65,7 +66,7 @@ class _DisconnectWatcher:
 
     On asyncio a watcher task starts only once the call has lasted ``delay`` seconds (a
     disconnect in the meantime is queued by the server and seen at once); most calls finish
-    first and cost no task at all. Other event loops get no disconnect detection.
+    first and cost one timer, no task. Other event loops get no disconnect detection.
     """
 
     __slots__ = ("_handle", "_receive", "_signal", "_task")
@@ -74,12 +75,10 @@ class _DisconnectWatcher:
         self._receive = receive
         self._signal = signal
         self._task: asyncio.Task[None] | None = None
-        self._handle: asyncio.TimerHandle | None = None
         try:
-            loop = asyncio.get_running_loop()
+            self._handle: asyncio.TimerHandle | None = asyncio.get_running_loop().call_later(delay, self._start)
         except RuntimeError:  # not asyncio (trio): no watcher
-            return
-        self._handle = loop.call_later(delay, self._start)
+            self._handle = None
 
     def _start(self) -> None:
         self._handle = None
@@ -93,11 +92,20 @@ class _DisconnectWatcher:
                 return
 
     def stop(self) -> None:
-        """Stop watching (the call ended): after this, a disconnect is the response's normal end."""
+        """Stop watching (the call ended): after this, a disconnect is the response's normal end.
+        The task is dropped too: its coroutine holds this watcher (no task <-> watcher cycle)."""
         if self._handle is not None:
             self._handle.cancel()
+            self._handle = None
         if self._task is not None:
             self._task.cancel()
+            self._task = None
+
+
+async def run_background(background: BackgroundTask | BackgroundTasks | None) -> None:
+    """Run a response's background task(s) (nothing to await when there are none)."""
+    if background is not None and not (isinstance(background, BackgroundTasks) and not background.tasks):
+        await background()
 
 
 class CallResponse(Response):
@@ -139,44 +147,48 @@ class CallResponse(Response):
         self.background = background
         self._cancelled_message = cancelled_message
         self.status_code = 200
+        self._send: Send | None = None  # while the call runs: its notifications go there
+        self._sse_started = False
 
     def add_headers(self, headers: Sequence[tuple[str, str]]) -> None:
         """Send these headers too (set by a request-level dependency)."""
         self._extra_headers.update(headers)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        sse_started = False
-
-        async def outbound(message: dict[str, Any]) -> None:
-            nonlocal sse_started
-            if not self._sse_allowed or self._signal.cancelled:
-                return
-            if not sse_started:
-                sse_started = True
-                headers = _raw_headers({**SSE_HEADERS, **self._extra_headers}, b"text/event-stream")
-                await send({"type": "http.response.start", "status": 200, "headers": headers})
-            await send({"type": "http.response.body", "body": sse_frame(message), "more_body": True})
-
+        self._send = send
+        signal = self._signal
         reply: Reply | None = None
-        with anyio.CancelScope() as handler_scope:
-            self._signal.bind(handler_scope)
-            watcher = _DisconnectWatcher(receive, self._signal)
+        with new_cancel_scope() as handler_scope:
+            signal.bind(handler_scope)
+            watcher = _DisconnectWatcher(receive, signal)
             try:
-                reply = await self._runner(outbound)
+                reply = await self._runner(self._outbound)
             finally:
                 watcher.stop()
-                self._signal.bind(None)
-        if self._signal.reason == "disconnected":
+                signal.bind(None)
+        self._send = None
+        if signal.reason == "disconnected":
             return  # the client is gone: nothing more is sent for this call
-        if self._signal.cancelled:
+        if signal.reason is not None:
             # not only ``cancelled_caught``: a sync tool's thread cannot be interrupted, so its
             # call returns normally after the signal fired; that late result is dropped
             reply = self._cancelled_message() if self._cancelled_message is not None else None
-        await self._send_final(send, reply, sse_started)
-        if self.background is not None:
-            await self.background()
+        await self._send_final(send, reply)
+        await run_background(self.background)
 
-    async def _send_final(self, send: Send, reply: Reply | None, sse_started: bool) -> None:
+    async def _outbound(self, message: dict[str, Any]) -> None:
+        """Queue ``message`` on this call's stream (the first one starts the SSE response)."""
+        send = self._send
+        if not self._sse_allowed or self._signal.cancelled or send is None:
+            return
+        if not self._sse_started:
+            self._sse_started = True
+            headers = _raw_headers({**SSE_HEADERS, **self._extra_headers}, b"text/event-stream")
+            await send({"type": "http.response.start", "status": 200, "headers": headers})
+        await send({"type": "http.response.body", "body": sse_frame(message), "more_body": True})
+
+    async def _send_final(self, send: Send, reply: Reply | None) -> None:
+        sse_started = self._sse_started
         if not sse_started and not self._json_allowed and reply is not None:
             headers = _raw_headers({**SSE_HEADERS, **self._extra_headers}, b"text/event-stream")
             await send({"type": "http.response.start", "status": reply.status, "headers": headers})
@@ -190,7 +202,8 @@ class CallResponse(Response):
             await send({"type": "http.response.body", "body": b"", "more_body": False})
             return
         body = dumps(reply.message)
-        headers = _raw_headers({**self._extra_headers, **reply.headers}, b"application/json")
+        extra = {**self._extra_headers, **reply.headers} if self._extra_headers or reply.headers else None
+        headers = _raw_headers(extra, b"application/json") if extra else [(b"content-type", b"application/json")]
         headers.append((b"content-length", str(len(body)).encode()))
         await send({"type": "http.response.start", "status": reply.status, "headers": headers})
         await send({"type": "http.response.body", "body": body, "more_body": False})
@@ -258,5 +271,4 @@ class StandaloneStream(Response):
                 tg.cancel_scope.cancel()
         finally:
             self._on_close()
-        if self.background is not None:
-            await self.background()
+        await run_background(self.background)

@@ -8,9 +8,10 @@ benchmark's d tool (an async yield dependency, a ``Header``, the Context).
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import json
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any
 
 import pytest
@@ -52,29 +53,28 @@ def _app() -> Any:
             return exc.detail
         return "sent"
 
+    @router.tool()
+    async def slow(a: int) -> int:
+        """Outlives the 50 ms after which a task watches for the client's disconnect."""
+        await asyncio.sleep(0.06)
+        return a
+
     add_lookup_tool(router, _session)
     return make_app(router)
 
 
-ARGUMENTS: dict[str, dict[str, Any]] = {"plain": {"a": 1}, "with_deps": {"a": 1}, "asks": {"a": 1}, "lookup": {"key": "k1"}}
+ARGUMENTS: dict[str, dict[str, Any]] = {"plain": {"a": 1}, "with_deps": {"a": 1}, "asks": {"a": 1}, "lookup": {"key": "k1"}, "slow": {"a": 1}}
 
 
-async def _call(app: Any, tool: str) -> None:
-    body = json.dumps(
-        {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": tool, "arguments": ARGUMENTS[tool], "_meta": modern_meta()}}
-    ).encode()
-    headers = [
-        (b"host", b"127.0.0.1:8000"),
-        (b"content-type", b"application/json"),
-        (b"accept", b"application/json, text/event-stream"),
-        (b"mcp-protocol-version", b"2026-07-28"),
-        (b"mcp-method", b"tools/call"),
-        (b"mcp-name", tool.encode()),
-        (b"x-tenant", b"acme"),
-    ]
+async def _exchange(app: Any, message: dict[str, Any], headers: list[tuple[bytes, bytes]], *, stay: bool = False) -> dict[str, Any]:
+    """One POST of ``message`` to ``app``; ``stay``: the client stays connected (uvicorn's receive
+    blocks until it leaves). Checks a 200 (and a successful result for ``tools/call``); returns
+    the response's start message."""
+    body = json.dumps(message).encode()
+    base = [(b"host", b"127.0.0.1:8000"), (b"content-type", b"application/json"), (b"accept", b"application/json, text/event-stream")]
     scope = {
         "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST", "scheme": "http",
-        "path": "/mcp", "raw_path": b"/mcp", "query_string": b"", "root_path": "", "headers": headers,
+        "path": "/mcp", "raw_path": b"/mcp", "query_string": b"", "root_path": "", "headers": base + headers,
         "client": ("127.0.0.1", 5000), "server": ("127.0.0.1", 8000), "app": app,
     }
     sent: list[dict[str, Any]] = []
@@ -85,6 +85,8 @@ async def _call(app: Any, tool: str) -> None:
         if not done:
             done = True
             return {"type": "http.request", "body": body, "more_body": False}
+        if stay:
+            await asyncio.sleep(3600)
         return {"type": "http.disconnect"}
 
     async def send(message: dict[str, Any]) -> None:
@@ -92,24 +94,65 @@ async def _call(app: Any, tool: str) -> None:
 
     await app(scope, receive, send)
     assert sent[0]["status"] == 200
-    assert b'"isError":false' in b"".join(m.get("body", b"") for m in sent[1:])
+    if message["method"] == "tools/call":
+        assert b'"isError":false' in b"".join(m.get("body", b"") for m in sent[1:])
+    return sent[0]
 
 
-@pytest.mark.parametrize("tool", ["plain", "with_deps", "asks", "lookup"])
-async def test_a_call_leaves_no_cyclic_garbage(tool: str) -> None:
-    app = _app()
-    for _ in range(20):  # warm caches
-        await _call(app, tool)
+async def _call(app: Any, tool: str) -> None:
+    params = {"name": tool, "arguments": ARGUMENTS[tool], "_meta": modern_meta()}
+    headers = [(b"mcp-protocol-version", b"2026-07-28"), (b"mcp-method", b"tools/call"), (b"mcp-name", tool.encode()), (b"x-tenant", b"acme")]
+    await _exchange(app, {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}, headers, stay=tool == "slow")
+
+
+async def _cyclic_garbage(calls: int, call: Callable[[], Awaitable[object]]) -> list[str]:
+    """Type names of the cyclic garbage ``calls`` runs of ``call`` leave behind."""
     gc.collect()
     gc.disable()
     gc.set_debug(gc.DEBUG_SAVEALL)
     try:
-        for _ in range(50):
-            await _call(app, tool)
+        for _ in range(calls):
+            await call()
         gc.collect()
-        garbage = [type(o).__name__ for o in gc.garbage]
+        return [type(o).__name__ for o in gc.garbage]
     finally:
         gc.set_debug(0)
         gc.garbage.clear()
         gc.enable()
+
+
+@pytest.mark.parametrize("tool", ["plain", "with_deps", "asks", "lookup", "slow"])
+async def test_a_call_leaves_no_cyclic_garbage(tool: str) -> None:
+    app = _app()
+    for _ in range(20 if tool != "slow" else 3):  # warm caches
+        await _call(app, tool)
+    garbage = await _cyclic_garbage(50 if tool != "slow" else 10, lambda: _call(app, tool))
+    assert garbage == [], sorted(set(garbage))
+
+
+async def _legacy_call(app: Any, tool: str, session_id: str | None = None, method: str = "tools/call") -> dict[str, Any]:
+    """One 2025-11-25 request (the benchmark's d shape: ``X-Tenant``, JSON and SSE accepted),
+    in ``session_id`` when given; returns the response's start message."""
+    params: dict[str, Any] = {"name": tool, "arguments": ARGUMENTS[tool]} if method == "tools/call" else {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "gc", "version": "1"}}  # fmt: skip
+    headers = [(b"mcp-protocol-version", b"2025-11-25"), (b"x-tenant", b"acme")]
+    if session_id is not None:
+        headers.append((b"mcp-session-id", session_id.encode()))
+    return await _exchange(app, {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}, headers)
+
+
+@pytest.mark.parametrize("mode", ["stateless", "session"])
+async def test_a_2025_yield_and_header_dependency_call_leaves_no_cyclic_garbage(mode: str) -> None:
+    """The benchmark's d call (yield dependency, ``Header``, the Context) in the 2025 era, without
+    a session (workload d) and inside one (the resumable session response of workload s)."""
+    router = make_router(session_mode="stateful" if mode == "session" else "stateless")
+    add_lookup_tool(router, _session)
+    app = make_app(router)
+    session_id: str | None = None
+    if mode == "session":
+        start = await _legacy_call(app, "lookup", method="initialize")
+        session_id = dict(start["headers"])[b"mcp-session-id"].decode()
+    for _ in range(20):  # warm caches
+        await _legacy_call(app, "lookup", session_id)
+    garbage = await _cyclic_garbage(50, lambda: _legacy_call(app, "lookup", session_id))
     assert garbage == [], sorted(set(garbage))

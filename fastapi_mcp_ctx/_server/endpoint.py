@@ -172,14 +172,15 @@ class McpEndpoint:
         self.shutdown_coordinator.first_use()
         if not self.relay.started:  # this replica's bus channels, at first use (after any fork)
             await self.relay.start()
+        method = request.scope["method"]
         try:
             headers = header_map(request.scope["headers"])
             if headers.repeated & {"host", "origin"}:
                 reject_repeated(headers.repeated & {"host", "origin"})
             self._check_transport(request, headers)
-            if headers.repeated and request.method != "POST":
+            if headers.repeated and method != "POST":
                 reject_repeated(headers.repeated)
-            if request.method == "POST":  # read once, bounded; dependencies and tools get it replayed
+            if method == "POST":  # read once, bounded; dependencies and tools get it replayed
                 request.scope[BODY_SCOPE_KEY] = await read_body(
                     request, headers, self.settings.max_body_bytes, self.settings.body_timeout_seconds
                 )
@@ -198,9 +199,9 @@ class McpEndpoint:
                     raise
                 if principal is not None:
                     request.scope[PRINCIPAL_SCOPE_KEY] = principal
-            if request.method == "POST":
+            if method == "POST":
                 response = await self._post(request, headers)
-            elif request.method == "GET":
+            elif method == "GET":
                 response = await self._get(request, headers)
             else:
                 response = await self._delete(request, headers)

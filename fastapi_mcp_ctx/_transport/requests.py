@@ -31,13 +31,15 @@ timeout, cancellation of the call and end of the session.
 
 from __future__ import annotations
 
+import functools
+import importlib
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
+from types import ModuleType
 from typing import Any, Final
 
 import anyio
-from mcp_types.methods import SERVER_REQUESTS, validate_client_result
 from pydantic import ValidationError as PydanticValidationError
 
 from .._envelope import Era
@@ -53,10 +55,21 @@ from ..errors import (
 from ..input_required import required_capabilities
 from .pending import PendingRequests
 
-__all__ = ["BackChannel", "SERVER_REQUEST_METHODS", "required_capabilities"]
+__all__ = ["BackChannel", "methods", "required_capabilities", "server_request_methods"]
 
-SERVER_REQUEST_METHODS: Final = frozenset(method for method, _ in SERVER_REQUESTS)
-"""Every method a server may send a client, at some protocol version."""
+
+@functools.cache
+def methods() -> ModuleType:
+    """``mcp_types.methods``, imported at the first server→client request: its per-version
+    schemas hold about 6.6 MB that a server which never sends one does not need (idle RSS,
+    issue 12)."""
+    return importlib.import_module("mcp_types.methods")
+
+
+@functools.cache
+def server_request_methods() -> frozenset[str]:
+    """Every method a server may send a client, at some protocol version."""
+    return frozenset(method for method, _ in methods().SERVER_REQUESTS)
 
 MODERN_ERA: Final = "the 2026-07-28 era has no server→client requests (a call asks the client with an input_required result)"
 NO_SESSION: Final = (
@@ -73,8 +86,8 @@ SCOPE_ENDED: Final = "the session or connection ended before the client answered
 
 def _check_request(method: Any, params: dict[str, Any] | None, timeout: Any, state: CallState) -> str:
     """Everything decidable before sending; returns the negotiated protocol version."""
-    if not isinstance(method, str) or method not in SERVER_REQUEST_METHODS:
-        raise ValueError(f"{method!r} is not a server→client request; one of {', '.join(sorted(SERVER_REQUEST_METHODS))}")
+    if not isinstance(method, str) or method not in server_request_methods():
+        raise ValueError(f"{method!r} is not a server→client request; one of {', '.join(sorted(server_request_methods()))}")
     if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not math.isfinite(timeout) or timeout <= 0:
         raise ValueError(f"timeout must be a positive number of seconds, not {timeout!r}")
     needed = required_capabilities(method, params)
@@ -85,7 +98,7 @@ def _check_request(method: Any, params: dict[str, Any] | None, timeout: Any, sta
             exc.required, f"{method} needs the client capability {', '.join(needed)}, which this client did not declare"
         ) from None
     version = state.envelope.protocol_version
-    surface = SERVER_REQUESTS.get((method, version))
+    surface = methods().SERVER_REQUESTS.get((method, version))
     if surface is None:
         raise ServerRequestError(method, f"{method} is not defined at protocol version {version} (this session's)")
     body: dict[str, Any] = {"jsonrpc": "2.0", "id": 0, "method": method}
@@ -109,11 +122,14 @@ def _answer(method: str, version: str, error: Mapping[str, Any] | None, result: 
         raise ServerRequestError(method, f"The client's result for {method} is not an object")
     answer: dict[str, Any] = result  # pyright: ignore[reportUnknownVariableType]
     try:
-        validate_client_result(method, version, answer)
+        methods().validate_client_result(method, version, answer)
     except PydanticValidationError as exc:
         problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'result'}: {e['msg']}" for e in exc.errors(include_url=False))
         raise ServerRequestError(method, f"The client's result for {method} does not fit the {version} schema: {problems}") from exc
     return answer
+
+
+_REFUSED: dict[str, BackChannel] = {}
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,8 +149,12 @@ class BackChannel:
 
     @classmethod
     def refused(cls, detail: str) -> BackChannel:
-        """A channel on which every request fails at once with ``NoBackChannelError(detail)``."""
-        return cls(None, None, detail)
+        """A channel on which every request fails at once with ``NoBackChannelError(detail)``
+        (one shared, immutable object per ``detail``: a sessionless call builds none)."""
+        channel = _REFUSED.get(detail)
+        if channel is None:
+            channel = _REFUSED[detail] = cls(None, None, detail)
+        return channel
 
     @classmethod
     def http(cls, pending: PendingRequests | None, *, era: Era, session_id: str | None, sse_allowed: bool) -> BackChannel:

@@ -26,6 +26,7 @@ from fastapi.background import BackgroundTasks
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
+from .._cancel_scope import new_cancel_scope
 from .._jsonrpc import dumps
 from .._sessions import SessionRecord
 from .._streams import Reply, Runner, sse_frame
@@ -160,7 +161,7 @@ class ResumableCallResponse(Response):
         remove = self.streams.coordinator.add_stream(self._close_at_shutdown) if self._retry_ms is not None and self._sse_allowed else None
         try:
             reply: Reply | None = None
-            with anyio.CancelScope() as handler_scope:
+            with new_cancel_scope() as handler_scope:
                 call.signal.bind(handler_scope)
                 try:
                     reply = await call.runner(self._outbound)

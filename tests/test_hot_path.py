@@ -1,0 +1,228 @@
+"""The per-call fast paths take the same decisions as the slow paths they skip.
+
+Each fast path of the hot path (issue 12) is held here against its slow twin: the duplicate-key
+check's token count against the strict re-parse, the encoded ``tools/list`` pages against a
+fresh encoding, the body deadline against ``asyncio.timeout``'s accounting.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+
+import pytest
+from conftest import Wire, final_message, make_app, make_router, open_client
+from starlette.requests import Request
+
+from fastapi_mcp_ctx import McpRouter, _http
+from fastapi_mcp_ctx._envelope import header_map
+from fastapi_mcp_ctx._first_step import first_step
+from fastapi_mcp_ctx._http import _parse_accept, _read_before, accepted  # pyright: ignore[reportPrivateUsage]
+from fastapi_mcp_ctx._jsonrpc import EncodedResult, _each_key_once, dumps, parse_message, result_message  # pyright: ignore[reportPrivateUsage]
+from fastapi_mcp_ctx._security import loopback_security
+from fastapi_mcp_ctx.errors import HostNotAllowedError, InvalidRequestError, OriginNotAllowedError, PayloadTooLargeError
+
+
+def _strict_refuses(body: bytes) -> bool:
+    """The slow path's verdict: a key repeated in the message, params, _meta or arguments."""
+    repeated = False
+
+    def pairs(items: list[tuple[str, object]]) -> dict[str, object]:
+        nonlocal repeated
+        keys = [k for k, _ in items]
+        if len(set(keys)) != len(keys) and {"jsonrpc", "name", "a", "progressToken"} & set(keys):
+            repeated = True
+        return dict(items)
+
+    json.loads(body, object_pairs_hook=pairs)
+    return repeated
+
+
+_PIECES = ['"a":1', '"a":2', '"b":"a"', '"name":"a"', '"c":{"a":1}', '"d":["a","a"]']
+
+
+@pytest.mark.parametrize("combo", list(itertools.permutations(_PIECES, 3)))
+def test_duplicate_key_fast_path_agrees_with_the_strict_parse(combo: tuple[str, ...]) -> None:
+    arguments = "{" + ",".join(combo) + "}"
+    body = ('{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t","arguments":' + arguments + "}}").encode()
+    refused = _strict_refuses(body)
+    if refused:
+        with pytest.raises(InvalidRequestError, match="Duplicate key"):
+            parse_message(body)
+    else:
+        assert parse_message(body).params["arguments"] == json.loads(arguments)  # type: ignore[union-attr]
+
+
+def test_the_fast_path_answers_alone_only_when_no_string_repeats() -> None:
+    body = '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"add","arguments":{"a":2,"b":3}}}'
+    assert _each_key_once(body, json.loads(body))
+    again = '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"add","arguments":{"a":"a"}}}'
+    assert not _each_key_once(again, json.loads(again))  # "a" also a value: the strict re-read decides
+    assert parse_message(again.encode()).params["arguments"] == {"a": "a"}  # type: ignore[union-attr]
+
+
+# -- tools/list: encoded once per registry version, era and page ---------------------------------
+
+
+async def test_tools_list_bytes_are_the_fresh_encoding_and_follow_registry_changes() -> None:
+    router = make_router(page_size=2)
+    for name in ("one", "two", "three"):
+        _add_tool(router, name)
+    async with open_client(make_app(router)) as client:
+        wire = Wire(client)
+        await wire.initialize()
+        for era in ("legacy", "modern"):
+            first = await (wire.legacy("tools/list", {}, request_id="x") if era == "legacy" else wire.modern("tools/list", {}, request_id=7))
+            again = await (wire.legacy("tools/list", {}, request_id=8) if era == "legacy" else wire.modern("tools/list", {}, request_id="y"))
+            body = final_message(first)
+            assert first.content == dumps(body) and final_message(again)["result"] == body["result"]  # same page, its own id
+            assert [t["name"] for t in body["result"]["tools"]] == ["one", "two"]
+            cursor = body["result"]["nextCursor"]
+            second = await (wire.legacy("tools/list", {"cursor": cursor}) if era == "legacy" else wire.modern("tools/list", {"cursor": cursor}))
+            assert [t["name"] for t in final_message(second)["result"]["tools"]] == ["three"]
+        _add_tool(router, "four")
+        changed = final_message(await wire.legacy("tools/list", {"cursor": cursor}))
+        assert [t["name"] for t in changed["result"]["tools"]] == ["three", "four"]
+
+
+def _add_tool(router: McpRouter, name: str) -> None:
+    async def tool(a: int) -> int:
+        """A tool."""
+        return a
+
+    tool.__name__ = name
+    router.add_tool(tool)
+
+
+# -- the body deadline: asyncio.timeout's accounting without its cost --------------------------------
+
+
+def _stalled_request() -> Request:
+    async def receive() -> dict[str, object]:
+        await asyncio.sleep(3600)
+        return {"type": "http.disconnect"}
+
+    return Request({"type": "http", "method": "POST", "headers": [], "fastapi_mcp_ctx.lean": True}, receive)
+
+
+async def test_the_body_deadline_raises_timeout_and_leaves_the_task_uncancelled() -> None:
+    task = asyncio.current_task()
+    assert task is not None
+    before = task.cancelling()
+    with pytest.raises(TimeoutError):
+        await _read_before(task, 0.05, _stalled_request(), 100)
+    assert task.cancelling() == before
+    await asyncio.sleep(0)  # the task is not cancelled any more
+
+
+async def test_a_cancellation_from_outside_the_body_read_still_propagates() -> None:
+    async def read() -> bytes:
+        task = asyncio.current_task()
+        assert task is not None
+        return await _read_before(task, 5.0, _stalled_request(), 100)
+
+    reading = asyncio.get_running_loop().create_task(read())
+    await asyncio.sleep(0.02)
+    reading.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await reading
+
+
+# -- the front door's remembered answers ----------------------------------------------------------
+
+
+def test_an_admitted_host_and_origin_pair_admits_no_other_pair() -> None:
+    security = loopback_security()
+    security.check({"host": "127.0.0.1:8000"})
+    security.check({"host": "127.0.0.1:8000"})  # remembered
+    with pytest.raises(OriginNotAllowedError):
+        security.check({"host": "127.0.0.1:8000", "origin": "http://evil.example"})
+    with pytest.raises(HostNotAllowedError):
+        security.check({"host": "evil.example"})
+    with pytest.raises(HostNotAllowedError):
+        security.check({})
+    for port in range(1000, 1100):  # the memory is bounded; what it forgets is judged again
+        security.check({"host": f"localhost:{port}"})
+    assert len(security.admitted) == 64
+    with pytest.raises(HostNotAllowedError):
+        security.check({"host": "evil.example"})
+
+
+@pytest.mark.parametrize(
+    "accept",
+    ["application/json, text/event-stream", "text/event-stream", "application/json;q=0, text/event-stream", "*/*", "text/html"],
+)
+def test_a_remembered_accept_answer_is_the_parsed_one(accept: str) -> None:
+    headers = header_map([(b"accept", accept.encode())])
+    assert accepted(headers) == accepted(headers) == _parse_accept(accept)
+
+
+def test_header_map_keeps_the_last_value_and_names_repeated_headers() -> None:
+    headers = header_map([(b"Host", b"a"), (b"x-one", b"1"), (b"host", b"b")])
+    assert headers == {"host": "b", "x-one": "1"} and headers.repeated == {"host"}
+    assert header_map([(b"host", b"a")]).repeated == set()
+
+
+# -- the body read's first step: the answer at once, the deadline only for a real wait ------------
+
+
+async def test_first_step_gives_a_ready_result_at_once() -> None:
+    async def ready() -> int:
+        return 7
+
+    assert first_step(ready()) == (7, None)
+
+
+async def test_first_step_hands_a_real_wait_to_the_task_and_forwards_cancellation() -> None:
+    gate = asyncio.Event()
+    cleaned: list[str] = []
+
+    async def waits() -> str:
+        try:
+            await gate.wait()
+            return "arrived"
+        finally:
+            cleaned.append("finally")
+
+    result, rest = first_step(waits())
+    assert result is None and rest is not None
+    asyncio.get_running_loop().call_later(0.01, gate.set)
+    assert await rest == "arrived"
+
+    gate.clear()
+    _, rest = first_step(waits())
+    assert rest is not None
+    pending = rest
+
+    async def await_rest() -> str:
+        return await pending
+
+    task = asyncio.get_running_loop().create_task(await_rest())
+    await asyncio.sleep(0.01)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert cleaned == ["finally", "finally"]  # the cancellation reached the awaitable itself
+
+
+async def test_a_body_already_received_is_read_without_a_deadline(monkeypatch: pytest.MonkeyPatch) -> None:
+    async def no_deadline(*_: object) -> bytes:
+        raise AssertionError("the deadline was armed for a body that had arrived")
+
+    monkeypatch.setattr(_http, "_read_before", no_deadline)
+
+    async def receive() -> dict[str, object]:
+        return {"type": "http.request", "body": b"{}", "more_body": False}
+
+    request = Request({"type": "http", "method": "POST", "headers": [], "fastapi_mcp_ctx.lean": True}, receive)
+    assert await _http.read_body(request, header_map([]), 100, 1.0) == b"{}"
+    with pytest.raises(PayloadTooLargeError):
+        await _http.read_body(request, header_map([]), 1, 1.0)
+
+
+def test_an_encoded_result_that_gained_a_key_is_encoded_afresh() -> None:
+    result = EncodedResult({"tools": []}, b'{"tools":[]}')
+    assert dumps(result_message(1, result)) == b'{"jsonrpc":"2.0","id":1,"result":{"tools":[]}}'
+    result["_meta"] = {"k": "v"}
+    assert json.loads(dumps(result_message("x", result))) == {"jsonrpc": "2.0", "id": "x", "result": {"tools": [], "_meta": {"k": "v"}}}
