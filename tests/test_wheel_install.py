@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import secrets
 import subprocess
 import sys
 import textwrap
@@ -97,7 +98,8 @@ def _build_and_install(tmp: Path) -> Path:
 
 
 async def _migrate_serve_persist(bin_dir: Path, project: Path, url: str, server: list[str], port: int) -> None:
-    env = _clean_env(MCP_STORAGE_URL=url)
+    # ctx.state on PostgreSQL is shared by replicas: the router refuses to start without a sealing key
+    env = _clean_env(MCP_STORAGE_URL=url, MCP_REQUEST_STATE_KEY=secrets.token_urlsafe(32))
     out = await asyncio.to_thread(_run, [str(bin_dir / "fastapi-mcp-ctx"), "migrate"], cwd=project, env=env, timeout=120)
     assert "upgraded from (none) to 0001" in out, out
     for attempt in ("first", "after a restart"):
