@@ -299,3 +299,21 @@ async def test_a_2025_resource_subscription_made_on_a_gets_the_update_published_
         async with open_client(app_b) as client:
             await client.delete("/mcp", headers=legacy_headers(session))
         assert await router_a.subscriptions.uris(session) == []  # dropped with the session
+
+
+async def test_a_notification_sent_while_a_takeover_replays_is_delivered_once() -> None:
+    """The GET stream a takeover continues on is opened before the 200 and the replay: a
+    notification sent at once (before the new stream is attached) waits in its log."""
+    async with two_replicas() as (app_a, router_a, app_b, _):
+        session = await initialize(app_a)
+        async with get_stream(app_a, session) as stream:
+            await anyio.sleep(0.1)
+            assert await router_a.send_notification_to_session(session, "notifications/message", {"level": "info", "data": 1}, tenant_id="default")
+            await wait_frames(stream, 1, 5.0)
+            seen = ids_of(stream)
+        assert await router_a.send_notification_to_session(session, "notifications/message", {"level": "info", "data": 2}, tenant_id="default")
+        async with get_stream(app_b, session, **{"last-event-id": seen[0]}) as resumed:
+            assert await router_a.send_notification_to_session(session, "notifications/message", {"level": "info", "data": 3}, tenant_id="default")
+            await wait_frames(resumed, 2, 5.0)
+            await anyio.sleep(0.3)
+            assert [m["params"]["data"] for m in frames(resumed)] == [2, 3]  # none lost, none twice

@@ -176,11 +176,15 @@ class ResumableStreams:
         if current is not None and current.key == key:
             response.log = current
             current.holder = response  # a resume takes the GET stream over
-        elif not self.retired(key) and await self.leases.is_get_stream(session.id, stream_id):
-            # Another replica's GET stream (that replica may be dead): replay it to its end
-            # here, then continue on a GET stream of this replica (theirs retires).
-            await self.store.end(key)
-            response.takeover = True
+        else:
+            takeover = not self.retired(key) and await self.leases.is_get_stream(session.id, stream_id)
+            if takeover:
+                # Another replica's GET stream (that replica may be dead): replay it to its end
+                # here, then continue on a GET stream of this replica (theirs retires).
+                await self.store.end(key)
+                # The stream it continues on is opened now, before the 200 and the replay, so
+                # nothing sent to the session meanwhile is lost (it waits in the new stream's log).
+                response.successor = await self.open_get_stream(session, tenant_id, response)
         if self.leases.shared:
             await self.leases.acquire(session.id, response.token, force=True)  # a resume takes the stream over
         return response
@@ -356,7 +360,7 @@ class _GetResponse(Response):
         self._retry_ms = retry_ms
         self._extra_headers = dict(headers)
         self._resume = resume
-        self.takeover = False  # resuming another replica's GET stream: continue on a new one here
+        self.successor: _GetLog | None = None  # the GET stream a resumed GET stream continues on
         self.token = streams.leases.token()
         self._connection: Connection | None = None
         self.status_code = 200
@@ -384,12 +388,14 @@ class _GetResponse(Response):
                     tg.start_soon(hold, streams.leases, self.session.id, self.token)
                 if self._resume is not None:
                     key, after = self._resume
-                    more = self.log is None and (self.takeover or streams.retired(key))
+                    successor = self.successor  # a takeover's, opened already
+                    more = successor is not None or (self.log is None and streams.retired(key))
                     end = await self._serve(key, after, send, end_body=not more)
                     if end != "ended" or not more or streams.coordinator.shutting_down:
                         tg.cancel_scope.cancel()
                         return
-                    self.log = await streams.open_get_stream(self.session, self.tenant_id, self)
+                    self.successor = None
+                    self.log = successor or await streams.open_get_stream(self.session, self.tenant_id, self)
                 if self.log is not None:
                     self.log.holder = self
                     await self._serve(self.log.key, 0, send)
@@ -397,6 +403,8 @@ class _GetResponse(Response):
         finally:
             if self.log is not None:
                 streams.release_get_stream(self.log, self)
+            if self.successor is not None:  # the replay did not reach its end: never continued
+                streams.release_get_stream(self.successor, self)
             if streams.leases.shared:
                 with anyio.CancelScope(shield=True), anyio.move_on_after(2.0), contextlib.suppress(McpError):
                     await streams.leases.release(self.session.id, self.token)
