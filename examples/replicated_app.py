@@ -25,7 +25,7 @@ from typing import Annotated, Any, Literal
 
 import anyio
 from fastapi import Depends, FastAPI
-from pydantic import Field
+from pydantic import BaseModel, Field
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from fastapi_mcp_ctx import Context, McpRouter, mcp_context
@@ -108,6 +108,17 @@ async def ping_client(ctx: Context = Depends(mcp_context)) -> dict[str, Any]:
     """Ping the client from this call; its answer may arrive on any replica."""
     answer = await ctx.send_request("ping", timeout=10)
     return {"replica": REPLICA, "answer": answer}
+
+
+class Name(BaseModel):
+    name: str
+
+
+@mcp_router.tool()
+async def ask_name(ctx: Context = Depends(mcp_context)) -> dict[str, Any]:
+    """Ask the user's name (2025: a live elicitation/create; its answer may arrive on any replica)."""
+    answer = await ctx.elicit("What is your name?", Name)
+    return {"replica": REPLICA, "action": answer.action, "name": answer.data.name if answer.data else None}
 
 
 class ServedBy:

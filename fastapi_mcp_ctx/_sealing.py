@@ -324,7 +324,8 @@ def request_state_sealer(settings: McpSettings, *, state_backend: object, sessio
         if not _warned:
             _warned = True
             logger.warning(
-                "MCP_REQUEST_STATE_KEY is not set: requestState is sealed with a random key of this process, so a retry "
-                "reaching another replica is refused; give every replica the same key (fastapi-mcp-ctx keygen)"
+                "MCP_REQUEST_STATE_KEY is not set: 2026 requestState is sealed with a random key of this process (fine "
+                "for one process; with several replicas a retry reaching another one is refused: give every replica the "
+                "same key, made by fastapi-mcp-ctx keygen)"
             )
     return RequestStateSealer.from_settings(settings)

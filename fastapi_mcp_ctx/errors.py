@@ -398,6 +398,10 @@ class TenantRequiredError(InvalidRequestError):
     http_status = 403
     default_message = "No tenant for this caller: tenant-scoped state is unavailable"
     default_reason = "tenant_required"
+    default_hint = (
+        "Give the caller a tenant: under MCP_AUTH_MODE=jwt/oauth a token claim named by MCP_JWT_TENANT_CLAIM "
+        "(default tid), or a Principal with tenant_id from McpRouter(authenticate=...)."
+    )
 
 
 class RequestRejectedError(InvalidRequestError):

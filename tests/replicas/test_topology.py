@@ -204,6 +204,20 @@ async def test_ping_from_a_call_on_one_replica_answered_through_the_other(topo: 
     assert final["result"]["structuredContent"] == {"replica": "a", "answer": {}}
 
 
+async def test_an_elicitation_from_a_call_on_one_replica_answered_through_the_other(topo: Topology, http: httpx.AsyncClient) -> None:
+    a, b = topo.replica("a"), topo.replica("b")
+    session = await initialize(http, topo.url, {"elicitation": {}})
+    async with stream(http, "POST", a.url, legacy_headers(session), call("ask_name", request_id=12)) as calling:
+        _, asked = await calling.message()
+        assert asked["method"] == "elicitation/create" and asked["params"]["message"] == "What is your name?"
+        reply = {"jsonrpc": "2.0", "id": asked["id"], "result": {"action": "accept", "content": {"name": "Ada"}}}
+        answer = await http.post(b.url, json=reply, headers=legacy_headers(session))
+        assert answer.status_code == 202 and answer.headers["x-served-by"] == "b", answer.text
+        _, final = await calling.message(timeout=10)
+    assert final["id"] == 12
+    assert final["result"]["structuredContent"] == {"replica": "a", "action": "accept", "name": "Ada"}
+
+
 async def test_listen_on_one_replica_gets_a_change_made_on_the_other_tagged_and_filtered(
     topo: Topology, http: httpx.AsyncClient
 ) -> None:

@@ -47,13 +47,13 @@ def call(name: str, arguments: dict[str, Any] | None = None, request_id: Any = 1
     return {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params}
 
 
-async def initialize(http: httpx.AsyncClient, url: str) -> str:
+async def initialize(http: httpx.AsyncClient, url: str, capabilities: dict[str, Any] | None = None) -> str:
     """A 2025-11-25 session through ``url`` (initialize + notifications/initialized); its id."""
     body = {
         "jsonrpc": "2.0",
         "id": 0,
         "method": "initialize",
-        "params": {"protocolVersion": LEGACY, "capabilities": {}, "clientInfo": {"name": "replica-tests", "version": "1"}},
+        "params": {"protocolVersion": LEGACY, "capabilities": capabilities or {}, "clientInfo": {"name": "replica-tests", "version": "1"}},
     }
     response = await http.post(url, json=body, headers=legacy_headers())
     assert response.status_code == 200, response.text
