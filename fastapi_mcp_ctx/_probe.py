@@ -121,7 +121,7 @@ def _check_status(response: httpx.Response, url: str, step: str) -> None:
     """Raise for an HTTP status that stops the probe (fatal for 421/401/403/404 without a
     JSON-RPC body); return to read the JSON-RPC body otherwise."""
     status = response.status_code
-    host = httpx.URL(url).netloc.decode()
+    host = response.request.headers.get("host") or httpx.URL(url).netloc.decode()  # the Host actually sent
     if status == 421:
         raise ProbeFailure(
             f"HTTP 421: the server's DNS-rebinding protection refused the Host header {host!r}; "
@@ -136,11 +136,22 @@ def _check_status(response: httpx.Response, url: str, step: str) -> None:
             f"HTTP 401: the server requires authentication{hint}; pass -H 'Authorization: Bearer <token>'", step, fatal=True
         )
     if status == 403:
-        raise ProbeFailure("HTTP 403: the server refused these credentials or this Origin", step, fatal=True)
+        said = _error_message(response)
+        reason = f": {said}" if said else " these credentials or this Origin"
+        raise ProbeFailure(f"HTTP 403: the server refused{reason}", step, fatal=True)
     if status == 404 and not _messages_or_empty(response):
         raise ProbeFailure("HTTP 404: no MCP endpoint at this URL (the path is usually /mcp)", step, fatal=True)
     if status >= 500 and not _messages_or_empty(response):
         raise ProbeFailure(f"HTTP {status}: the server failed ({response.text[:200]!r})", step)
+
+
+def _error_message(response: httpx.Response) -> str | None:
+    """The message of the JSON-RPC error in ``response`` (what the server says to do), if any."""
+    for message in _messages_or_empty(response):
+        error = message.get("error")
+        if isinstance(error, dict) and isinstance(text := cast("dict[str, Any]", error).get("message"), str):
+            return text[:300]
+    return None
 
 
 def _messages_or_empty(response: httpx.Response) -> list[dict[str, Any]]:

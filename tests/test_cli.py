@@ -458,3 +458,16 @@ def test_serve_with_workers_still_refuses_memory_state_next_to_a_redis_session_s
     result = CliRunner().invoke(cli, ["serve", "half_app:app", "--app-dir", str(tmp_path), "--workers", "2"])
     assert result.exit_code == 2
     assert "MCP_STORAGE_URL=memory://" in result.output and "2025 sessions" not in result.output
+
+
+async def test_probe_421_names_the_host_header_actually_sent() -> None:
+    app = _app(dns_rebinding_protection=True)
+    report = await _probe_app(app, headers={"Host": "evil.example:9"})
+    assert report.fatal is not None and "'evil.example:9'" in report.fatal, report.fatal
+
+
+async def test_probe_403_passes_on_what_the_server_says() -> None:
+    router = McpRouter(settings=mcp_settings(auth_mode=None))  # no auth configured: local requests only
+    transport = httpx.ASGITransport(app=make_app(router), client=("203.0.113.7", 4000))  # not loopback
+    report = await probe("http://127.0.0.1/mcp", transport=transport)
+    assert report.fatal is not None and "HTTP 403" in report.fatal and "MCP_AUTH_MODE" in report.fatal, report.fatal
