@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 __all__ = ["ContentCollector", "check_mime_type"]
 
 _TOKEN: Final = r"[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]{0,126}"
-_MIME: Final = re.compile(rf"^({_TOKEN})/{_TOKEN}(?:\s*;\s*{_TOKEN}=(?:{_TOKEN}|\"[^\"\\\r\n]*\"))*$")
+_MIME: Final = re.compile(rf"^({_TOKEN})/{_TOKEN}(?:\s*;\s*{_TOKEN}=(?:{_TOKEN}|\"[^\"\\\r\n]*\"))*\Z")
 _BLOCK: Final[TypeAdapter[Any]] = TypeAdapter(types.ContentBlock)
 _MODELS: Final = (types.TextContent, types.ImageContent, types.AudioContent, types.EmbeddedResource, types.ResourceLink)
 

@@ -55,10 +55,10 @@ LOG_LEVELS: Final[tuple[str, ...]] = ("debug", "info", "notice", "warning", "err
 # Methods whose target is named by the Mcp-Name header, and the params member it mirrors.
 NAME_MEMBER: Final[dict[str, str]] = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
 
-_SENTINEL: Final = re.compile(r"^=\?base64\?(.*)\?=$", re.DOTALL)
-_TRACEPARENT: Final = re.compile(r"^([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$")
-_HEADER_VALUE: Final = re.compile(r"^[\x20-\x7e]*$")
-_PLAIN_VALUE: Final = re.compile(r"^(?:[\x21-\x7e](?:[\x20-\x7e]*[\x21-\x7e])?)?$")
+_SENTINEL: Final = re.compile(r"^=\?base64\?(.*)\?=\Z", re.DOTALL)
+_TRACEPARENT: Final = re.compile(r"^([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})\Z")
+_HEADER_VALUE: Final = re.compile(r"^[\x20-\x7e]*\Z")
+_PLAIN_VALUE: Final = re.compile(r"^(?:[\x21-\x7e](?:[\x20-\x7e]*[\x21-\x7e])?)?\Z")
 
 
 class HeaderMap(dict[str, str]):

@@ -38,7 +38,7 @@ CALL_METHODS: Final = frozenset({"resources/read", "prompts/get", "completion/co
 """The methods that run a handler (a ``PreparedCall`` like ``tools/call``)."""
 LIST_METHODS: Final = ("tools/list", "prompts/list", "resources/list", "resources/templates/list")
 _URI_LIMIT: Final = 8192
-_URI: Final = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*:[^\x00-\x20\x7f]*$")
+_URI: Final = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*:[^\x00-\x20\x7f]*\Z")
 
 Run = Callable[[Context, Request, BackgroundTasks], Awaitable[dict[str, Any]]]
 

@@ -32,7 +32,7 @@ from .errors import InvalidParamsError
 
 __all__ = ["PromptDef", "PromptRegistry", "build_prompt", "shape_messages"]
 
-_NAME: Final = re.compile(r"^[A-Za-z0-9_.\-/]{1,128}$")
+_NAME: Final = re.compile(r"^[A-Za-z0-9_.\-/]{1,128}\Z")
 _BLOCKS: Final = (types.TextContent, types.ImageContent, types.AudioContent, types.EmbeddedResource, types.ResourceLink)
 _MESSAGE: Final[TypeAdapter[types.PromptMessage]] = TypeAdapter(types.PromptMessage)
 

@@ -30,7 +30,7 @@ from .enrichment import EnrichmentSpec
 
 __all__ = ["SignatureParts", "ToolDef", "ToolRegistry", "build_dependants", "build_tool", "split_signature"]
 
-_NAME: Final = re.compile(r"^[A-Za-z0-9_.\-/]{1,128}$")
+_NAME: Final = re.compile(r"^[A-Za-z0-9_.\-/]{1,128}\Z")
 _CONTENT_TYPES: Final[tuple[type, ...]] = (
     types.TextContent,
     types.ImageContent,
@@ -39,7 +39,7 @@ _CONTENT_TYPES: Final[tuple[type, ...]] = (
     types.ResourceLink,
     types.CallToolResult,
 )
-_HEADER_TOKEN: Final = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")
+_HEADER_TOKEN: Final = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+\Z")
 # Core-schema node types whose strict validation builds a new value of exactly the declared
 # types (containers rebuilt, scalars checked): serializing that value cannot meet an unexpected
 # one. Models, dataclasses, custom validators/serializers and arbitrary types pass instances

@@ -101,6 +101,11 @@ def response_error(method: str, response: httpx.Response, final: Mapping[str, An
     error = cast(dict[str, Any], raw) if isinstance(raw, dict) else {}
     code = error.get("code")
     text = response.text[:500] or f"HTTP {response.status_code} without a JSON-RPC answer"
+    if response.status_code == 404 and not error:  # the app has no route there: a router under a prefix?
+        text += (
+            f" (no MCP endpoint at {response.request.url.path}: a router included with a prefix serves "
+            "<prefix>/mcp; pass it as McpTestClient(app, path=...))"
+        )
     return McpResponseError(
         code=code if isinstance(code, int) else None,
         message=str(error["message"]) if "message" in error else text,

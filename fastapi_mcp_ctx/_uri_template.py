@@ -36,7 +36,7 @@ UriValue = str | list[str]
 """A variable's value: a string, or a list of segments for an exploded ``{/var*}``."""
 
 _EXPRESSION: Final = re.compile(r"\{([^{}]*)\}")
-_VARSPEC: Final = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)(\*?)$")
+_VARSPEC: Final = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)(\*?)\Z")
 _BAD_ESCAPE: Final = re.compile(r"%(?![0-9A-Fa-f]{2})")
 _RESERVED_SAFE: Final = ":/[]@!$&'()*+,;="  # RFC 3986 reserved minus '?' and '#'
 _OPERATORS: Final = frozenset({"", "+", "/", "?", "&"})

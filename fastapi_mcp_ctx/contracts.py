@@ -50,7 +50,7 @@ __all__ = [
 
 CONTRACTS_META_KEY: Final = "fastapi-mcp-ctx/errors"
 """The ``_meta`` key of a definition listing its declared error contracts."""
-_REASON: Final = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
+_REASON: Final = re.compile(r"^[a-z][a-z0-9_]{0,63}\Z")
 MAX_HINT_CHARS: Final = 1000
 """Characters of one contract's ``hint`` (it rides on every failure with that reason)."""
 

@@ -59,7 +59,7 @@ MAX_TRAILER_VALUE_CHARS: Final = 500
 _QUALIFIERS: Final = frozenset(
     {typing.Required, typing.NotRequired, typing_extensions.Required, typing_extensions.NotRequired, typing_extensions.ReadOnly}
 )
-_FIELD_NAME: Final = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,63}$")
+_FIELD_NAME: Final = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,63}\Z")
 
 
 @dataclass(frozen=True, slots=True)

@@ -510,3 +510,15 @@ async def test_concurrent_calls_match_their_own_answers(app: FastAPI, era: Any) 
         assert result.structured == {"result": f"counted to {n}"}
         assert [p["progressToken"] for p in result.progress] == [f"t{n}"] * n
 
+
+
+async def test_a_router_under_a_prefix_without_path_says_to_pass_path() -> None:
+    router = McpRouter(settings=mcp_settings())
+    app = FastAPI()
+    app.include_router(router, prefix="/api")
+    with pytest.raises(McpResponseError) as caught:
+        async with McpTestClient(app):
+            pass
+    assert caught.value.http_status == 404 and "path=" in str(caught.value) and "/mcp" in str(caught.value)
+    async with McpTestClient(app, path="/api/mcp") as client:
+        assert (await client.request("ping")).result == {}

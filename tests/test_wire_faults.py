@@ -346,3 +346,27 @@ async def test_a_body_in_many_chunks_within_the_limit_is_served() -> None:
     async with asgi_exchange(app, "POST", headers=headers, body_chunks=chunks) as exchange:
         await exchange.wait_for(lambda e: e.done.is_set())
     assert exchange.status == 200 and json.loads(exchange.body)["result"]["protocolVersion"] == LEGACY
+
+
+@pytest.mark.parametrize("value", ["\n", "add\n", "a\nb", "\r\n"])
+def test_a_header_value_with_a_line_break_is_always_encoded(value: str) -> None:
+    """``$`` matches before a final newline: every ``^...$`` pattern of the package ends in ``\\Z``
+    so a trailing line break never passes a check meant for printable text."""
+    from fastapi_mcp_ctx._envelope import decode_header_value, encode_header_value
+
+    encoded = encode_header_value(value)
+    assert encoded.startswith("=?base64?") and "\n" not in encoded and decode_header_value(encoded) == value
+
+
+def test_no_anchored_pattern_of_the_package_ends_in_a_dollar() -> None:
+    import pathlib
+    import re as _re
+
+    package = pathlib.Path(__file__).resolve().parents[1] / "fastapi_mcp_ctx"
+    offenders = [
+        f"{path.name}:{n}"
+        for path in package.rglob("*.py")
+        for n, line in enumerate(path.read_text().splitlines(), 1)
+        if _re.search(r're\.compile\(rf?"\^.*\$"', line)
+    ]
+    assert not offenders, f"use \\Z, not $, at the end of an anchored pattern: {offenders}"
