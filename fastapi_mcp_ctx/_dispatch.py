@@ -297,7 +297,9 @@ class Dispatcher:
                     message, envelope, request, session, http_headers, signal if signal is not None else CancelSignal(), back_channel
                 )
             if message.method in CALL_METHODS and self.features is not None:
-                invocation = self.features.prepare(message.method, message.params, envelope.era)
+                invocation = self.features.prepare(
+                    message.method, message.params, envelope.era, principal=request.scope.get(PRINCIPAL_SCOPE_KEY), settings=self.settings
+                )
                 return self._prepare(
                     message, envelope, request, session, signal if signal is not None else CancelSignal(), back_channel,
                     run=invocation.run, operation=invocation.operation, logger_name=invocation.logger_name,
@@ -331,7 +333,7 @@ class Dispatcher:
         if features is not None and (method.startswith("resources/") or method == "prompts/list"):
             tenant = principal.tenant_id if principal is not None else "default"
             subscriber = SessionAddress(tenant, session.id) if session is not None else None
-            result = await features.simple(method, params, envelope.era, subscriber)
+            result = await features.simple(method, params, envelope.era, subscriber, principal=principal, settings=self.settings)
             return self._finish(result, envelope, cacheable=method.endswith("/list"))
         if method == "server/discover":
             result: dict[str, Any] = {"supportedVersions": list(MODERN_PROTOCOL_VERSIONS), "capabilities": self.capabilities("modern", transport=transport)}

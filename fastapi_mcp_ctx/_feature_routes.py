@@ -51,6 +51,7 @@ class FeatureRoutes:
         cache_scope: CacheScope | None = None,
         dependencies: Sequence[params.Depends] | None = None,
         complete: Mapping[str, Callable[..., Any]] | None = None,
+        scopes: Sequence[str] | None = None,
     ) -> Callable[[F], F]:
         """Decorator registering a FastAPI-style function as the resource at ``uri``: a static
         URI (``"config://app"``) or an RFC 6570 template (``"users://{user_id}/profile"``,
@@ -73,10 +74,13 @@ class FeatureRoutes:
                 ``MCP_CACHE_SCOPE``.
             dependencies: ``[Depends(...)]`` run before the function, after the router's.
             complete: template variable → completer (see :meth:`completion`).
+            scopes: OAuth scopes a caller needs to read it (and to subscribe to it or complete
+                its variables): 403 ``insufficient_scope`` otherwise, hidden from the lists
+                with ``MCP_HIDE_UNAUTHORIZED_TOOLS`` (docs/auth.md).
         Raises:
             ValueError: a URI without a scheme, an unsupported template, a variable the
                 function does not take, a required parameter that is no path variable, a
-                duplicate URI.
+                duplicate URI, an invalid scope.
         """
 
         def register(func: F) -> F:
@@ -94,6 +98,7 @@ class FeatureRoutes:
                 cache=CacheHints(ttl_ms, cache_scope),
                 dependencies=[*self.tool_dependencies, *(dependencies or [])],
                 path=self.mcp_path,
+                scopes=scopes,
             )
             self.features.add_resource(resource, self._completers(uri, complete))
             return func
@@ -110,6 +115,7 @@ class FeatureRoutes:
         meta: dict[str, Any] | None = None,
         dependencies: Sequence[params.Depends] | None = None,
         complete: Mapping[str, Callable[..., Any]] | None = None,
+        scopes: Sequence[str] | None = None,
     ) -> Callable[[F], F]:
         """Decorator registering a FastAPI-style function as a prompt.
 
@@ -122,8 +128,11 @@ class FeatureRoutes:
         Args:
             name: default the function name. complete: argument → completer.
             dependencies: ``[Depends(...)]`` run before the function, after the router's.
+            scopes: OAuth scopes a caller needs to get it (and to complete its arguments): 403
+                ``insufficient_scope`` otherwise, hidden from ``prompts/list`` with
+                ``MCP_HIDE_UNAUTHORIZED_TOOLS`` (docs/auth.md).
         Raises:
-            ValueError: invalid or duplicate name, ``complete`` naming no argument.
+            ValueError: invalid or duplicate name, ``complete`` naming no argument, an invalid scope.
         """
 
         def register(func: F) -> F:
@@ -136,6 +145,7 @@ class FeatureRoutes:
                 meta=meta,
                 dependencies=[*self.tool_dependencies, *(dependencies or [])],
                 path=self.mcp_path,
+                scopes=scopes,
             )
             self.features.add_prompt(prompt, self._completers(prompt.name, complete))
             return func
