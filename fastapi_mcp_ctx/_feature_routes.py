@@ -18,6 +18,7 @@ from ._feature_handler import FeatureHandler
 from ._features import Features
 from ._prompts import build_prompt
 from ._resources import CacheHints, CacheScope, build_resource
+from .contracts import ErrorContract
 
 __all__ = ["FeatureRoutes"]
 
@@ -52,6 +53,7 @@ class FeatureRoutes:
         dependencies: Sequence[params.Depends] | None = None,
         complete: Mapping[str, Callable[..., Any]] | None = None,
         scopes: Sequence[str] | None = None,
+        errors: Sequence[ErrorContract] | None = None,
     ) -> Callable[[F], F]:
         """Decorator registering a FastAPI-style function as the resource at ``uri``: a static
         URI (``"config://app"``) or an RFC 6570 template (``"users://{user_id}/profile"``,
@@ -77,10 +79,12 @@ class FeatureRoutes:
             scopes: OAuth scopes a caller needs to read it (and to subscribe to it or complete
                 its variables): 403 ``insufficient_scope`` otherwise, hidden from the lists
                 with ``MCP_HIDE_UNAUTHORIZED_TOOLS`` (docs/auth.md).
+            errors: ``[ErrorContract(...)]``, the reasons ``ctx.fail`` takes: the JSON-RPC
+                error with the contract's code and ``data.recovery.hint`` (``fastapi_mcp_ctx.contracts``).
         Raises:
             ValueError: a URI without a scheme, an unsupported template, a variable the
                 function does not take, a required parameter that is no path variable, a
-                duplicate URI, an invalid scope.
+                duplicate URI, an invalid scope, invalid ``errors``.
         """
 
         def register(func: F) -> F:
@@ -99,6 +103,7 @@ class FeatureRoutes:
                 dependencies=[*self.tool_dependencies, *(dependencies or [])],
                 path=self.mcp_path,
                 scopes=scopes,
+                errors=errors,
             )
             self.features.add_resource(resource, self._completers(uri, complete))
             return func
@@ -116,6 +121,7 @@ class FeatureRoutes:
         dependencies: Sequence[params.Depends] | None = None,
         complete: Mapping[str, Callable[..., Any]] | None = None,
         scopes: Sequence[str] | None = None,
+        errors: Sequence[ErrorContract] | None = None,
     ) -> Callable[[F], F]:
         """Decorator registering a FastAPI-style function as a prompt.
 
@@ -131,8 +137,10 @@ class FeatureRoutes:
             scopes: OAuth scopes a caller needs to get it (and to complete its arguments): 403
                 ``insufficient_scope`` otherwise, hidden from ``prompts/list`` with
                 ``MCP_HIDE_UNAUTHORIZED_TOOLS`` (docs/auth.md).
+            errors: ``[ErrorContract(...)]``, the reasons ``ctx.fail`` takes (as for :meth:`resource`).
         Raises:
-            ValueError: invalid or duplicate name, ``complete`` naming no argument, an invalid scope.
+            ValueError: invalid or duplicate name, ``complete`` naming no argument, an invalid
+                scope, invalid ``errors``.
         """
 
         def register(func: F) -> F:
@@ -146,6 +154,7 @@ class FeatureRoutes:
                 dependencies=[*self.tool_dependencies, *(dependencies or [])],
                 path=self.mcp_path,
                 scopes=scopes,
+                errors=errors,
             )
             self.features.add_prompt(prompt, self._completers(prompt.name, complete))
             return func

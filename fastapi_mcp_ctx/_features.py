@@ -37,6 +37,7 @@ from ._scopes import may_use, require_scopes
 from ._transport.subscriptions import ResourceSubscriptions, SessionAddress
 from .auth import Principal
 from .context import Context
+from .contracts import ErrorContracts
 from .errors import InvalidParamsError, InvalidRequestError, ResourceNotFoundError, UnknownPromptError
 from .settings import McpSettings
 
@@ -56,7 +57,8 @@ class Invocation:
     """A checked ``resources/read`` / ``prompts/get`` / ``completion/complete``: ``run`` gives
     the result dict; ``operation`` / ``logger_name`` / ``uri`` feed the call's ``Context``;
     ``cacheable``: a 2026 result carries cache hints; ``private_scope``: the handler has
-    dependencies (the call gets its own copy of the request scope)."""
+    dependencies (the call gets its own copy of the request scope); ``contracts``: the handler's
+    declared error contracts (``CallState.contracts``: ``ctx.fail``)."""
 
     operation: str
     logger_name: str
@@ -64,6 +66,7 @@ class Invocation:
     run: Run
     cacheable: bool
     private_scope: bool
+    contracts: ErrorContracts | None = None
 
 
 def _uri_param(params: Mapping[str, Any], method: str) -> str:
@@ -235,7 +238,7 @@ class Features:
 
             return await run_handler(call, values, context, request, background, finish, error_data={"uri": uri})
 
-        return Invocation(f"resources/read:{uri}", f"resource:{resource.uri}", uri, run, True, call.dependant is not None)
+        return Invocation(f"resources/read:{uri}", f"resource:{resource.uri}", uri, run, True, call.dependant is not None, call.contracts)
 
     def _get(self, params: Mapping[str, Any], authorize: Callable[[frozenset[str]], None]) -> Invocation:
         name = params.get("name")
@@ -250,7 +253,7 @@ class Features:
         async def run(context: Context, request: Request, background: BackgroundTasks) -> dict[str, Any]:
             return await run_handler(prompt.call, arguments, context, request, background, lambda value: shape_messages(value, prompt))
 
-        return Invocation(f"prompts/get:{name}", f"prompt:{name}", None, run, False, prompt.call.dependant is not None)
+        return Invocation(f"prompts/get:{name}", f"prompt:{name}", None, run, False, prompt.call.dependant is not None, prompt.call.contracts)
 
     def _complete(self, params: Mapping[str, Any], era: str, authorize: Callable[[frozenset[str]], None]) -> Invocation:
         kind, target, argument, value, resolved = parse_request(params)

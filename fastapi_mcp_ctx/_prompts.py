@@ -29,6 +29,7 @@ from pydantic import ValidationError as PydanticValidationError
 from ._feature_handler import FeatureHandler, build_handler
 from ._resources import CacheHints
 from ._scopes import normalize_scopes
+from .contracts import ErrorContract, meta_with_contracts
 from .errors import InvalidParamsError
 
 __all__ = ["PromptDef", "PromptRegistry", "build_prompt", "shape_messages"]
@@ -63,14 +64,15 @@ def build_prompt(
     meta: dict[str, Any] | None,
     dependencies: Sequence[params.Depends],
     path: str,
-    errors: Sequence[Any] = (),
+    errors: Sequence[ErrorContract] | None = None,
     scopes: Iterable[str] | None = None,
 ) -> PromptDef:
     """Turn ``func`` into a :class:`PromptDef`.
 
     Raises:
         ValueError: a name outside ``^[A-Za-z0-9_.\\-/]{1,128}$``, ``*args`` / ``**kwargs``, an
-            invalid scope (``_scopes.normalize_scopes``; TypeError for a str).
+            invalid scope (``_scopes.normalize_scopes``; TypeError for a str); invalid ``errors=``
+            (``_feature_handler.build_handler``) or ``meta`` setting the contracts' key.
     """
     required_scopes = normalize_scopes(scopes)
     prompt_name = name or func.__name__
@@ -96,6 +98,7 @@ def build_prompt(
         listing["arguments"] = arguments
     if icons:
         listing["icons"] = icons
+    meta = meta_with_contracts(meta, call.contracts)  # errors=: listed in _meta
     if meta:
         listing["_meta"] = meta
     return PromptDef(name=prompt_name, call=call, listing=listing, description=doc or None, scopes=required_scopes)

@@ -31,6 +31,7 @@ from pydantic_core import to_json, to_jsonable_python
 from ._feature_handler import FeatureHandler, build_handler
 from ._scopes import normalize_scopes
 from ._uri_template import UriTemplate, UriValue
+from .contracts import ErrorContract, meta_with_contracts
 from .errors import ResourceNotFoundError
 
 __all__ = ["CacheHints", "ResourceDef", "ResourceRegistry", "build_resource", "shape_contents"]
@@ -102,7 +103,7 @@ def build_resource(
     cache: CacheHints,
     dependencies: Sequence[params.Depends],
     path: str,
-    errors: Sequence[Any] = (),
+    errors: Sequence[ErrorContract] | None = None,
     scopes: Iterable[str] | None = None,
 ) -> ResourceDef:
     """Turn ``func`` into a :class:`ResourceDef` for ``uri`` (static, or an RFC 6570 template).
@@ -110,7 +111,8 @@ def build_resource(
     Raises:
         ValueError: ``uri`` without a scheme, an unsupported template, a template variable the
             function does not take, or a required parameter that is no path variable; an
-            invalid scope (``_scopes.normalize_scopes``; TypeError for a str).
+            invalid scope (``_scopes.normalize_scopes``; TypeError for a str); invalid ``errors=``
+            (``_feature_handler.build_handler``) or ``meta`` setting the contracts' key.
     """
     required_scopes = normalize_scopes(scopes)
     if not isinstance(uri, str) or not _SCHEME.match(uri):  # pyright: ignore[reportUnnecessaryIsInstance]
@@ -141,6 +143,7 @@ def build_resource(
         listing["annotations"] = dict(annotations)
     if icons:
         listing["icons"] = icons
+    meta = meta_with_contracts(meta, call.contracts)  # errors=: listed in _meta
     if meta:
         listing["_meta"] = meta
     return ResourceDef(uri=uri, template=template, call=call, mime_type=mime_type, listing=listing, cache=cache, scopes=required_scopes)
