@@ -49,6 +49,7 @@ from ._transport.shutdown import SHUTDOWN_REASON, ShutdownCoordinator
 from ._transport.subscriptions import SessionAddress
 from .auth import Principal
 from .context import CallState, CancelSignal, Context
+from .contracts import ErrorContracts
 from .errors import (
     AuthenticationError,
     ConfigurationError,
@@ -297,11 +298,14 @@ class Dispatcher:
                     message, envelope, request, session, http_headers, signal if signal is not None else CancelSignal(), back_channel
                 )
             if message.method in CALL_METHODS and self.features is not None:
-                invocation = self.features.prepare(message.method, message.params, envelope.era)
+                invocation = self.features.prepare(
+                    message.method, message.params, envelope.era, principal=request.scope.get(PRINCIPAL_SCOPE_KEY), settings=self.settings
+                )
                 return self._prepare(
                     message, envelope, request, session, signal if signal is not None else CancelSignal(), back_channel,
                     run=invocation.run, operation=invocation.operation, logger_name=invocation.logger_name,
                     private_scope=invocation.private_scope, uri=invocation.uri, cacheable=invocation.cacheable,
+                    contracts=invocation.contracts,
                 )  # fmt: skip
             transport = "http" if http_headers else "stdio"
             principal: Principal | None = request.scope.get(PRINCIPAL_SCOPE_KEY)
@@ -331,7 +335,7 @@ class Dispatcher:
         if features is not None and (method.startswith("resources/") or method == "prompts/list"):
             tenant = principal.tenant_id if principal is not None else "default"
             subscriber = SessionAddress(tenant, session.id) if session is not None else None
-            result = await features.simple(method, params, envelope.era, subscriber)
+            result = await features.simple(method, params, envelope.era, subscriber, principal=principal, settings=self.settings)
             return self._finish(result, envelope, cacheable=method.endswith("/list"))
         if method == "server/discover":
             result: dict[str, Any] = {"supportedVersions": list(MODERN_PROTOCOL_VERSIONS), "capabilities": self.capabilities("modern", transport=transport)}
@@ -461,6 +465,7 @@ class Dispatcher:
         tool: ToolDef | None = None,
         uri: str | None = None,
         cacheable: bool = False,
+        contracts: ErrorContracts | None = None,
     ) -> PreparedCall:
         """The :class:`PreparedCall` of one handler call (``tools/call``, ``resources/read``,
         ``prompts/get``, ``completion/complete``): its ``CallState`` and ``Context``, and a
@@ -495,6 +500,8 @@ class Dispatcher:
         state.back_channel = back_channel
         if tool is not None and (tool.enrichment is not None or tool.contracts is not None):  # enrichment=, errors=: ctx.enrich, ctx.fail
             state.enrichment, state.contracts = tool.enrichment, tool.contracts
+        elif contracts is not None:  # a resource's or prompt's errors=: ctx.fail
+            state.contracts = contracts
         context = Context(state)
         if live is not None:
             live.in_flight[message.id] = state.signal

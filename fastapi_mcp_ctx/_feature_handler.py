@@ -9,7 +9,9 @@ the call's ``Context``). Failures are JSON-RPC errors in the one envelope (DESIG
 invalid arguments ``-32602``, a :class:`~fastapi_mcp_ctx.errors.ToolError` its own code, reason
 and data, an ``HTTPException`` 401/403 the request's authentication error (another 4xx
 ``-32600`` ``rejected``), any other exception ``-32603`` with a generic message (the traceback
-goes to the server log only).
+goes to the server log only). A failure whose reason the handler declares
+(``errors=[ErrorContract(...)]``, ``contracts.py``; ``ctx.fail``) gets the contract's hint and,
+for a ``ToolError`` raised without ``code=``, its code.
 """
 
 from __future__ import annotations
@@ -28,9 +30,11 @@ from pydantic import BaseModel, ConfigDict, create_model
 from pydantic import ValidationError as PydanticValidationError
 from starlette.requests import Request
 
+from ._fastapi_compat import dependency_of
 from ._registry import SignatureParts, build_dependants, split_signature
 from ._resolve import call_handler, describe_errors, from_http_exception
-from .context import Context
+from .context import Context, mcp_context
+from .contracts import ErrorContract, ErrorContracts, build_contracts, check_context_annotation
 from .errors import InternalError, InvalidParamsError, McpError, ToolError
 from .input_required import InputRequired
 
@@ -48,8 +52,8 @@ class FeatureHandler:
         kind / name: ``"resource"`` / ``"prompt"`` / ``"completer"`` and its name, for messages.
         arguments_model: validates the arguments (lax: strings become the declared types).
         required: the arguments without a default.
-        errors: the declared error contracts (``errors=`` of the decorator), for the code that
-            maps a raised failure (:func:`protocol_error`).
+        contracts: the declared error contracts (``errors=`` of the decorator): ``ctx.fail``'s
+            reasons, applied to a raised failure (:func:`protocol_error`); None: none declared.
     """
 
     kind: str
@@ -63,7 +67,7 @@ class FeatureHandler:
     context_params: tuple[str, ...]
     lean_dependant: Dependant | None
     signature: SignatureParts
-    errors: tuple[Any, ...] = ()
+    contracts: ErrorContracts | None = None
 
 
 def build_handler(
@@ -73,14 +77,22 @@ def build_handler(
     name: str,
     dependencies: Sequence[params.Depends],
     path: str,
-    errors: Sequence[Any] = (),
+    errors: Sequence[ErrorContract] | None = None,
 ) -> FeatureHandler:
-    """Split ``func``'s signature and build its dependency graphs once, at registration.
+    """Split ``func``'s signature, check its ``errors=`` and build its dependency graphs once,
+    at registration.
 
     Raises:
-        ValueError: a ``*args`` / ``**kwargs`` parameter.
+        ValueError: a ``*args`` / ``**kwargs`` parameter; ``errors=`` that is no list of
+            ``ErrorContract`` or repeats a reason; a ``Context[Literal[...]]`` parameter naming
+            an undeclared reason (``contracts.build_contracts`` / ``check_context_annotation``).
     """
-    parts = split_signature(func, f"{kind} {name!r}")
+    owner = f"{kind} {name!r}"
+    parts = split_signature(func, owner)
+    contracts = build_contracts(errors, owner)
+    for parameter in parts.dependency_parameters:
+        if dependency_of(parameter) is mcp_context:
+            check_context_annotation(parameter.annotation, contracts, owner)
     model = create_model(  # pyright: ignore[reportCallIssue, reportUnknownVariableType]
         f"{name}_{kind}_arguments",
         __config__=ConfigDict(extra="ignore", arbitrary_types_allowed=True),
@@ -99,13 +111,16 @@ def build_handler(
         context_params=context_params,
         lean_dependant=lean,
         signature=parts,
-        errors=tuple(errors),
+        contracts=contracts,
     )
 
 
 def protocol_error(exc: ToolError, target: FeatureHandler) -> McpError:
     """A :class:`ToolError` raised by a resource, prompt or completer as a JSON-RPC error: its
-    code, message, reason, hint and data unchanged (the one envelope)."""
+    code, message, reason, hint and data unchanged (the one envelope), a declared reason
+    completed by ``target``'s contract first (``ErrorContracts.apply``)."""
+    if target.contracts is not None:
+        target.contracts.apply(exc)
     error = McpError(exc.message, reason=exc.reason, recovery_hint=exc.recovery_hint, data=exc.data)
     error.code = exc.code
     error.http_status = 400 if exc.code in (-32600, -32602) else 500
@@ -152,9 +167,12 @@ async def run_handler(
     except HTTPException as exc:
         translated = from_http_exception(exc)
         raise (translated if isinstance(translated, McpError) else protocol_error(translated, target)) from exc
-    except (McpError, InputRequired):
+    except (McpError, InputRequired) as exc:
         # The one place a raised signal of a resource read / prompt get / completion passes:
-        # protocol errors and the multi-round-trip signal go up unchanged.
+        # protocol errors (a declared reason gets its contract's hint) and the multi-round-trip
+        # signal go up.
+        if isinstance(exc, McpError) and target.contracts is not None:
+            target.contracts.apply(exc)
         raise
     except anyio.get_cancelled_exc_class():
         raise

@@ -18,6 +18,7 @@ from ._feature_handler import FeatureHandler
 from ._features import Features
 from ._prompts import build_prompt
 from ._resources import CacheHints, CacheScope, build_resource
+from .contracts import ErrorContract
 
 __all__ = ["FeatureRoutes"]
 
@@ -51,6 +52,8 @@ class FeatureRoutes:
         cache_scope: CacheScope | None = None,
         dependencies: Sequence[params.Depends] | None = None,
         complete: Mapping[str, Callable[..., Any]] | None = None,
+        scopes: Sequence[str] | None = None,
+        errors: Sequence[ErrorContract] | None = None,
     ) -> Callable[[F], F]:
         """Decorator registering a FastAPI-style function as the resource at ``uri``: a static
         URI (``"config://app"``) or an RFC 6570 template (``"users://{user_id}/profile"``,
@@ -73,10 +76,15 @@ class FeatureRoutes:
                 ``MCP_CACHE_SCOPE``.
             dependencies: ``[Depends(...)]`` run before the function, after the router's.
             complete: template variable → completer (see :meth:`completion`).
+            scopes: OAuth scopes a caller needs to read it (and to subscribe to it or complete
+                its variables): 403 ``insufficient_scope`` otherwise, hidden from the lists
+                with ``MCP_HIDE_UNAUTHORIZED_TOOLS`` (docs/auth.md).
+            errors: ``[ErrorContract(...)]``, the reasons ``ctx.fail`` takes: the JSON-RPC
+                error with the contract's code and ``data.recovery.hint`` (``fastapi_mcp_ctx.contracts``).
         Raises:
             ValueError: a URI without a scheme, an unsupported template, a variable the
                 function does not take, a required parameter that is no path variable, a
-                duplicate URI.
+                duplicate URI, an invalid scope, invalid ``errors``.
         """
 
         def register(func: F) -> F:
@@ -94,6 +102,8 @@ class FeatureRoutes:
                 cache=CacheHints(ttl_ms, cache_scope),
                 dependencies=[*self.tool_dependencies, *(dependencies or [])],
                 path=self.mcp_path,
+                scopes=scopes,
+                errors=errors,
             )
             self.features.add_resource(resource, self._completers(uri, complete))
             return func
@@ -110,6 +120,8 @@ class FeatureRoutes:
         meta: dict[str, Any] | None = None,
         dependencies: Sequence[params.Depends] | None = None,
         complete: Mapping[str, Callable[..., Any]] | None = None,
+        scopes: Sequence[str] | None = None,
+        errors: Sequence[ErrorContract] | None = None,
     ) -> Callable[[F], F]:
         """Decorator registering a FastAPI-style function as a prompt.
 
@@ -122,8 +134,13 @@ class FeatureRoutes:
         Args:
             name: default the function name. complete: argument → completer.
             dependencies: ``[Depends(...)]`` run before the function, after the router's.
+            scopes: OAuth scopes a caller needs to get it (and to complete its arguments): 403
+                ``insufficient_scope`` otherwise, hidden from ``prompts/list`` with
+                ``MCP_HIDE_UNAUTHORIZED_TOOLS`` (docs/auth.md).
+            errors: ``[ErrorContract(...)]``, the reasons ``ctx.fail`` takes (as for :meth:`resource`).
         Raises:
-            ValueError: invalid or duplicate name, ``complete`` naming no argument.
+            ValueError: invalid or duplicate name, ``complete`` naming no argument, an invalid
+                scope, invalid ``errors``.
         """
 
         def register(func: F) -> F:
@@ -136,6 +153,8 @@ class FeatureRoutes:
                 meta=meta,
                 dependencies=[*self.tool_dependencies, *(dependencies or [])],
                 path=self.mcp_path,
+                scopes=scopes,
+                errors=errors,
             )
             self.features.add_prompt(prompt, self._completers(prompt.name, complete))
             return func

@@ -11,6 +11,11 @@ dispatcher runs the way it runs ``tools/call``, with the call's ``Context`` and 
 Cache hints (2026-07-28 ``server/utilities/caching``): per list method
 (:meth:`Features.set_list_cache`) and per resource (``ttl_ms`` / ``cache_scope`` of
 ``@resource``); what is not declared takes ``MCP_CACHE_TTL_MS`` / ``MCP_CACHE_SCOPE``.
+
+Scopes (``resource(scopes=...)``, ``prompt(scopes=...)``; ``_scopes``): ``resources/read``,
+``prompts/get``, 2025 ``resources/subscribe`` and ``completion/complete`` of a scoped prompt or
+template need every scope (403 ``insufficient_scope`` otherwise, as ``tools/call``); with
+``MCP_HIDE_UNAUTHORIZED_TOOLS`` the lists omit what the caller may not use.
 """
 
 from __future__ import annotations
@@ -28,9 +33,13 @@ from ._feature_handler import FeatureHandler, run_handler
 from ._pages import paginate
 from ._prompts import PromptDef, PromptRegistry, check_arguments, shape_messages
 from ._resources import CacheHints, ResourceDef, ResourceRegistry, shape_contents
+from ._scopes import may_use, require_scopes
 from ._transport.subscriptions import ResourceSubscriptions, SessionAddress
+from .auth import Principal
 from .context import Context
+from .contracts import ErrorContracts
 from .errors import InvalidParamsError, InvalidRequestError, ResourceNotFoundError, UnknownPromptError
+from .settings import McpSettings
 
 __all__ = ["CALL_METHODS", "LIST_METHODS", "Features", "Invocation", "Run"]
 
@@ -48,7 +57,8 @@ class Invocation:
     """A checked ``resources/read`` / ``prompts/get`` / ``completion/complete``: ``run`` gives
     the result dict; ``operation`` / ``logger_name`` / ``uri`` feed the call's ``Context``;
     ``cacheable``: a 2026 result carries cache hints; ``private_scope``: the handler has
-    dependencies (the call gets its own copy of the request scope)."""
+    dependencies (the call gets its own copy of the request scope); ``contracts``: the handler's
+    declared error contracts (``CallState.contracts``: ``ctx.fail``)."""
 
     operation: str
     logger_name: str
@@ -56,6 +66,7 @@ class Invocation:
     run: Run
     cacheable: bool
     private_scope: bool
+    contracts: ErrorContracts | None = None
 
 
 def _uri_param(params: Mapping[str, Any], method: str) -> str:
@@ -124,6 +135,10 @@ class Features:
         return hints.apply(result) if hints is not None and era == "modern" else result
 
     # -- what is served -------------------------------------------------------------------
+    def scopes(self) -> set[str]:
+        """Every scope some resource, template or prompt needs (the metadata's ``scopes_supported``)."""
+        return self.resources.scopes() | self.prompts.scopes()
+
     def methods(self, era: str, subscribe: bool, base: frozenset[str] = frozenset()) -> frozenset[str]:
         """``base`` plus the methods served in ``era`` (``subscribe``: resource updates are
         announced); computed once per registration state."""
@@ -143,26 +158,44 @@ class Features:
         return table
 
     # -- methods without a handler --------------------------------------------------------
-    async def simple(self, method: str, params: Mapping[str, Any], era: str, subscriber: SessionAddress | None) -> dict[str, Any]:
-        """Answer a list method or a 2025 (un)subscription.
+    async def simple(
+        self,
+        method: str,
+        params: Mapping[str, Any],
+        era: str,
+        subscriber: SessionAddress | None,
+        *,
+        principal: Principal | None,
+        settings: McpSettings,
+    ) -> dict[str, Any]:
+        """Answer a list method or a 2025 (un)subscription for ``principal`` (the lists omit
+        what it may not use when ``settings.hide_unauthorized_tools``).
 
         Raises:
             InvalidCursorError / InvalidParamsError / ResourceNotFoundError (subscribe to a URI
-            nothing serves) / InvalidRequestError (subscribe without a session).
+            nothing serves) / InvalidRequestError (subscribe without a session) /
+            InsufficientScopeError (subscribe to a resource whose scopes it lacks).
         """
         cursor = params.get("cursor")
+
+        def visible(scopes: frozenset[str]) -> bool:
+            return may_use(scopes, principal)
+
+        allowed = visible if settings.hide_unauthorized_tools else None
         if method == "resources/list":
-            return self.list_hints(method, paginate(method, "resources", self.resources.listings(), cursor, self.page_size), era)
+            return self.list_hints(method, paginate(method, "resources", self.resources.listings(allowed), cursor, self.page_size), era)
         if method == "resources/templates/list":
-            page = paginate(method, "resourceTemplates", self.resources.template_listings(), cursor, self.page_size)
+            page = paginate(method, "resourceTemplates", self.resources.template_listings(allowed), cursor, self.page_size)
             return self.list_hints(method, page, era)
         if method == "prompts/list":
-            return self.list_hints(method, paginate(method, "prompts", self.prompts.listings(), cursor, self.page_size), era)
+            return self.list_hints(method, paginate(method, "prompts", self.prompts.listings(allowed), cursor, self.page_size), era)
         uri = _uri_param(params, method)
         if subscriber is None:
             raise InvalidRequestError(f"{method} needs a session (initialize first, MCP_SESSION_MODE=stateful)")
         if method == "resources/subscribe":
-            self.resources.find(uri, era)  # only what can be read can be watched
+            resource, _ = self.resources.find(uri, era)  # only what can be read can be watched
+            if resource.scopes:
+                require_scopes(resource.scopes, principal, settings)
             try:
                 await self.subscriptions.subscribe(subscriber, uri)
             except OverflowError as exc:
@@ -172,21 +205,28 @@ class Features:
         return {}
 
     # -- methods with a handler -----------------------------------------------------------
-    def prepare(self, method: str, params: Mapping[str, Any], era: str) -> Invocation:
-        """Check one call's params and find its handler.
+    def prepare(self, method: str, params: Mapping[str, Any], era: str, *, principal: Principal | None, settings: McpSettings) -> Invocation:
+        """Check one call's params and the caller's scopes, and find its handler.
 
         Raises:
             InvalidParamsError, UnknownPromptError, ResourceNotFoundError, UriMatchError: the
             request names nothing served or is malformed (answered before anything runs).
+            InsufficientScopeError: ``principal`` lacks a scope of the resource or prompt (403).
         """
-        if method == "resources/read":
-            return self._read(_uri_param(params, method), era)
-        if method == "prompts/get":
-            return self._get(params)
-        return self._complete(params, era)
 
-    def _read(self, uri: str, era: str) -> Invocation:
+        def authorize(scopes: frozenset[str]) -> None:
+            if scopes:
+                require_scopes(scopes, principal, settings)
+
+        if method == "resources/read":
+            return self._read(_uri_param(params, method), era, authorize)
+        if method == "prompts/get":
+            return self._get(params, authorize)
+        return self._complete(params, era, authorize)
+
+    def _read(self, uri: str, era: str, authorize: Callable[[frozenset[str]], None]) -> Invocation:
         resource, values = self.resources.find(uri, era)
+        authorize(resource.scopes)
         call = resource.call
 
         async def run(context: Context, request: Request, background: BackgroundTasks) -> dict[str, Any]:
@@ -198,28 +238,31 @@ class Features:
 
             return await run_handler(call, values, context, request, background, finish, error_data={"uri": uri})
 
-        return Invocation(f"resources/read:{uri}", f"resource:{resource.uri}", uri, run, True, call.dependant is not None)
+        return Invocation(f"resources/read:{uri}", f"resource:{resource.uri}", uri, run, True, call.dependant is not None, call.contracts)
 
-    def _get(self, params: Mapping[str, Any]) -> Invocation:
+    def _get(self, params: Mapping[str, Any], authorize: Callable[[frozenset[str]], None]) -> Invocation:
         name = params.get("name")
         if not isinstance(name, str):
             raise InvalidParamsError("prompts/get requires a string 'name'")
         prompt = self.prompts.get(name)
         if prompt is None:
             raise UnknownPromptError(f"Unknown prompt: {name[:256]}", data={"name": name[:256]})
+        authorize(prompt.scopes)
         arguments = check_arguments(prompt, params.get("arguments"))
 
         async def run(context: Context, request: Request, background: BackgroundTasks) -> dict[str, Any]:
             return await run_handler(prompt.call, arguments, context, request, background, lambda value: shape_messages(value, prompt))
 
-        return Invocation(f"prompts/get:{name}", f"prompt:{name}", None, run, False, prompt.call.dependant is not None)
+        return Invocation(f"prompts/get:{name}", f"prompt:{name}", None, run, False, prompt.call.dependant is not None, prompt.call.contracts)
 
-    def _complete(self, params: Mapping[str, Any], era: str) -> Invocation:
+    def _complete(self, params: Mapping[str, Any], era: str, authorize: Callable[[frozenset[str]], None]) -> Invocation:
         kind, target, argument, value, resolved = parse_request(params)
-        if kind == "ref/prompt" and self.prompts.get(target) is None:
+        owner = self.prompts.get(target) if kind == "ref/prompt" else self.resources.template(target)
+        if owner is None and kind == "ref/prompt":
             raise UnknownPromptError(f"Unknown prompt: {target[:256]}", data={"name": target[:256]})
-        if kind == "ref/resource" and self.resources.template(target) is None:
+        if owner is None:
             raise InvalidParamsError(f"No resource template {target[:256]!r}", reason="unknown_template", data={"uri": target[:256]})
+        authorize(owner.scopes)
         completer = self.completers.get((kind, target, argument))
         inputs = {"value": value, "argument": argument, "arguments": resolved}
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import inspect
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -28,6 +28,8 @@ from pydantic import ValidationError as PydanticValidationError
 
 from ._feature_handler import FeatureHandler, build_handler
 from ._resources import CacheHints
+from ._scopes import normalize_scopes
+from .contracts import ErrorContract, meta_with_contracts
 from .errors import InvalidParamsError
 
 __all__ = ["PromptDef", "PromptRegistry", "build_prompt", "shape_messages"]
@@ -40,14 +42,16 @@ _MESSAGE: Final[TypeAdapter[types.PromptMessage]] = TypeAdapter(types.PromptMess
 @dataclass(frozen=True, slots=True)
 class PromptDef:
     """One registered prompt: ``call`` (function and dependency graphs), ``listing`` (the
-    ``Prompt`` object), ``description`` (``GetPromptResult.description``) and ``completers``
-    (argument → completer, ``completion/complete`` ``ref/prompt``)."""
+    ``Prompt`` object), ``description`` (``GetPromptResult.description``), ``completers``
+    (argument → completer, ``completion/complete`` ``ref/prompt``) and ``scopes`` (the OAuth
+    scopes a caller needs, ``prompt(scopes=[...])``)."""
 
     name: str
     call: FeatureHandler
     listing: dict[str, Any]
     description: str | None
     completers: dict[str, FeatureHandler] = field(default_factory=lambda: {})
+    scopes: frozenset[str] = frozenset()
 
 
 def build_prompt(
@@ -60,13 +64,17 @@ def build_prompt(
     meta: dict[str, Any] | None,
     dependencies: Sequence[params.Depends],
     path: str,
-    errors: Sequence[Any] = (),
+    errors: Sequence[ErrorContract] | None = None,
+    scopes: Iterable[str] | None = None,
 ) -> PromptDef:
     """Turn ``func`` into a :class:`PromptDef`.
 
     Raises:
-        ValueError: a name outside ``^[A-Za-z0-9_.\\-/]{1,128}$``, ``*args`` / ``**kwargs``.
+        ValueError: a name outside ``^[A-Za-z0-9_.\\-/]{1,128}$``, ``*args`` / ``**kwargs``, an
+            invalid scope (``_scopes.normalize_scopes``; TypeError for a str); invalid ``errors=``
+            (``_feature_handler.build_handler``) or ``meta`` setting the contracts' key.
     """
+    required_scopes = normalize_scopes(scopes)
     prompt_name = name or func.__name__
     if not _NAME.match(prompt_name):
         raise ValueError(f"invalid prompt name {prompt_name!r}: use 1-128 characters of [A-Za-z0-9_.-/]")
@@ -90,9 +98,10 @@ def build_prompt(
         listing["arguments"] = arguments
     if icons:
         listing["icons"] = icons
+    meta = meta_with_contracts(meta, call.contracts)  # errors=: listed in _meta
     if meta:
         listing["_meta"] = meta
-    return PromptDef(name=prompt_name, call=call, listing=listing, description=doc or None)
+    return PromptDef(name=prompt_name, call=call, listing=listing, description=doc or None, scopes=required_scopes)
 
 
 def check_arguments(prompt: PromptDef, arguments: Any) -> dict[str, str]:
@@ -135,9 +144,13 @@ class PromptRegistry:
         """The prompt called ``name``, or None."""
         return self._prompts.get(name)
 
-    def listings(self) -> list[dict[str, Any]]:
-        """Every prompt's ``Prompt`` object."""
-        return [p.listing for p in self._prompts.values()]
+    def listings(self, allowed: Callable[[frozenset[str]], bool] | None = None) -> list[dict[str, Any]]:
+        """Every prompt's ``Prompt`` object (those whose scopes pass ``allowed``)."""
+        return [p.listing for p in self._prompts.values() if allowed is None or allowed(p.scopes)]
+
+    def scopes(self) -> set[str]:
+        """Every scope some prompt needs."""
+        return {scope for p in self._prompts.values() for scope in p.scopes}
 
     def __len__(self) -> int:
         return len(self._prompts)

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import base64
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
@@ -29,7 +29,9 @@ from pydantic import BaseModel
 from pydantic_core import to_json, to_jsonable_python
 
 from ._feature_handler import FeatureHandler, build_handler
+from ._scopes import normalize_scopes
 from ._uri_template import UriTemplate, UriValue
+from .contracts import ErrorContract, meta_with_contracts
 from .errors import ResourceNotFoundError
 
 __all__ = ["CacheHints", "ResourceDef", "ResourceRegistry", "build_resource", "shape_contents"]
@@ -73,6 +75,7 @@ class ResourceDef:
         listing: the ``Resource`` / ``ResourceTemplate`` object as listed.
         cache: the cache hints of its ``resources/read`` results.
         completers: template variable → completer (``completion/complete`` ``ref/resource``).
+        scopes: the OAuth scopes a caller needs to read it (``resource(scopes=[...])``).
     """
 
     uri: str
@@ -82,6 +85,7 @@ class ResourceDef:
     listing: dict[str, Any]
     cache: CacheHints = CacheHints()
     completers: dict[str, FeatureHandler] = field(default_factory=lambda: {})
+    scopes: frozenset[str] = frozenset()
 
 
 def build_resource(
@@ -99,14 +103,18 @@ def build_resource(
     cache: CacheHints,
     dependencies: Sequence[params.Depends],
     path: str,
-    errors: Sequence[Any] = (),
+    errors: Sequence[ErrorContract] | None = None,
+    scopes: Iterable[str] | None = None,
 ) -> ResourceDef:
     """Turn ``func`` into a :class:`ResourceDef` for ``uri`` (static, or an RFC 6570 template).
 
     Raises:
         ValueError: ``uri`` without a scheme, an unsupported template, a template variable the
-            function does not take, or a required parameter that is no path variable.
+            function does not take, or a required parameter that is no path variable; an
+            invalid scope (``_scopes.normalize_scopes``; TypeError for a str); invalid ``errors=``
+            (``_feature_handler.build_handler``) or ``meta`` setting the contracts' key.
     """
+    required_scopes = normalize_scopes(scopes)
     if not isinstance(uri, str) or not _SCHEME.match(uri):  # pyright: ignore[reportUnnecessaryIsInstance]
         raise ValueError(f"resource URI {uri!r} must start with a scheme (e.g. 'file://', 'test://')")
     parsed = UriTemplate(uri)
@@ -135,9 +143,10 @@ def build_resource(
         listing["annotations"] = dict(annotations)
     if icons:
         listing["icons"] = icons
+    meta = meta_with_contracts(meta, call.contracts)  # errors=: listed in _meta
     if meta:
         listing["_meta"] = meta
-    return ResourceDef(uri=uri, template=template, call=call, mime_type=mime_type, listing=listing, cache=cache)
+    return ResourceDef(uri=uri, template=template, call=call, mime_type=mime_type, listing=listing, cache=cache, scopes=required_scopes)
 
 
 class ResourceRegistry:
@@ -175,13 +184,17 @@ class ResourceRegistry:
                 return resource, values
         raise ResourceNotFoundError(uri, era=era)
 
-    def listings(self) -> list[dict[str, Any]]:
-        """The static resources' ``Resource`` objects."""
-        return [r.listing for r in self._static.values()]
+    def listings(self, allowed: Callable[[frozenset[str]], bool] | None = None) -> list[dict[str, Any]]:
+        """The static resources' ``Resource`` objects (those whose scopes pass ``allowed``)."""
+        return [r.listing for r in self._static.values() if allowed is None or allowed(r.scopes)]
 
-    def template_listings(self) -> list[dict[str, Any]]:
-        """The templates' ``ResourceTemplate`` objects."""
-        return [r.listing for r in self._templates.values()]
+    def template_listings(self, allowed: Callable[[frozenset[str]], bool] | None = None) -> list[dict[str, Any]]:
+        """The templates' ``ResourceTemplate`` objects (those whose scopes pass ``allowed``)."""
+        return [r.listing for r in self._templates.values() if allowed is None or allowed(r.scopes)]
+
+    def scopes(self) -> set[str]:
+        """Every scope some resource or template needs."""
+        return {scope for table in (self._static, self._templates) for r in table.values() for scope in r.scopes}
 
     def __len__(self) -> int:
         return len(self._static) + len(self._templates)

@@ -15,21 +15,20 @@ import logging
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TypeVar
 
-import mcp_types as types
 from fastapi import APIRouter, Depends, params
 
 from ._dispatch import Dispatcher
 from ._fastapi_compat import LeanRoute, build_dependant
 from ._feature_routes import FeatureRoutes
 from ._features import Features
-from ._registry import ToolRegistry, build_tool
+from ._registry import ToolRegistry
 from ._replicas.relay import Relay
 from ._replicas.stores import readiness, replica_stores
 from ._resource_metadata import ensure_root_routes
-from ._scopes import with_scopes
 from ._sealing import request_state_sealer
 from ._server.endpoint import McpEndpoint
 from ._sessions import LiveSessions, SessionStore
+from ._tool_routes import ToolRoutes
 from ._transport.bus import MessageBus
 from ._transport.events import EventStore
 from ._transport.listen import ListenHub
@@ -39,7 +38,6 @@ from ._transport.resumable import ResumableStreams
 from ._transport.shutdown import ShutdownCoordinator
 from ._transport.subscriptions import ResourceSubscriptions
 from .backends import StateBackend, backend_from_url
-from .contracts import ErrorContract
 from .errors import ConfigurationError
 from .settings import McpSettings, SessionMode, get_settings
 from .state import ContextState, derive_cursor_key
@@ -48,7 +46,7 @@ __all__ = ["McpRouter"]
 
 logger = logging.getLogger("fastapi_mcp_ctx")
 F = TypeVar("F", bound=Callable[..., Any])
-class McpRouter(FeatureRoutes, APIRouter):
+class McpRouter(ToolRoutes, FeatureRoutes, APIRouter):
     """An ``APIRouter`` that serves the Model Context Protocol at ``path`` (default ``/mcp``).
 
     Mount it with ``app.include_router(mcp_router)``; it needs no lifespan of its own.
@@ -202,96 +200,6 @@ class McpRouter(FeatureRoutes, APIRouter):
     def _get_stream_open(self, session_id: str) -> bool:
         """Whether ``session_id``'s GET stream has a connection in this process (plain or resumable)."""
         return self.live.streaming(session_id) or self.streams.get_stream_attached(session_id)
-
-    # -- registration --------------------------------------------------------------------
-    def tool(
-        self,
-        name: str | None = None,
-        *,
-        title: str | None = None,
-        description: str | None = None,
-        annotations: types.ToolAnnotations | dict[str, Any] | None = None,
-        input_schema: dict[str, Any] | None = None,
-        dependencies: Sequence[params.Depends] | None = None,
-        meta: dict[str, Any] | None = None,
-        icons: list[dict[str, Any]] | None = None,
-        scopes: Sequence[str] | None = None,
-        enrichment: Any = None,
-        errors: Sequence[ErrorContract] | None = None,
-    ) -> Callable[[F], F]:
-        """Decorator registering a FastAPI-style function as an MCP tool.
-
-        Plain parameters are the tool's arguments (their model gives ``inputSchema``);
-        ``Depends``/``Security``/``Header``/``Request``/``BackgroundTasks`` parameters are
-        resolved by FastAPI. The docstring is the description; the return annotation gives
-        ``outputSchema``. The function is returned unchanged.
-
-        Args:
-            name: tool name (default: the function name), 1-128 of ``[A-Za-z0-9_.-/]``.
-            title: display title. description: overrides the docstring.
-            annotations: ``ToolAnnotations`` (``readOnlyHint``, ``destructiveHint``...).
-            input_schema: advertise this JSON Schema instead of the generated one.
-            dependencies: ``[Depends(...)]`` run before the handler, after the router's.
-            meta: ``_meta`` of the ``Tool``. icons: ``Icon`` objects.
-            scopes: OAuth scopes a caller needs (403 ``insufficient_scope`` otherwise; see docs/auth.md).
-            enrichment: fields ``ctx.enrich`` sets, extending ``outputSchema`` (``fastapi_mcp_ctx.enrichment``).
-            errors: ``[ErrorContract(...)]``, the reasons ``ctx.fail`` takes (``fastapi_mcp_ctx.contracts``).
-        Raises:
-            ValueError: invalid or duplicate name, unsupported signature.
-        """
-
-        def register(func: F) -> F:
-            self.add_tool(
-                func,
-                name=name,
-                title=title,
-                description=description,
-                annotations=annotations,
-                input_schema=input_schema,
-                dependencies=dependencies,
-                meta=meta,
-                icons=icons,
-                scopes=scopes,
-                enrichment=enrichment,
-                errors=errors,
-            )
-            return func
-
-        return register
-
-    def add_tool(
-        self,
-        func: Callable[..., Any],
-        *,
-        name: str | None = None,
-        title: str | None = None,
-        description: str | None = None,
-        annotations: types.ToolAnnotations | dict[str, Any] | None = None,
-        input_schema: dict[str, Any] | None = None,
-        dependencies: Sequence[params.Depends] | None = None,
-        meta: dict[str, Any] | None = None,
-        icons: list[dict[str, Any]] | None = None,
-        scopes: Sequence[str] | None = None,
-        enrichment: Any = None,
-        errors: Sequence[ErrorContract] | None = None,
-    ) -> None:
-        """Register ``func`` as a tool (the non-decorator form of :meth:`tool`)."""
-        self.registry.add(
-            with_scopes(build_tool(
-                func,
-                name=name,
-                title=title,
-                description=description,
-                annotations=annotations,
-                input_schema=input_schema,
-                dependencies=[*self.tool_dependencies, *(dependencies or [])],
-                meta=meta,
-                icons=icons,
-                path=self.mcp_path,
-                enrichment=enrichment,
-                errors=errors,
-            ), scopes)
-        )
 
     def serve_metadata(self, app: Any) -> None:
         """Serve the RFC 9728 metadata at ``app``'s root now (done at the first MCP request

@@ -128,7 +128,11 @@ class McpEndpoint:
         self._loopback = loopback_security()
         self._log_checked = False
         self._configured_security = self._security_from_settings()
-        scopes = dispatcher.registry.scopes  # what a 401 challenge and the metadata advertise
+        registry, features = dispatcher.registry, dispatcher.features
+
+        def scopes() -> set[str]:  # what a 401 challenge and the metadata advertise: tools, resources, prompts
+            return registry.scopes() | (features.scopes() if features is not None else set())
+
         self.gate = build_gate(settings, authenticate is not None, scopes)  # MCP_AUTH_MODE (None: nothing to run)
         self.metadata_routes = metadata_routes(settings, scopes)  # RFC 9728, served at the app's root
 
