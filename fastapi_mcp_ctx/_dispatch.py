@@ -26,7 +26,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from ._envelope import LOG_LEVELS, RequestEnvelope, decode_header_value
-from ._features import CALL_METHODS, Features, Run
+from ._features import CALL_METHODS, Features, Run, per_caller
 from ._http import BODY_SCOPE_KEY, replaying_receive
 from ._jsonrpc import EncodedResult, JsonRpcRequest, RequestId, dumps, error_message, result_message
 from ._pages import decode_cursor, paginate
@@ -384,13 +384,15 @@ class Dispatcher:
         return EncodedResult(cached, cached.encoded)
 
     def _tools_result(self, cursor: Any, envelope: RequestEnvelope, principal: Principal | None) -> dict[str, Any]:
-        if self.settings.hide_unauthorized_tools and self.registry.any_scoped():  # only what the caller may call
+        filtered = self.settings.hide_unauthorized_tools and self.registry.any_scoped()
+        if filtered:  # only what the caller may call
             listings = [t.listing for t in self.registry.tools() if may_use(t.scopes, principal)]
         else:
             listings = self.registry.listings()
         page = paginate("tools", "tools", listings, cursor, self.settings.page_size)
         features = self.features
-        return self._finish(features.list_hints("tools/list", page, envelope.era) if features is not None else page, envelope, cacheable=True)
+        page = features.list_hints("tools/list", page, envelope.era) if features is not None else page
+        return self._finish(per_caller(page, envelope.era, filtered), envelope, cacheable=True)
 
     # -- tools/call ----------------------------------------------------------------------
     def _check_header_params(self, tool: ToolDef, arguments: dict[str, Any], request: Request) -> None:

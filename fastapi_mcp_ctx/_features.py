@@ -182,13 +182,13 @@ class Features:
             return may_use(scopes, principal)
 
         allowed = visible if settings.hide_unauthorized_tools else None
-        if method == "resources/list":
-            return self.list_hints(method, paginate(method, "resources", self.resources.listings(allowed), cursor, self.page_size), era)
-        if method == "resources/templates/list":
-            page = paginate(method, "resourceTemplates", self.resources.template_listings(allowed), cursor, self.page_size)
-            return self.list_hints(method, page, era)
+        if method in ("resources/list", "resources/templates/list"):
+            listings = self.resources.listings(allowed) if method == "resources/list" else self.resources.template_listings(allowed)
+            page = paginate(method, "resources" if method == "resources/list" else "resourceTemplates", listings, cursor, self.page_size)
+            return per_caller(self.list_hints(method, page, era), era, allowed is not None and bool(self.resources.scopes()))
         if method == "prompts/list":
-            return self.list_hints(method, paginate(method, "prompts", self.prompts.listings(allowed), cursor, self.page_size), era)
+            page = paginate(method, "prompts", self.prompts.listings(allowed), cursor, self.page_size)
+            return per_caller(self.list_hints(method, page, era), era, allowed is not None and bool(self.prompts.scopes()))
         uri = _uri_param(params, method)
         if subscriber is None:
             raise InvalidRequestError(f"{method} needs a session (initialize first, MCP_SESSION_MODE=stateful)")
@@ -278,3 +278,11 @@ class Features:
 def completer_of(func: Callable[..., Any], name: str, path: str) -> FeatureHandler:
     """Build a completer (no extra dependencies) for the decorators' ``complete={arg: fn}``."""
     return build_completer(func, name=name, dependencies=(), path=path)
+
+
+def per_caller(result: dict[str, Any], era: str, filtered: bool) -> dict[str, Any]:
+    """A list whose items depend on the caller's scopes is never ``public`` in a shared cache:
+    2026 ``cacheScope: "private"`` (spec 2026-07-28 ``server/utilities/caching``)."""
+    if filtered and era == "modern":
+        result["cacheScope"] = "private"
+    return result

@@ -151,3 +151,16 @@ def test_scopes_must_be_a_list_of_scope_tokens() -> None:
     with pytest.raises(ValueError, match="invalid scope"):
         router.prompt("p", scopes=["two words"])(read)
     assert len(router.features.resources) == 0 and len(router.features.prompts) == 0
+
+
+async def test_lists_that_depend_on_the_callers_scopes_are_private_to_caches(idp: KeyServer, rsa_key: RsaKey) -> None:
+    reader = bearer(rsa_key.sign(claims(ISSUER, scope="notes:read")))
+    async with open_client(scoped_app(idp, cache_scope="public")) as client:
+        wire = await start(client, "modern", reader)
+        for method in ("tools/list", "resources/list", "resources/templates/list", "prompts/list"):
+            result = result_of(await wire.request("modern", method, {}, headers=reader, check=False))
+            assert result["cacheScope"] == "private", (method, result)
+    async with open_client(scoped_app(idp, cache_scope="public", hide_unauthorized_tools=False)) as client:
+        wire = await start(client, "modern", reader)
+        result = result_of(await wire.request("modern", "tools/list", {}, headers=reader, check=False))
+        assert result["cacheScope"] == "public"  # everyone sees the same list
