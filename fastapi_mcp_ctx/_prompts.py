@@ -68,7 +68,7 @@ def build_prompt(
         ValueError: a name outside ``^[A-Za-z0-9_.\\-/]{1,128}$``, ``*args`` / ``**kwargs``.
     """
     prompt_name = name or func.__name__
-    if not _NAME.match(prompt_name):
+    if not _NAME.fullmatch(prompt_name):
         raise ValueError(f"invalid prompt name {prompt_name!r}: use 1-128 characters of [A-Za-z0-9_.-/]")
     call = build_handler(func, kind="prompt", name=prompt_name, dependencies=dependencies, path=path, errors=errors)
     properties: dict[str, Any] = call.arguments_model.model_json_schema().get("properties", {})
