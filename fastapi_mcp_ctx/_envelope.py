@@ -176,9 +176,9 @@ def decode_header_value(raw: str) -> str:
             non-canonical) or bytes that are not UTF-8, or the value has control characters.
     """
     value = raw.strip(" \t")
-    match = _SENTINEL.match(value)
+    match = _SENTINEL.fullmatch(value)
     if match is None:
-        if not _HEADER_VALUE.match(value):
+        if not _HEADER_VALUE.fullmatch(value):
             raise HeaderMismatchError("Header value has invalid characters")
         return value
     encoded = match.group(1)
@@ -197,7 +197,7 @@ def encode_header_value(value: str) -> str:
     Printable ASCII without leading or trailing whitespace is sent as is; anything else as
     ``=?base64?<base64 of the UTF-8 bytes>?=`` (2026-07-28 ``streamable-http`` §Header encoding).
     """
-    if _PLAIN_VALUE.match(value) and not _SENTINEL.match(value):
+    if _PLAIN_VALUE.fullmatch(value) and not _SENTINEL.fullmatch(value):  # fullmatch: "$" also matches before a final "\n"
         return value
     return "=?base64?" + base64.b64encode(value.encode("utf-8")).decode("ascii") + "?="
 

@@ -75,7 +75,7 @@ def _uri_param(params: Mapping[str, Any], method: str) -> str:
         raise InvalidParamsError(f"{method} requires a non-empty string 'uri'", reason="invalid_uri")
     if len(uri) > _URI_LIMIT:
         raise InvalidParamsError(f"{method}: the uri is longer than {_URI_LIMIT} characters", reason="invalid_uri")
-    if not _URI.match(uri):  # RFC 3986 §3.1: a scheme, then no space or control character
+    if not _URI.fullmatch(uri):  # RFC 3986 §3.1: a scheme, then no space or control character ("$" alone lets a final "\n" through)
         raise InvalidParamsError(f"{method}: {uri[:256]!r} is not a URI", reason="invalid_uri", data={"uri": uri})
     return uri
 

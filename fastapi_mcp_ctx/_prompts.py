@@ -76,7 +76,7 @@ def build_prompt(
     """
     required_scopes = normalize_scopes(scopes)
     prompt_name = name or func.__name__
-    if not _NAME.match(prompt_name):
+    if not _NAME.fullmatch(prompt_name):
         raise ValueError(f"invalid prompt name {prompt_name!r}: use 1-128 characters of [A-Za-z0-9_.-/]")
     call = build_handler(func, kind="prompt", name=prompt_name, dependencies=dependencies, path=path, errors=errors)
     properties: dict[str, Any] = call.arguments_model.model_json_schema().get("properties", {})

@@ -155,7 +155,7 @@ def _header_params(schema: dict[str, Any], tool: str) -> dict[str, str]:
         token = sub.get("x-mcp-header")
         if token is None:
             continue
-        if not isinstance(token, str) or not _HEADER_TOKEN.match(token):
+        if not isinstance(token, str) or not _HEADER_TOKEN.fullmatch(token):
             raise ValueError(f"tool {tool!r}: x-mcp-header of {prop!r} must be an RFC 9110 token")
         kind = sub.get("type")
         if kind not in ("string", "integer", "boolean"):
@@ -238,7 +238,7 @@ def build_tool(
             miss a reason a ``Context[Literal[...]]`` parameter names).
     """
     tool_name = name or handler.__name__
-    if not _NAME.match(tool_name):
+    if not _NAME.fullmatch(tool_name):
         raise ValueError(f"invalid tool name {tool_name!r}: use 1-128 characters of [A-Za-z0-9_.-/]")
     parts = split_signature(handler, f"tool {tool_name!r}")
     signature, hints, plain, dependency_parameters = parts.signature, parts.hints, parts.plain, parts.dependency_parameters

@@ -120,7 +120,7 @@ class UriTemplate:
             raise ValueError(f"URI template {self.template!r}: operator {op!r} is not supported (use {{v}}, {{+v}}, {{/v*}}, {{?a,b}})")
         variables: list[_Var] = []
         for spec in body[len(op) :].split(","):
-            found = _VARSPEC.match(spec)
+            found = _VARSPEC.fullmatch(spec)
             if found is None:
                 raise ValueError(f"URI template {self.template!r}: {spec!r} is not a variable name (a Python identifier, optionally with '*')")
             explode = found.group(2) == "*"

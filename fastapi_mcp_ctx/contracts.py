@@ -79,7 +79,7 @@ class ErrorContract:
     message: str | None = None
 
     def __post_init__(self) -> None:
-        if not isinstance(self.reason, str) or not _REASON.match(self.reason):  # pyright: ignore[reportUnnecessaryIsInstance]
+        if not isinstance(self.reason, str) or not _REASON.fullmatch(self.reason):  # pyright: ignore[reportUnnecessaryIsInstance]
             raise ValueError(f"ErrorContract reason {self.reason!r} must be snake_case: ^[a-z][a-z0-9_]{{0,63}}$")
         if isinstance(self.code, bool) or not isinstance(self.code, int):  # pyright: ignore[reportUnnecessaryIsInstance]
             raise ValueError(f"ErrorContract {self.reason!r}: code must be an integer, not {self.code!r}")

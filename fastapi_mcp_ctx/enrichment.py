@@ -149,7 +149,7 @@ def build_enrichment(declaration: Any, owner: str) -> EnrichmentSpec | None:
     if not fields:
         return None
     for name in fields:
-        if not _FIELD_NAME.match(name):
+        if not _FIELD_NAME.fullmatch(name):
             raise ValueError(f"{owner}: enrichment field name {name!r} must match ^[A-Za-z][A-Za-z0-9_]{{0,63}}$")
     try:
         adapters = {name: TypeAdapter(annotation) for name, annotation in fields.items()}

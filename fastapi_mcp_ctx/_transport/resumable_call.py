@@ -31,7 +31,7 @@ from .._jsonrpc import dumps
 from .._sessions import SessionRecord
 from .._streams import Reply, Runner, sse_frame
 from ..context import CallState, CancelSignal
-from ..errors import StateUnavailableError
+from ..errors import ConfigurationError, StateUnavailableError
 from .events import StoredEvent, StreamKey, UnknownStreamError, new_stream_id
 from .resumable import ResumableStreams, sse_headers
 from .sse import End, event_frame, retry_frame
@@ -41,6 +41,11 @@ __all__ = ["ResumableCallResponse", "answered_stream"]
 _WATCH_AFTER: Final = 0.05
 """Seconds a stream runs before a task watches for the client's disconnect (most never need one:
 uvicorn drops writes to a gone client, and the call goes on either way)."""
+
+
+_STORE_FAILURES: Final = (StateUnavailableError, ConfigurationError)
+"""What an event store raises when Redis is unreachable or refuses (an outage, ``maxmemory``):
+the call's stream then goes out live, without ids, rather than failing the call or its answer."""
 
 
 class PreparedCallLike(Protocol):
@@ -129,6 +134,7 @@ class ResumableCallResponse(Response):
         self._state: Literal["pending", "starting", "sse", "json"] = "pending"
         self._lock: anyio.Lock | None = None
         self._stream_key: StreamKey | None = None
+        self._live = False  # the store failed when the stream began: frames go out live, without ids
         self._open = False  # the connection still takes frames
         self._finished: anyio.Event | None = None
         self._detach: Callable[[], None] | None = None
@@ -192,11 +198,14 @@ class ResumableCallResponse(Response):
             if key is None:
                 return
             data = dumps(message)
+            if self._live:
+                await self._write(sse_frame(data))
+                return
             try:
                 seq = await self.streams.store.append(key, data)
             except UnknownStreamError:
                 return  # the session ended meanwhile
-            except StateUnavailableError:  # the store is unreachable: sent live, without an id (not resumable)
+            except _STORE_FAILURES:  # the store is unreachable or refuses: sent live, without an id (not resumable)
                 await self._write(sse_frame(data))
                 return
             await self._write(sse_frame(data, key.event_id(seq)))
@@ -212,9 +221,14 @@ class ResumableCallResponse(Response):
         streams, send = self.streams, self._send
         assert send is not None
         key = StreamKey(self.session.id, new_stream_id())
-        await streams.store.open(key)
-        streams.call_stream_started(key)
-        priming = await streams.store.append(key, None) if self._retry_ms is not None else None
+        try:
+            await streams.store.open(key)
+            streams.call_stream_started(key)
+            priming = await streams.store.append(key, None) if self._retry_ms is not None else None
+        except _STORE_FAILURES:
+            # the store is unreachable or refuses: the stream still goes out, live and without
+            # ids (not resumable), so the call's messages and its answer reach the client
+            self._live, priming = True, None
         self._stream_key, self._state, self._finished = key, "sse", anyio.Event()
         self._open = True
         self._detach = streams.attachments.attach(self)  # closable and resumable from now on
@@ -264,7 +278,7 @@ class ResumableCallResponse(Response):
             return False
         async with self._guard():
             key = await self._start()
-            if key is None or not self._open:
+            if key is None or not self._open or self._live:  # a live stream cannot be resumed: keep it open
                 return False
             self.reason = "closed"
             await self._end(retry_frame(self._retry_ms))
@@ -316,16 +330,20 @@ class ResumableCallResponse(Response):
             store = self.streams.store
             try:
                 if reply is None:
-                    await store.end(key)
+                    if not self._live:
+                        await store.end(key)
                 else:
                     data = dumps(reply.message)
-                    try:
-                        seq = await store.append(key, data, last=True)
-                    except StateUnavailableError:  # unreachable store: the answer still goes out, live
+                    if self._live:
                         await self._write(sse_frame(data))
                     else:
-                        await self._write(sse_frame(data, key.event_id(seq)))
-            except (UnknownStreamError, StateUnavailableError):
+                        try:
+                            seq = await store.append(key, data, last=True)
+                        except _STORE_FAILURES:  # unreachable or refusing store: the answer still goes out, live
+                            await self._write(sse_frame(data))
+                        else:
+                            await self._write(sse_frame(data, key.event_id(seq)))
+            except (UnknownStreamError, *_STORE_FAILURES):
                 pass
             finally:
                 self.reason = self.reason or "ended"
