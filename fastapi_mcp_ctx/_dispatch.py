@@ -218,7 +218,13 @@ class Dispatcher:
 
         A requested version this server speaks is echoed; anything else gets the latest
         handshake version (spec 2025-11-25 ``basic/lifecycle`` §Version Negotiation).
+
+        Raises:
+            InvalidParamsError: ``protocolVersion`` not a string, ``capabilities`` not an object,
+                ``clientInfo`` not an object with a string ``name`` (-32602; schema
+                ``InitializeRequestParams``).
         """
+        _check_initialize(params)
         requested = params.get("protocolVersion")
         version = requested if requested in HANDSHAKE_PROTOCOL_VERSIONS else LATEST_HANDSHAKE_VERSION
         result: dict[str, Any] = {
@@ -554,3 +560,17 @@ class Dispatcher:
         if envelope.era == "legacy" and self.settings.expose_stateless_session_id:
             return new_session_id()
         return None
+
+
+def _check_initialize(params: Mapping[str, Any]) -> None:
+    """The required members of ``InitializeRequestParams``, with their JSON types."""
+    if not isinstance(params.get("protocolVersion"), str):
+        raise InvalidParamsError("initialize requires a string 'protocolVersion'")
+    if not isinstance(params.get("capabilities"), dict):
+        raise InvalidParamsError("initialize requires a 'capabilities' object")
+    info = params.get("clientInfo")
+    if not isinstance(info, dict):
+        raise InvalidParamsError("initialize requires a 'clientInfo' object")
+    client: dict[str, Any] = info  # pyright: ignore[reportUnknownVariableType]
+    if not isinstance(client.get("name"), str) or not isinstance(client.get("version", ""), str):
+        raise InvalidParamsError("initialize 'clientInfo' needs a string 'name' (and 'version')")

@@ -5,11 +5,14 @@ nobody listens on."""
 
 from __future__ import annotations
 
+import time
+
 import anyio
 from conftest import make_app, make_router, mcp_settings, open_client
 from servers import free_port
 
 from fastapi_mcp_ctx import McpRouter
+from fastapi_mcp_ctx._replicas.stores import readiness
 from fastapi_mcp_ctx.backends import backend_from_url
 from fastapi_mcp_ctx.readiness import readiness_router
 
@@ -71,3 +74,24 @@ async def test_a_draining_router_is_not_ready() -> None:
         assert response.json()["shuttingDown"] is True and response.json()["ready"] is False
     finally:
         await router.shutdown()
+
+
+async def test_hung_stores_are_checked_at_once_and_say_why() -> None:
+    """Every check runs concurrently under one deadline: Redis hung (SIGSTOP) answers in about
+    one timeout, not one per store, and each failing check says why (never an empty reason)."""
+    class Hung:
+        async def ping(self) -> None:
+            await anyio.sleep(30)
+
+        async def check(self) -> None:
+            await anyio.sleep(30)
+
+        async def connected(self) -> bool:
+            await anyio.sleep(30)
+            return True
+
+    started = time.monotonic()
+    report = await readiness(sessions=Hung(), events=Hung(), bus=Hung(), state=Hung(), timeout=0.3)
+    assert time.monotonic() - started < 1.5
+    assert report["ready"] is False
+    assert set(report["checks"].values()) == {"unavailable: no answer within 0.3 s"}

@@ -370,3 +370,26 @@ def test_no_anchored_pattern_of_the_package_ends_in_a_dollar() -> None:
         if _re.search(r're\.compile\(rf?"\^.*\$"', line)
     ]
     assert not offenders, f"use \\Z, not $, at the end of an anchored pattern: {offenders}"
+
+
+_GOOD_INIT: dict[str, Any] = {"protocolVersion": LEGACY, "capabilities": {}, "clientInfo": {"name": "c", "version": "1"}}
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        {**_GOOD_INIT, "protocolVersion": 20251125},
+        {k: v for k, v in _GOOD_INIT.items() if k != "protocolVersion"},
+        {**_GOOD_INIT, "capabilities": "str"},
+        {**_GOOD_INIT, "capabilities": []},
+        {**_GOOD_INIT, "capabilities": None},
+        {k: v for k, v in _GOOD_INIT.items() if k != "clientInfo"},
+        {**_GOOD_INIT, "clientInfo": {"version": "1"}},
+        {**_GOOD_INIT, "clientInfo": {"name": "c", "version": 1}},
+    ],
+)
+async def test_an_initialize_with_members_of_the_wrong_type_is_invalid_params_and_makes_no_session(params: dict[str, Any]) -> None:
+    async with open_client(make_app(make_router())) as client:
+        response = await client.post("/mcp", json=rpc("initialize", params, 0), headers={"accept": ACCEPT_BOTH})
+    assert response.status_code == 400 and "mcp-session-id" not in response.headers, response.text
+    assert response.json()["error"]["code"] == -32602

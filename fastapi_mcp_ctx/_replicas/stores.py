@@ -119,38 +119,51 @@ async def _probe(component: Any, timeout: float) -> str:
     ping = getattr(component, "ping", None)
     if ping is None:
         return "in-process"
+    return await _bounded(ping, timeout, "ok")
+
+
+async def _bounded(check: Any, timeout: float, ok: str) -> str:
+    """``ok`` when ``await check()`` returns within ``timeout`` seconds, else why not."""
     try:
         async with asyncio.timeout(timeout):
-            await ping()
-    except (McpError, TimeoutError) as exc:
-        return f"unavailable: {exc}"
-    return "ok"
+            await check()
+    except TimeoutError:
+        return f"unavailable: no answer within {timeout:g} s"
+    except McpError as exc:
+        return f"unavailable: {exc.message or type(exc).__name__}"
+    return ok
+
+
+async def _bus_check(bus: Any, timeout: float) -> str:
+    connected = getattr(bus, "connected", None)
+    if connected is None:
+        return "in-process"
+    try:
+        async with asyncio.timeout(timeout):
+            up = await connected()
+    except TimeoutError:
+        return f"unavailable: no answer within {timeout:g} s"
+    except McpError as exc:
+        return f"unavailable: {exc.message or type(exc).__name__}"
+    return "ok" if up else "unavailable: the subscriber connection is down"
+
+
+async def _state_check(state: Any, timeout: float) -> str:
+    check = getattr(state, "check", None)
+    if check is None:
+        return "in-process"
+    return await _bounded(check, timeout, "in-process" if isinstance(state, MemoryBackend) else "ok")
 
 
 async def readiness(*, sessions: Any, events: Any, bus: Any, state: Any, timeout: float = 2.0) -> dict[str, Any]:
-    """Whether the stores this replica depends on answer now.
+    """Whether the stores this replica depends on answer now; the four checks run at once, so
+    the answer comes within ``timeout`` seconds whatever hangs.
 
     Returns:
         ``{"ready": bool, "checks": {"sessions"|"events"|"bus"|"state": "ok" | "in-process" |
         "unavailable: <why>"}}``; ``ready`` is False when any check is unavailable.
     """
-    checks = {"sessions": await _probe(sessions, timeout), "events": await _probe(events, timeout)}
-    connected = getattr(bus, "connected", None)
-    if connected is None:
-        checks["bus"] = "in-process"
-    else:
-        try:
-            checks["bus"] = "ok" if await connected() else "unavailable: the subscriber connection is down"
-        except McpError as exc:
-            checks["bus"] = f"unavailable: {exc}"
-    check = getattr(state, "check", None)
-    if check is None:
-        checks["state"] = "in-process"
-    else:
-        try:
-            async with asyncio.timeout(timeout):
-                await check()
-            checks["state"] = "in-process" if isinstance(state, MemoryBackend) else "ok"
-        except (McpError, TimeoutError) as exc:
-            checks["state"] = f"unavailable: {exc}"
+    names = ("sessions", "events", "bus", "state")
+    results = await asyncio.gather(_probe(sessions, timeout), _probe(events, timeout), _bus_check(bus, timeout), _state_check(state, timeout))
+    checks = dict(zip(names, results, strict=True))
     return {"ready": not any(v.startswith("unavailable") for v in checks.values()), "checks": checks}
