@@ -21,7 +21,7 @@ from typing import Any
 import anyio
 import httpx
 import pytest
-from conftest import Wire, make_router, mcp_settings, sse_events
+from conftest import Wire, error_of, make_app, make_router, mcp_settings, open_client, sse_events
 from fastapi import Depends, FastAPI
 from pydantic import BaseModel
 from serving import uvicorn_thread
@@ -191,3 +191,34 @@ async def test_b46_an_awaited_question_elsewhere_is_a_server_error_in_2026() -> 
     context, _ = call_for("completion/complete", "modern", {"elicitation": {}})
     with pytest.raises(InternalError):
         await context.elicit("Sure?", Name)
+
+
+class City(BaseModel):
+    city: str
+
+
+async def test_answers_too_large_to_carry_are_the_clients_fault_not_a_server_error() -> None:
+    """2026: what a handler consumes travels on in the sealed requestState; an answer larger
+    than half of MCP_REQUEST_STATE_MAX_BYTES is -32602 (was -32603 request_state_too_large)."""
+    router = make_router(request_state_max_bytes=4096)
+
+    @router.tool()
+    async def trip(ctx: Context = Depends(mcp_context)) -> str:
+        first = await ctx.elicit("Where to?", City)
+        second = await ctx.elicit("And then?", City)
+        return f"{first.data} {second.data}"
+
+    meta = {"io.modelcontextprotocol/clientCapabilities": {"elicitation": {"form": {}}}}
+    async with open_client(make_app(router)) as client:
+        wire = Wire(client)
+        asked = (await wire.modern("tools/call", {"name": "trip", "arguments": {}}, meta=meta)).json()["result"]
+        key = next(iter(asked["inputRequests"]))
+        retry = {"name": "trip", "arguments": {}, "requestState": asked["requestState"],
+                 "inputResponses": {key: {"action": "accept", "content": {"city": "a" * 5000}}}}  # fmt: skip
+        refused = await wire.modern("tools/call", retry, meta=meta, check=False)
+        assert refused.status_code == 400, refused.text
+        error = error_of(refused)
+        assert error["code"] == -32602 and error["data"]["reason"] == "input_responses_too_large"
+        retry["inputResponses"] = {key: {"action": "accept", "content": {"city": "Lyon"}}}
+        again = (await wire.modern("tools/call", retry, meta=meta)).json()["result"]
+        assert again["resultType"] == "input_required"  # the second question: the small answer is carried

@@ -24,6 +24,7 @@ failed request as an ``isError`` result; resources and prompts as a JSON-RPC err
 
 from __future__ import annotations
 
+import json
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, TypeVar
@@ -112,8 +113,24 @@ def first_round(context: Context, call: CallState, params: Mapping[str, Any], ta
             raise InvalidRequestStateError() from None
     can = context.client.can if call.envelope.client_capabilities is not None else None
     answers = admit(responses, can, asked)  # pyright: ignore[reportUnknownArgumentType]
+    if answers and call.envelope.era == "modern":
+        _refuse_oversized(answers, call.settings.request_state_max_bytes)
     answers.update(admit(carried, can))  # what the server recorded wins over a client's re-answer
     return InputRound(answers=answers, state=handler_state)
+
+
+def _refuse_oversized(answers: Mapping[str, Any], max_state_bytes: int) -> None:
+    """2026: the answers a handler consumes travel on in the sealed ``requestState``, so answers
+    larger than half of ``MCP_REQUEST_STATE_MAX_BYTES`` are the client's fault (-32602), never
+    a server error when the next round's state is sealed."""
+    size = len(json.dumps(answers, separators=(",", ":"), ensure_ascii=False).encode())
+    limit = max_state_bytes // 2
+    if size > limit:
+        raise InvalidParamsError(
+            f"inputResponses too large: {size} bytes of admitted answers, at most {limit}",
+            reason="input_responses_too_large",
+            recovery_hint="Answer with less content (the server keeps answers between rounds).",
+        )
 
 
 def _input_required(call: CallState, signal: InputRequired, round_: InputRound, target: CallTarget, sealer: RequestStateSealer | None) -> dict[str, Any]:
