@@ -31,7 +31,7 @@ from typing import Any, Final
 
 from pydantic_core import from_json, to_json
 
-from .errors import InvalidParamsError, InvalidRequestError, McpError, ParseError
+from .errors import InvalidParamsError, InvalidRequestError, MalformedAnswerError, McpError, ParseError
 
 __all__ = [
     "JsonRpcNotification",
@@ -137,10 +137,14 @@ def parse_message(body: bytes) -> Message:
                 raise InvalidRequestError("Invalid response id")
             error = obj.get("error")
             if error is not None and not isinstance(error, dict):
+                if rid is not None:
+                    raise MalformedAnswerError('The "error" member must be an object', rid)
                 raise InvalidRequestError('The "error" member must be an object')
             if overflowed:
                 raise InvalidRequestError(f"{overflowed[0]}: {OUT_OF_RANGE}")
             return JsonRpcResponse(rid, obj.get("result"), error)  # pyright: ignore[reportUnknownArgumentType]
+        if "result" in obj and "error" in obj and _valid_id(obj.get("id")):
+            raise MalformedAnswerError('A response carries exactly one of "result" and "error"', obj["id"])
         raise _invalid('The "method" member is required', obj)
     if not isinstance(method, str):
         raise _invalid('The "method" member must be a string', obj)

@@ -11,6 +11,7 @@ Tree::
     McpError                         base: code, http_status, message, reason, recovery_hint, data
     ├── ParseError                   -32700  400  body is not UTF-8 JSON
     ├── InvalidRequestError          -32600  400  not a single JSON-RPC request / notification
+    │   ├── MalformedAnswerError     -32600  400  a client's answer with a valid id but a bad error/result (fails its waiter)
     │   ├── MissingSessionError      -32600  400  2025 era: no Mcp-Session-Id on a non-initialize request
     │   ├── SessionNotFoundError     -32600  404  2025 era: unknown or terminated Mcp-Session-Id
     │   ├── StreamConflictError      -32600  409  2025 era: a second standalone GET stream for one session
@@ -107,6 +108,7 @@ __all__ = [
     "InvalidCursorError",
     "InvalidParamsError",
     "InvalidRequestError",
+    "MalformedAnswerError",
     "McpError",
     "McpResponseError",
     "MethodNotFoundError",
@@ -272,6 +274,21 @@ class InvalidRequestError(McpError):
     http_status = 400
     default_message = "Invalid Request"
     default_reason = "invalid_request"
+
+
+class MalformedAnswerError(InvalidRequestError):
+    """A POSTed JSON-RPC response (the client's answer to a server→client request) with a valid
+    id but an ``error`` member that is not an object, or both ``result`` and ``error`` (-32600,
+    HTTP 400). The request waiting for that id, if any, fails at once with the same message
+    instead of waiting out its timeout.
+
+    Attributes:
+        answer_id: the response's id (``str`` or ``int``).
+    """
+
+    def __init__(self, message: str, answer_id: str | int) -> None:
+        super().__init__(message)
+        self.answer_id = answer_id
 
 
 class MissingSessionError(InvalidRequestError):

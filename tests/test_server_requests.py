@@ -479,3 +479,19 @@ def test_origin_of_reads_only_our_shape() -> None:
     assert origin_of("a1:7") == "a1" and origin_of("a:b:9") == "a:b"
     for other in (7, "7", ":7", "a1:", "a1:x", "a1-7", None):
         assert origin_of(other) is None, other
+
+
+@pytest.mark.parametrize("body", [{"error": "boom"}, {"result": {}, "error": {"code": 1, "message": "x"}}])
+async def test_a_malformed_answer_fails_the_waiting_request_at_once(body: dict[str, Any]) -> None:
+    """The POST is refused (400 -32600) and the call waiting for that id ends now, not at its timeout."""
+    app, _router = build()
+    async with in_session(app, {"roots": {}}) as (wire, session):
+        async with calling(app, session, {"method": "roots/list", "timeout": 30}) as exchange:
+            (request,) = await wait_frames(exchange, 1)
+            started = time.monotonic()
+            response = await wire.post({"jsonrpc": "2.0", "id": request["id"], **body}, wire.legacy_headers(...))
+            assert response.status_code == 400 and response.json()["error"]["code"] == -32600
+            await finished(exchange)
+            assert time.monotonic() - started < 5
+    (exc,) = RAISED
+    assert isinstance(exc, ClientResponseError) and exc.code == -32600 and "malformed" in exc.client_message

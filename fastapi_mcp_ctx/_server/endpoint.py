@@ -49,6 +49,7 @@ from ..auth import Principal
 from ..errors import (
     AuthenticationError,
     InvalidRequestError,
+    MalformedAnswerError,
     McpError,
     MissingSessionError,
     NotAcceptableError,
@@ -225,7 +226,11 @@ class McpEndpoint:
         request.scope[JSON_OK_SCOPE_KEY] = json_ok
         if not (json_ok or sse_allowed):
             raise NotAcceptableError()
-        message = parse_message(request.scope[BODY_SCOPE_KEY])
+        try:
+            message = parse_message(request.scope[BODY_SCOPE_KEY])
+        except MalformedAnswerError as exc:
+            await self._fail_waiter(exc, request, headers)
+            raise
         if headers.repeated:
             try:
                 reject_repeated(headers.repeated)
@@ -237,6 +242,18 @@ class McpEndpoint:
         if era == "modern":
             return await self._post_modern(message, request, headers, sse_allowed)
         return await self._post_legacy(message, request, headers, sse_allowed)
+
+    async def _fail_waiter(self, exc: MalformedAnswerError, request: Request, headers: HeaderMap) -> None:
+        """A malformed answer of a session's client fails the request waiting for its id at once."""
+        if _SESSION_HEADER not in headers:
+            return
+        try:
+            session = await self._session(headers, request.scope)
+        except McpError:
+            return  # unknown or foreign session: nothing of it waits here
+        failed = JsonRpcResponse(exc.answer_id, None, {"code": -32600, "message": f"The client's answer was malformed: {exc.message}"})
+        if not self.pending.resolve(failed, session.id):
+            await self.relay.forward_answer(failed, session.id)
 
     async def _post_modern(
         self,
