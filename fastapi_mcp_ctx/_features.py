@@ -34,7 +34,7 @@ from ._pages import paginate
 from ._prompts import PromptDef, PromptRegistry, check_arguments, shape_messages
 from ._resources import CacheHints, ResourceDef, ResourceRegistry, shape_contents
 from ._scopes import may_use, require_scopes
-from ._transport.subscriptions import ResourceSubscriptions, SessionAddress
+from ._transport.subscriptions import ResourceSubscriptions, SessionAddress, normalize_uri
 from .auth import Principal
 from .context import Context
 from .contracts import ErrorContracts
@@ -197,11 +197,11 @@ class Features:
             if resource.scopes:
                 require_scopes(resource.scopes, principal, settings)
             try:
-                await self.subscriptions.subscribe(subscriber, uri)
+                await self.subscriptions.subscribe(subscriber, normalize_uri(uri))
             except OverflowError as exc:
                 raise InvalidParamsError(str(exc), reason="too_many_subscriptions") from exc
         else:
-            await self.subscriptions.unsubscribe(subscriber, uri)
+            await self.subscriptions.unsubscribe(subscriber, normalize_uri(uri))
         return {}
 
     # -- methods with a handler -----------------------------------------------------------

@@ -10,6 +10,8 @@ import pytest
 from conftest import Wire, asgi_exchange, assert_error, mcp_settings, messages_of, open_client, result_of
 from notify_app import SUB, build, frames, listen_body, listen_headers, listening, methods, wait_frames
 
+from fastapi_mcp_ctx._transport.listen import Served, parse_filter
+
 
 @pytest.fixture
 def built() -> Any:
@@ -238,3 +240,15 @@ def test_a_closed_router_serves_listen_again_on_the_next_server_run() -> None:
     expected = ["notifications/subscriptions/acknowledged", "notifications/tools/list_changed", None]
     assert asyncio.run(run(1)) == expected
     assert asyncio.run(run(2)) == expected
+
+
+def test_a_listen_filter_matches_escaped_forms_of_one_uri() -> None:
+    """RFC 3986 §6.2.2: ``books/%31`` and ``books/1`` are one URI for the filter; ``books/01`` is not."""
+    honoured = parse_filter({"notifications": {"resourceSubscriptions": ["lib://books/%31"]}}, Served(resources_subscribe=True))
+    assert honoured.acknowledged()["resourceSubscriptions"] == ["lib://books/%31"]  # echoed as asked
+
+    def update(uri: str) -> dict[str, Any]:
+        return {"method": "notifications/resources/updated", "params": {"uri": uri}}
+
+    assert honoured.admits(update("lib://books/1")) and honoured.admits(update("lib://books/%31"))
+    assert not honoured.admits(update("lib://books/01")) and not honoured.admits(update("lib://books/2"))

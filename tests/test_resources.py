@@ -15,7 +15,7 @@ from typing import Any
 
 import mcp_types as types
 import pytest
-from conftest import Wire, open_client
+from conftest import Wire, open_client, result_of
 from fastapi import Depends, FastAPI, Header, HTTPException, Security
 from fastapi.security import APIKeyHeader
 from notify_app import build, frames, get_stream, methods, tenant_auth, wait_frames
@@ -396,3 +396,20 @@ async def test_a_returned_input_required_result_is_a_server_error_never_content(
             with pytest.raises(McpResponseError) as caught:
                 await client.request(method, params)
             assert caught.value.code == -32603 and "input_required" not in caught.value.message
+
+
+async def test_a_subscription_to_an_escaped_form_hears_the_update_of_the_plain_uri() -> None:
+    """RFC 3986 §6.2.2: ``note://%61/secret`` (an escaped unreserved character) and
+    ``note://a/secret`` are one URI, so its subscriber hears the update (was silently lost)."""
+    app, router = build(authenticate=tenant_auth)
+    router.resource("note://{owner}/secret")(lambda owner: f"{owner}'s secret")
+    async with open_client(app, headers={"x-tenant": "a"}) as client:
+        wire = Wire(client)
+        sid = await wire.initialize()
+        async with get_stream(app, sid, **{"x-tenant": "a"}) as stream:
+            assert result_of(await wire.legacy("resources/subscribe", {"uri": "note://%61/secret"})) == {}
+            await router.notify_resource_updated("note://a/secret", tenant_id="a")
+            await wait_frames(stream, 1)
+            await wire.legacy("resources/unsubscribe", {"uri": "note://a/secret"})
+            assert await router.subscriptions.subscribers("note://a/secret") == []
+    assert frames(stream)[0]["params"] == {"uri": "note://a/secret"}

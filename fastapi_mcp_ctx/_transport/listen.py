@@ -40,6 +40,7 @@ from starlette.types import Receive, Scope, Send
 from .._jsonrpc import RequestId, notification_message
 from .._streams import SSE_HEADERS, sse_frame
 from ..errors import InvalidParamsError, StateUnavailableError
+from .subscriptions import normalize_uri
 
 __all__ = [
     "LIST_CHANGED_METHODS",
@@ -119,7 +120,8 @@ class ListenFilter:
             return kind in self.list_changed
         if method == UPDATED_METHOD:
             params = message.get("params")
-            return isinstance(params, Mapping) and params.get("uri") in self._uri_set  # pyright: ignore[reportUnknownMemberType]
+            uri: object = params.get("uri") if isinstance(params, Mapping) else None  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
+            return isinstance(uri, str) and normalize_uri(uri) in self._uri_set
         return False
 
 
@@ -154,7 +156,7 @@ def parse_filter(params: Mapping[str, Any], served: Served) -> ListenFilter:
             raise InvalidParamsError(f"notifications.resourceSubscriptions lists more than {MAX_RESOURCE_URIS} URIs")
         if served.resources_subscribe:
             uris = tuple(dict.fromkeys(listed))
-    return ListenFilter(frozenset(kinds), uris, frozenset(uris))
+    return ListenFilter(frozenset(kinds), uris, frozenset(normalize_uri(u) for u in uris))
 
 
 def _tag(message: Mapping[str, Any], subscription_id: RequestId) -> dict[str, Any]:

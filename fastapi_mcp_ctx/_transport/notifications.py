@@ -34,7 +34,7 @@ from .._jsonrpc import RequestId, notification_message
 from ..context import get_request_context
 from .bus import EVENTS_CHANNEL, MessageBus, Unsubscribe, encode_message, session_channel, session_prefix
 from .listen import LIST_CHANGED_METHODS, TENANT_KEY, UPDATED_METHOD, ChangeKind, ListenFilter, ListenHub, ListenStream, Served
-from .subscriptions import ResourceSubscriptions
+from .subscriptions import ResourceSubscriptions, normalize_uri
 
 __all__ = ["CALLER", "Notifier", "served_from"]
 
@@ -166,7 +166,7 @@ class Notifier:
             raise TypeError("notify_resource_updated takes the resource URI as a non-empty str")
         tenant = self.caller_tenant(tenant_id, authenticated=self.authenticated)
         message = notification_message(UPDATED_METHOD, {"uri": uri})
-        for address in await self.subscriptions.subscribers(uri):
+        for address in await self.subscriptions.subscribers(normalize_uri(uri)):
             if address.tenant_id == tenant:
                 await self.bus.publish(session_channel(address.tenant_id, address.session_id), message)
         await self.bus.publish(EVENTS_CHANNEL, {**message, TENANT_KEY: tenant})
