@@ -32,7 +32,10 @@ ENV_PROJECT = {"d": EXTRA, "p": EXTRA, "s": STATEFUL}  # fastapi_mcp_ctx switche
 ENV_PEER = {"d": EXTRA, "p": {**EXTRA, **SSE}, "s": STATEFUL}
 ENV_CEILING = {"d": EXTRA}  # only d declares dependencies on the route; p and s need nothing
 SESSION_STORE_URL = os.environ.get("BENCH_SESSION_STORE_URL", "redis://127.0.0.1:6379/0")
-ENV_PROJECT_REDIS = {**ENV_PROJECT, "s": {**STATEFUL, "MCP_SESSION_STORE_URL": SESSION_STORE_URL}}  # sessions in Redis
+# Sessions in Redis: a store replicas share needs the sealing key every replica shares (a fixed
+# benchmark-only key: 32 bytes, base64url).
+REDIS_SESSIONS = {"MCP_SESSION_STORE_URL": SESSION_STORE_URL, "MCP_REQUEST_STATE_KEY": "YmVuY2gtb25seS1rZXktbm90LWEtc2VjcmV0LTAwMDA"}
+ENV_PROJECT_REDIS = {**ENV_PROJECT, "s": {**STATEFUL, **REDIS_SESSIONS}}
 
 
 @dataclass(frozen=True)
