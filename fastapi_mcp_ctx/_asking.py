@@ -25,13 +25,13 @@ back channel) gets the same refusal at once, its hint naming a stateful session.
 
 from __future__ import annotations
 
+import functools
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final, NoReturn, TypeVar
 
 import anyio
 import mcp_types as types
-from mcp_types.methods import INPUT_REQUIRED_METHODS
 from pydantic import BaseModel
 from pydantic import ValidationError as PydanticValidationError
 
@@ -60,6 +60,15 @@ NO_SESSION_HINT: Final = (
     "Initialize a stateful session (MCP_SESSION_MODE=stateful or auto) and send its Mcp-Session-Id with the call, "
     "or use the 2026-07-28 protocol."
 )
+
+
+@functools.cache
+def _input_required_methods() -> frozenset[str]:
+    """``mcp_types.methods.INPUT_REQUIRED_METHODS``, imported at the first ask: that module
+    loads every revision's schemas (about 6.6 MB), which a server that never asks does not need."""
+    from mcp_types.methods import INPUT_REQUIRED_METHODS  # noqa: PLC0415 - deferred on purpose
+
+    return INPUT_REQUIRED_METHODS
 
 
 def _capability_object(names: Sequence[str]) -> dict[str, Any]:
@@ -117,7 +126,7 @@ def request_input(
 ) -> NoReturn:
     """``ctx.request_input``: raise the refusal, or the :class:`InputRequired` signal."""
     signal = InputRequired(input_requests, request_state, fallback_hint)  # TypeError when both are missing
-    if call.method not in INPUT_REQUIRED_METHODS:
+    if call.method not in _input_required_methods():
         raise InternalError(
             f"ctx.request_input is served on tools/call, resources/read and prompts/get only, not on {call.method}"
         )
@@ -155,7 +164,7 @@ async def _ask(
     if refused is not None:
         raise refused
     if call.envelope.era == "modern":
-        if call.method not in INPUT_REQUIRED_METHODS:
+        if call.method not in _input_required_methods():
             raise InternalError(f"2026-07-28: {method} can only be asked on tools/call, resources/read and prompts/get, not on {call.method}")
         raise InputRequired({key: entry})
     for _ in range(call.settings.input_max_rounds):

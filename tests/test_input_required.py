@@ -10,6 +10,9 @@ for a method that may not ask.
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from collections.abc import AsyncIterator, Iterator
 from enum import Enum
 from typing import Any, Literal
@@ -431,3 +434,24 @@ def test_builders() -> None:
         input_required.elicit_url("Sign in", "javascript:alert(1)")
     with pytest.raises(TypeError):
         input_required.elicit("Q?", 42)  # pyright: ignore[reportArgumentType]
+
+
+def test_the_revision_schemas_load_at_the_first_ask_not_at_start_up() -> None:
+    """Idle RSS: ``mcp_types.methods`` (every revision's schemas, about 6 MB) is imported by the
+    first input request, never by building and serving a router that does not ask."""
+    code = (
+        "import sys\n"
+        "from fastapi import FastAPI\n"
+        "from fastapi_mcp_ctx import McpRouter\n"
+        "router = McpRouter()\n"
+        "@router.tool()\n"
+        "def add(a: int, b: int) -> int:\n"
+        "    return a + b\n"
+        "FastAPI().include_router(router)\n"
+        "assert 'mcp_types.methods' not in sys.modules, 'imported at start-up'\n"
+        "from fastapi_mcp_ctx._asking import _input_required_methods\n"
+        "assert 'tools/call' in _input_required_methods() and 'mcp_types.methods' in sys.modules\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MCP_")}
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)
+    assert proc.returncode == 0, proc.stderr
