@@ -115,44 +115,21 @@ def replica_stores(settings: McpSettings, *, pinned: Callable[[str], bool]) -> R
     )
 
 
-async def _probe(component: Any, timeout: float) -> str:
-    ping = getattr(component, "ping", None)
-    if ping is None:
+async def _check(component: Any, method: str, timeout: float, *, ok: str = "ok", down: str = "") -> str:
+    """``ok`` when ``await component.<method>()`` answers within ``timeout`` seconds (an answer
+    of ``False`` is ``down``), ``"in-process"`` when the component has no such method (a memory
+    twin), else why not."""
+    call = getattr(component, method, None)
+    if call is None:
         return "in-process"
-    return await _bounded(ping, timeout, "ok")
-
-
-async def _bounded(check: Any, timeout: float, ok: str) -> str:
-    """``ok`` when ``await check()`` returns within ``timeout`` seconds, else why not."""
     try:
         async with asyncio.timeout(timeout):
-            await check()
+            answer = await call()
     except TimeoutError:
         return f"unavailable: no answer within {timeout:g} s"
     except McpError as exc:
         return f"unavailable: {exc.message or type(exc).__name__}"
-    return ok
-
-
-async def _bus_check(bus: Any, timeout: float) -> str:
-    connected = getattr(bus, "connected", None)
-    if connected is None:
-        return "in-process"
-    try:
-        async with asyncio.timeout(timeout):
-            up = await connected()
-    except TimeoutError:
-        return f"unavailable: no answer within {timeout:g} s"
-    except McpError as exc:
-        return f"unavailable: {exc.message or type(exc).__name__}"
-    return "ok" if up else "unavailable: the subscriber connection is down"
-
-
-async def _state_check(state: Any, timeout: float) -> str:
-    check = getattr(state, "check", None)
-    if check is None:
-        return "in-process"
-    return await _bounded(check, timeout, "in-process" if isinstance(state, MemoryBackend) else "ok")
+    return f"unavailable: {down}" if answer is False else ok
 
 
 async def readiness(*, sessions: Any, events: Any, bus: Any, state: Any, timeout: float = 2.0) -> dict[str, Any]:
@@ -164,6 +141,11 @@ async def readiness(*, sessions: Any, events: Any, bus: Any, state: Any, timeout
         "unavailable: <why>"}}``; ``ready`` is False when any check is unavailable.
     """
     names = ("sessions", "events", "bus", "state")
-    results = await asyncio.gather(_probe(sessions, timeout), _probe(events, timeout), _bus_check(bus, timeout), _state_check(state, timeout))
+    results = await asyncio.gather(
+        _check(sessions, "ping", timeout),
+        _check(events, "ping", timeout),
+        _check(bus, "connected", timeout, down="the subscriber connection is down"),
+        _check(state, "check", timeout, ok="in-process" if isinstance(state, MemoryBackend) else "ok"),
+    )
     checks = dict(zip(names, results, strict=True))
     return {"ready": not any(v.startswith("unavailable") for v in checks.values()), "checks": checks}

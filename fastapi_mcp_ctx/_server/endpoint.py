@@ -252,8 +252,12 @@ class McpEndpoint:
         except McpError:
             return  # unknown or foreign session: nothing of it waits here
         failed = JsonRpcResponse(exc.answer_id, None, {"code": -32600, "message": f"The client's answer was malformed: {exc.message}"})
-        if not self.pending.resolve(failed, session.id):
-            await self.relay.forward_answer(failed, session.id)
+        await self._deliver_answer(failed, session.id)
+
+    async def _deliver_answer(self, answer: JsonRpcResponse, scope: str | None) -> bool:
+        """Hand a client's answer to the request waiting for it here, or forward it to the
+        replica its id names; False when nobody waits for it."""
+        return self.pending.resolve(answer, scope) or await self.relay.forward_answer(answer, scope)
 
     async def _post_modern(
         self,
@@ -298,7 +302,7 @@ class McpEndpoint:
         headers = {_SESSION_HEADER: session.id} if session is not None else {}
         if isinstance(message, JsonRpcResponse):  # an answer to ctx.send_request, matched in its session
             scope = session.id if session is not None else None
-            if not self.pending.resolve(message, scope) and not await self.relay.forward_answer(message, scope):
+            if not await self._deliver_answer(message, scope):
                 logger.debug("ignored a client response to an unknown request id %r", message.id)
             return Response(status_code=202, headers=headers)
         if isinstance(message, JsonRpcNotification):
