@@ -4,8 +4,9 @@ Run:  python examples/quickstart.py      (or: fastapi-mcp-ctx serve examples.qui
       PORT=8001 python examples/quickstart.py   (another port)
 
 Embedded defaults: ``ctx.state`` (the ``remember``/``recall`` memos) lives in memory. Keep it in
-PostgreSQL with ``MCP_STORAGE_URL=postgresql+asyncpg://…`` after ``fastapi-mcp-ctx migrate``
-(compose.yaml does both); the app checks the schema at start-up.
+PostgreSQL with ``MCP_STORAGE_URL=postgresql+asyncpg://…`` after ``fastapi-mcp-ctx migrate``, with
+``MCP_REQUEST_STATE_KEY=$(fastapi-mcp-ctx keygen)`` (a store processes share needs one sealing key;
+compose.yaml does all three); the app checks the schema at start-up.
 """
 
 from __future__ import annotations

@@ -3,8 +3,9 @@
 One probe, both eras on the same endpoint:
 
 1. 2025 handshake: ``initialize`` (2025-11-25), ``notifications/initialized``, ``tools/list``
-   (every page) on the session, then ``DELETE`` of the session;
-2. 2026-07-28: ``server/discover`` and ``tools/list`` with the required headers
+   and the ``resources/list``, ``resources/templates/list`` and ``prompts/list`` the server's
+   capabilities announce (every page, counted) on the session, then ``DELETE`` of the session;
+2. 2026-07-28: ``server/discover`` and the same lists with the required headers
    (``MCP-Protocol-Version``, ``Mcp-Method``) and the ``params._meta`` envelope.
 
 Each step is timed (milliseconds, wall clock) and bounded: each exchange must be complete within
@@ -228,20 +229,30 @@ class _Prober:
         kept = [(k, v) for k, v in response.headers.multi_items() if k.lower() not in _FRAMING]  # body already decoded
         return httpx.Response(response.status_code, headers=kept, content=bytes(body), request=response.request)
 
-    async def tools(self, era: str, headers: Mapping[str, str], meta: dict[str, Any] | None) -> Step:
+    async def listing(self, era: str, method: str, key: str, headers: Mapping[str, str], meta: dict[str, Any] | None) -> Step:
+        """Every page of one list method (``tools/list``, ``resources/list``…), counted."""
         total, ms, cursor, pages = 0, 0.0, None, 0
         while True:
             params: dict[str, Any] = {} if cursor is None else {"cursor": cursor}
             if meta is not None:
                 params["_meta"] = meta
-            result, _, took = await self.rpc("tools/list", params, headers)
+            result, _, took = await self.rpc(method, params, headers)
             ms += took
             pages += 1
-            total += len(result.get("tools", []))
+            items = result.get(key)
+            total += len(cast("list[Any]", items)) if isinstance(items, list) else 0
             cursor = result.get("nextCursor")
             if not cursor or pages >= _MAX_PAGES:
                 break
-        return Step(era, "tools/list", True, ms, {"tools": f"{total} ({pages} page{'s' if pages > 1 else ''})"})
+        return Step(era, method, True, ms, {key: f"{total} ({pages} page{'s' if pages > 1 else ''})"})
+
+    async def listings(self, report: ProbeReport, era: str, capabilities: Any, headers: Mapping[str, str], meta: dict[str, Any] | None) -> None:
+        """``tools/list``, then the resource and prompt lists the server's capabilities announce."""
+        offered = cast("dict[str, Any]", capabilities) if isinstance(capabilities, dict) else {}
+        for capability, method, key in _LISTS:
+            if capability == "tools" or capability in offered:
+                step_headers = {**headers, "mcp-method": method} if meta is not None else headers
+                report.steps.append(await self.listing(era, method, key, step_headers, meta))
 
     async def legacy(self, report: ProbeReport) -> None:
         era = f"2025 ({LEGACY_VERSION})"
@@ -272,7 +283,7 @@ class _Prober:
         answer = await self._send("POST", json.dumps(note).encode(), merged, step)
         if answer.status_code != 202:
             raise ProbeFailure(f"expected HTTP 202, got {answer.status_code}", step)
-        report.steps.append(await self.tools(era, headers, None))
+        await self.listings(report, era, result.get("capabilities"), headers, None)
         if session:
             await self._send("DELETE", None, {**self.headers, **headers}, "DELETE")
 
@@ -294,7 +305,15 @@ class _Prober:
         if info:
             facts["server"] = f"{info.get('name')} {info.get('version')}"
         report.steps.append(Step(era, "server/discover", True, ms, facts))
-        report.steps.append(await self.tools(era, {**headers, "mcp-method": "tools/list"}, meta))
+        await self.listings(report, era, result.get("capabilities"), headers, meta)
+
+
+_LISTS = (
+    ("tools", "tools/list", "tools"),
+    ("resources", "resources/list", "resources"),
+    ("resources", "resources/templates/list", "resourceTemplates"),
+    ("prompts", "prompts/list", "prompts"),
+)
 
 
 def _reason(exc: BaseException) -> str:

@@ -235,7 +235,8 @@ class RequestStateSealer:
             raise self._refuse(binding, f"unknown token version {version}")
         candidates = [i for i, known in enumerate(self._kids) if hmac.compare_digest(known, kid)]
         if not candidates:
-            raise self._refuse(binding, "sealed with a key this server does not hold (rotated out, or another deployment's)")
+            why = "rotated out, or another deployment's" if self.shared else "MCP_REQUEST_STATE_KEY is unset, so every process has its own key: give every replica the same one"
+            raise self._refuse(binding, f"sealed with a key this server does not hold ({why})")
         from cryptography.exceptions import InvalidTag
 
         header, body, data = raw[: _HEADER.size], raw[_HEADER.size :], b""
@@ -309,21 +310,22 @@ def request_state_sealer(settings: McpSettings, *, state_backend: object, sessio
         ConfigurationError: a store is shared by replicas and ``MCP_REQUEST_STATE_KEY`` is unset;
             the message names the stores and ``fastapi-mcp-ctx keygen``.
 
-    Without a key and without shared stores, logs a WARNING once a process: states are sealed
-    with a per-process key, so a retry that reaches another replica gets ``invalid_request_state``.
+    Without a key and without shared stores, logs once a process at INFO (nothing is wrong with
+    one process): states are sealed with a per-process key, so a retry that reaches another
+    replica gets ``invalid_request_state``; ``fastapi-mcp-ctx serve --workers N`` refuses it.
     """
     if settings.request_state_key is None:
         shared = shared_store_names(settings, state_backend=state_backend, session_store=session_store)
         if shared:
             raise ConfigurationError(
-                f"MCP_REQUEST_STATE_KEY is not set, but {' and '.join(shared)} {'is' if len(shared) == 1 else 'are'} "
-                "shared by replicas: a 2026 requestState sealed by one replica must open on every other. Set "
-                "MCP_REQUEST_STATE_KEY to the same value on every replica: export MCP_REQUEST_STATE_KEY=$(fastapi-mcp-ctx keygen)"
+                f"MCP_REQUEST_STATE_KEY is not set, but {' and '.join(shared)} can be shared by several processes or "
+                "replicas, and a 2026 requestState sealed by one of them must open on every other. Set it once, the same "
+                "for every process (one process too): export MCP_REQUEST_STATE_KEY=$(fastapi-mcp-ctx keygen)"
             )
         global _warned
         if not _warned:
             _warned = True
-            logger.warning(
+            logger.info(
                 "MCP_REQUEST_STATE_KEY is not set: 2026 requestState is sealed with a random key of this process (fine "
                 "for one process; with several replicas a retry reaching another one is refused: give every replica the "
                 "same key, made by fastapi-mcp-ctx keygen)"

@@ -10,6 +10,7 @@ visible ASCII; an ended or unknown id gets 404.
 from __future__ import annotations
 
 import json
+import logging
 import secrets
 import time
 from collections.abc import Callable
@@ -32,6 +33,8 @@ __all__ = [
     "check_client_metadata",
     "new_session_id",
 ]
+
+_unknown_hinted = False  # the in-memory store's "unknown id" hint was logged in this process
 
 
 class OwnerQuotaExceeded(OverflowError):
@@ -182,6 +185,7 @@ class MemorySessionStore:
     async def get(self, session_id: str) -> SessionRecord | None:
         record = self._records.get(session_id)
         if record is None:
+            self._hint_unknown()
             return None
         now = self._clock()
         if self._expired(record, now):
@@ -189,6 +193,18 @@ class MemorySessionStore:
             return None
         record.last_seen = now
         return record
+
+    def _hint_unknown(self) -> None:
+        """Once a process: an id this process never held (or already forgot) may come from another
+        worker or replica, which in-memory sessions cannot see (the client then gets 404)."""
+        global _unknown_hinted
+        if not _unknown_hinted:
+            _unknown_hinted = True
+            logging.getLogger("fastapi_mcp_ctx").warning(
+                "A 2025 request named an Mcp-Session-Id this process does not hold (expired, deleted, or opened by "
+                "another process). Sessions are in this process's memory: if the app runs as several uvicorn workers "
+                "or replicas, set MCP_SESSION_STORE_URL=redis://... so they share them (docs/deployment.md)"
+            )
 
     async def update(self, record: SessionRecord) -> None:
         if record.id in self._records:

@@ -413,7 +413,10 @@ class TenantRequiredError(InvalidRequestError):
     """Authentication is on and the caller has no tenant claim: tenant storage refuses (HTTP 403)."""
 
     http_status = 403
-    default_message = "No tenant for this caller: tenant-scoped state is unavailable"
+    default_message = (
+        "No tenant for this caller (its token carries no tenant claim, or its Principal no tenant_id): "
+        "tenant-scoped state is unavailable"
+    )
     default_reason = "tenant_required"
     default_hint = (
         "Give the caller a tenant: under MCP_AUTH_MODE=jwt/oauth a token claim named by MCP_JWT_TENANT_CLAIM "

@@ -13,8 +13,10 @@ import re
 from functools import lru_cache
 from typing import Annotated, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+from .errors import ConfigurationError
 
 __all__ = ["McpSettings", "decode_request_state_keys", "get_settings"]
 
@@ -145,8 +147,8 @@ class McpSettings(BaseSettings):
     session_mode: SessionMode = "stateful"
     session_idle_seconds: float = Field(default=1800.0, gt=0)
     max_sessions: int = Field(default=10_000, ge=1)
-    allowed_hosts: list[str] | None = None
-    allowed_origins: list[str] | None = None
+    allowed_hosts: Annotated[list[str] | None, NoDecode] = None
+    allowed_origins: Annotated[list[str] | None, NoDecode] = None
     dns_rebinding_protection: bool | None = None
     storage_url: str = "memory://"
     storage_create_tables: bool = False
@@ -212,10 +214,10 @@ class McpSettings(BaseSettings):
                 raise ValueError(f"MCP_AUTH_MODE={value!r}: use none, jwt or oauth (docs/auth.md)")
         return value
 
-    @field_validator("jwt_audience", "jwt_algorithms", mode="before")
+    @field_validator("jwt_audience", "jwt_algorithms", "allowed_hosts", "allowed_origins", mode="before")
     @classmethod
     def _comma_list(cls, value: object) -> object:
-        if isinstance(value, str):  # MCP_JWT_AUDIENCE=a,b or a JSON list
+        if isinstance(value, str):  # MCP_ALLOWED_HOSTS=a,b or a JSON list
             text = value.strip()
             return json.loads(text) if text.startswith("[") else [part.strip() for part in text.split(",") if part.strip()]
         return value
@@ -277,7 +279,27 @@ def decode_request_state_keys(value: str) -> tuple[bytes, ...]:
     return tuple(keys)
 
 
+def describe_invalid_settings(error: ValidationError) -> str:
+    """One line per refused ``MCP_*`` variable: its name and what it accepts, never its value
+    (a secret such as ``MCP_JWT_SECRET`` must not reach a log)."""
+    lines: list[str] = []
+    for item in error.errors(include_url=False, include_input=False):
+        field = str(item["loc"][0]) if item["loc"] else ""
+        name = f"MCP_{field.upper()}" if field else "MCP_*"
+        message = str(item["msg"]).removeprefix("Value error, ")
+        lines.append(message if message.startswith(name) else f"{name}: {message}")
+    return "Invalid settings: " + "; ".join(lines)
+
+
 @lru_cache(maxsize=1)
 def get_settings() -> McpSettings:
-    """FastAPI dependency returning the process-wide :class:`McpSettings` (read once, cached)."""
-    return McpSettings()
+    """FastAPI dependency returning the process-wide :class:`McpSettings` (read once, cached).
+
+    Raises:
+        ConfigurationError: an ``MCP_*`` environment variable (or ``.env`` entry) holds a value its
+            setting refuses; the message names every such variable and what it accepts.
+    """
+    try:
+        return McpSettings()
+    except ValidationError as exc:
+        raise ConfigurationError(describe_invalid_settings(exc)) from None

@@ -314,6 +314,31 @@ async def test_probe_reports_both_eras() -> None:
     assert text.endswith("OK: the server answers both protocol eras")
 
 
+async def test_probe_counts_the_resources_and_prompts_a_server_offers() -> None:
+    router = McpRouter(settings=mcp_settings(page_size=2))
+
+    @router.resource("notes://{note_id}", name="note")
+    async def note(note_id: str) -> str:
+        return note_id
+
+    for uri in ("docs://a", "docs://b", "docs://c"):
+        router.resource(uri, name=uri)(lambda: "text")
+
+    @router.prompt()
+    async def greet(name: str) -> str:
+        """Greet someone."""
+        return f"Hello {name}"
+
+    report = await _probe_app(make_app(router))
+    assert report.ok, report.render()
+    counted = {(s.era, s.name): s.facts for s in report.steps}
+    for era in ("2025 (2025-11-25)", "2026-07-28"):
+        assert counted[(era, "tools/list")] == {"tools": "0 (1 page)"}
+        assert counted[(era, "resources/list")] == {"resources": "3 (2 pages)"}
+        assert counted[(era, "resources/templates/list")] == {"resourceTemplates": "1 (1 page)"}
+        assert counted[(era, "prompts/list")] == {"prompts": "1 (1 page)"}
+
+
 async def test_probe_stateless_server() -> None:
     report = await _probe_app(_app(session_mode="stateless"))
     assert report.ok and report.steps[0].facts["session"] == "(none: stateless server)"

@@ -192,15 +192,15 @@ def test_shared_sessions_count_as_shared() -> None:
         McpRouter(settings=settings, session_store=RedisSessionStore())  # type: ignore[arg-type]
 
 
-def test_router_without_a_key_warns_once_and_seals_with_the_process_key(caplog: pytest.LogCaptureFixture) -> None:
+def test_router_without_a_key_logs_once_at_info_and_seals_with_the_process_key(caplog: pytest.LogCaptureFixture) -> None:
     import fastapi_mcp_ctx._sealing as sealing
 
     sealing._warned = False  # pyright: ignore[reportPrivateUsage]
-    with caplog.at_level(logging.WARNING, "fastapi_mcp_ctx"):
+    with caplog.at_level(logging.INFO, "fastapi_mcp_ctx"):
         first = McpRouter(settings=mcp_settings(request_state_key=None))
         second = McpRouter(settings=mcp_settings(request_state_key=None, storage_url="sqlite+aiosqlite:///x.db"))
     warnings = [r for r in caplog.records if "MCP_REQUEST_STATE_KEY is not set" in r.getMessage()]
-    assert len(warnings) == 1 and "replica" in warnings[0].getMessage()
+    assert len(warnings) == 1 and "replica" in warnings[0].getMessage() and warnings[0].levelno == logging.INFO
     assert not first.request_state.shared
     assert second.request_state.open(first.request_state.seal("s", BINDING), BINDING) == "s"
 
