@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import functools
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Final, NoReturn, TypeVar
 
 import anyio
@@ -35,6 +35,7 @@ import mcp_types as types
 from pydantic import BaseModel
 from pydantic import ValidationError as PydanticValidationError
 
+from ._client_view import capability_object
 from .errors import (
     ClientCapabilityMissingError,
     InputRoundsExceededError,
@@ -71,16 +72,6 @@ def _input_required_methods() -> frozenset[str]:
     return INPUT_REQUIRED_METHODS
 
 
-def _capability_object(names: Sequence[str]) -> dict[str, Any]:
-    missing: dict[str, Any] = {}
-    for name in names:
-        head, _, tail = name.partition(".")
-        missing.setdefault(head, {})
-        if tail:
-            missing[head][tail] = {}
-    return missing
-
-
 def refusal(call: CallState, can: Can, requests: Mapping[str, Mapping[str, Any]], fallback_hint: str | None) -> Exception | None:
     """The error asking ``requests`` of this client would be, or None when it may ask them all."""
     capabilities = call.envelope.client_capabilities
@@ -96,11 +87,11 @@ def refusal(call: CallState, can: Can, requests: Mapping[str, Mapping[str, Any]]
                 "the client's capabilities and no stream for its answer (MCP_SESSION_MODE=stateless, or auto without "
                 "Mcp-Session-Id)"
             )
-            return ClientCapabilityMissingError(method, _capability_object(needed), message, recovery_hint=hint)
+            return ClientCapabilityMissingError(method, capability_object(needed), message, recovery_hint=hint)
         missing = [name for name in needed if not can(name)]
         if not missing:
             continue
-        required = _capability_object(missing)
+        required = capability_object(missing)
         if modern:
             return MissingCapabilityError(required, f"{method} needs the client capability {', '.join(missing)}, which this request did not declare")
         names = ", ".join(f"`{name}`" for name in missing)

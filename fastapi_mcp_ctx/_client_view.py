@@ -1,5 +1,5 @@
-"""What the client says about itself beyond capabilities: extensions, MCP Apps views and the
-normalised ``openai/*`` caller hints of a request's ``_meta``.
+"""What the client says about itself: :class:`ClientView` (``ctx.client``: declared capabilities,
+extensions, MCP Apps views) and the normalised ``openai/*`` caller hints of a request's ``_meta``.
 
 Everything here is self-reported by the client and unverified: use it to shape a response
 (a locale, an HTML view for a client that renders one), never to authenticate or authorize;
@@ -18,11 +18,23 @@ from __future__ import annotations
 
 import copy
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-__all__ = ["UI_EXTENSION", "VIEW_MIME_TYPE", "ClientLocation", "ClientUser", "extension_settings", "read_user", "supports_views"]
+from .errors import MissingCapabilityError
+
+__all__ = [
+    "UI_EXTENSION",
+    "VIEW_MIME_TYPE",
+    "ClientLocation",
+    "ClientUser",
+    "ClientView",
+    "capability_object",
+    "extension_settings",
+    "read_user",
+    "supports_views",
+]
 
 UI_EXTENSION: Final = "io.modelcontextprotocol/ui"
 """The MCP Apps extension id (``capabilities.extensions``)."""
@@ -147,3 +159,100 @@ def supports_views(capabilities: Mapping[str, Any] | None) -> bool:
     wanted = VIEW_MIME_TYPE.replace(" ", "").lower()
     entries: list[Any] = mime_types[:MAX_MIME_TYPES]  # pyright: ignore[reportUnknownVariableType]
     return any(isinstance(entry, str) and entry.replace(" ", "").lower() == wanted for entry in entries)
+
+
+def _capability_present(capabilities: Mapping[str, Any] | None, name: str) -> bool:
+    if not capabilities:
+        return False
+    head, _, tail = name.partition(".")
+    value = capabilities.get(head)
+    if not isinstance(value, Mapping):
+        return False
+    if not tail:
+        return True
+    if head == "elicitation" and tail == "form" and not value:
+        return True  # a bare ``elicitation: {}`` means form mode (spec 2025-11-25 client/elicitation)
+    return isinstance(value.get(tail), Mapping)  # pyright: ignore[reportUnknownMemberType]
+
+
+def capability_object(names: Iterable[str]) -> dict[str, Any]:
+    """The ``requiredCapabilities`` object naming ``names``: ``["elicitation.url", "sampling"]``
+    gives ``{"elicitation": {"url": {}}, "sampling": {}}``."""
+    missing: dict[str, Any] = {}
+    for name in names:
+        head, _, tail = name.partition(".")
+        missing.setdefault(head, {})
+        if tail:
+            missing[head][tail] = {}
+    return missing
+
+
+class ClientView:
+    """What the client declared: ``ctx.client.can("sampling")``, ``can("elicitation.url")``.
+
+    Names: ``elicitation`` (any mode), ``elicitation.form``, ``elicitation.url``, ``sampling``,
+    ``sampling.tools``, ``sampling.context``, ``roots``, ``roots.listChanged`` is not a
+    capability object and reads False; extension ids work as ``extensions`` sub-keys via
+    :meth:`has_extension` and :meth:`extension`. Also ``info``, ``capabilities`` (copies),
+    ``user`` (the ``openai/*`` hints of ``_meta``) and ``supports_views`` (MCP Apps).
+
+    Every value is self-reported by the client, a hint to shape a response with, never
+    authentication or authorization (``ctx.auth`` is the verified principal).
+    """
+
+    __slots__ = ("_capabilities", "_info", "_meta")
+
+    def __init__(
+        self, capabilities: Mapping[str, Any] | None, info: Mapping[str, Any] | None, meta: Mapping[str, Any] | None = None
+    ) -> None:
+        self._capabilities = capabilities
+        self._info = info
+        self._meta = meta
+
+    def can(self, name: str) -> bool:
+        """True when the client declared capability ``name`` for this request."""
+        return _capability_present(self._capabilities, name)
+
+    def has_extension(self, identifier: str) -> bool:
+        """True when ``capabilities.extensions`` lists ``identifier``."""
+        extensions = (self._capabilities or {}).get("extensions")
+        return isinstance(extensions, Mapping) and identifier in extensions
+
+    def require(self, *names: str) -> None:
+        """Raise unless every capability in ``names`` was declared.
+
+        Raises:
+            MissingCapabilityError: ``-32021`` with ``data.requiredCapabilities`` (an object).
+        """
+        missing = [name for name in names if not self.can(name)]
+        if missing:
+            raise MissingCapabilityError(capability_object(missing))
+
+    @property
+    def capabilities(self) -> dict[str, Any] | None:
+        """A copy of the declared ``ClientCapabilities``, or None when unknown (a 2025 request
+        served without a session)."""
+        return copy.deepcopy(dict(self._capabilities)) if self._capabilities is not None else None
+
+    @property
+    def info(self) -> dict[str, Any] | None:
+        """A copy of the client's ``Implementation`` (``name``, ``version``…), or None."""
+        return copy.deepcopy(dict(self._info)) if self._info is not None else None
+
+    def extension(self, identifier: str) -> dict[str, Any] | None:
+        """A copy of the settings the client declared for extension ``identifier``
+        (``capabilities.extensions[identifier]``), or None when it declared none."""
+        return extension_settings(self._capabilities, identifier)
+
+    @property
+    def user(self) -> ClientUser | None:
+        """The normalised ``openai/*`` caller hints of this request's ``_meta`` (locale, user
+        agent, location, subject, conversation, organization), None when none is valid
+        (``fastapi_mcp_ctx._client_view``). Self-reported: never proof of who the caller is."""
+        return read_user(self._meta)
+
+    @property
+    def supports_views(self) -> bool:
+        """True when the client declares the ``io.modelcontextprotocol/ui`` extension with
+        ``text/html;profile=mcp-app`` among its ``mimeTypes`` (it renders MCP Apps views)."""
+        return supports_views(self._capabilities)

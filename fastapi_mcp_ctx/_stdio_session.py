@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import threading
 from collections.abc import Callable, Mapping
 from typing import Any, Final
@@ -56,6 +55,7 @@ from ._jsonrpc import (
     result_message,
 )
 from ._sessions import SessionRecord, check_client_metadata
+from ._stdio_framing import LineFramer, pump, write_all
 from ._streams import Reply
 from ._transport.pending import PendingRequests
 from ._transport.requests import BackChannel
@@ -67,78 +67,10 @@ __all__ = ["LineFramer", "StdioSession"]
 
 logger = logging.getLogger("fastapi_mcp_ctx.stdio")
 
-_READ_CHUNK: Final = 64 * 1024
 _READ_QUEUE: Final = 16  # chunks buffered between the reader thread and the loop (≤ 1 MiB)
 _WRITE_QUEUE: Final = 256  # messages waiting for the writer; senders wait beyond
 _WRITE_BATCH: Final = 64
 _NO_HEADERS: Final = HeaderMap()
-
-
-class LineFramer:
-    """Splits a byte stream into lines of at most ``limit`` bytes (the newline excluded).
-
-    :meth:`feed` returns the complete lines of a chunk, and ``None`` in place of a line that
-    grew past ``limit`` (the rest of that line is skipped, never buffered); ``feed(b"")``
-    marks the end of input and returns an unterminated last line.
-    """
-
-    __slots__ = ("_buffer", "_limit", "_skipping")
-
-    def __init__(self, limit: int) -> None:
-        self._buffer = bytearray()
-        self._limit = limit
-        self._skipping = False
-
-    def feed(self, chunk: bytes) -> list[bytes | None]:
-        """The lines completed by ``chunk`` (``None``: a line over the limit)."""
-        lines: list[bytes | None] = []
-        if not chunk:
-            if self._buffer and not self._skipping:
-                lines.append(bytes(self._buffer))
-            self._buffer.clear()
-            self._skipping = False
-            return lines
-        start = 0
-        while True:
-            newline = chunk.find(b"\n", start)
-            end = len(chunk) if newline < 0 else newline
-            if not self._skipping:
-                self._buffer += chunk[start:end]
-                if len(self._buffer) > self._limit:
-                    self._buffer.clear()
-                    self._skipping = True
-                    lines.append(None)
-            if newline < 0:
-                return lines
-            if self._skipping:
-                self._skipping = False
-            else:
-                lines.append(bytes(self._buffer))
-                self._buffer.clear()
-            start = newline + 1
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view) :]
-
-
-def _pump(fd: int, loop: asyncio.AbstractEventLoop, queue: asyncio.Queue[bytes], slots: threading.Semaphore) -> None:
-    """Reader thread: chunks of ``fd`` into ``queue``, then ``b""``; a chunk takes one of
-    ``slots`` (released by the consumer), so at most that many chunks wait in memory."""
-    while True:
-        slots.acquire()
-        try:
-            chunk = os.read(fd, _READ_CHUNK)
-        except OSError:
-            chunk = b""
-        try:
-            loop.call_soon_threadsafe(queue.put_nowait, chunk)
-        except RuntimeError:  # the loop is closed: nobody reads any more
-            return
-        if not chunk:
-            return
 
 
 class StdioSession:
@@ -218,7 +150,7 @@ class StdioSession:
         loop = asyncio.get_running_loop()
         queue: asyncio.Queue[bytes] = asyncio.Queue()
         slots = threading.Semaphore(_READ_QUEUE)
-        reader = threading.Thread(target=_pump, args=(self._read_fd, loop, queue, slots), name="mcp-stdio-reader", daemon=True)
+        reader = threading.Thread(target=pump, args=(self._read_fd, loop, queue, slots), name="mcp-stdio-reader", daemon=True)
         reader.start()
         framer = LineFramer(self._limit)
         while True:
@@ -397,7 +329,7 @@ class StdioSession:
                 if self._broken:
                     continue
                 try:
-                    await anyio.to_thread.run_sync(_write_all, self._write_fd, b"".join(batch), abandon_on_cancel=True)
+                    await anyio.to_thread.run_sync(write_all, self._write_fd, b"".join(batch), abandon_on_cancel=True)
                 except OSError as exc:
                     self._broken = True
                     logger.warning("stdio: the output is closed (%s); stopping", exc)

@@ -12,34 +12,32 @@ imports the router or the dispatcher.
 
 from __future__ import annotations
 
-import copy
-import math
 import secrets
-import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping
 from contextvars import ContextVar
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from datetime import datetime, timezone
 from types import GenericAlias, MappingProxyType
-from typing import TYPE_CHECKING, Any, Final, Literal, NoReturn, Protocol
+from typing import TYPE_CHECKING, Any, Final, NoReturn
 
-import anyio
 from starlette.requests import Request
 from typing_extensions import TypeVar
 
-from . import _asking
-from ._client_view import ClientUser, extension_settings, read_user, supports_views
+from . import _asking, _call_outbound
+from ._call_state import CallState, ChangeNotifications, ClientRequester, StreamControl
+from ._call_state import Outbound as Outbound
+from ._cancel_signal import CancelSignal
+from ._client_view import ClientView
 from ._content import ContentCollector
-from ._envelope import Era, RequestEnvelope, parse_traceparent
-from ._jsonrpc import notification_message
+from ._envelope import Era, parse_traceparent
 from ._logging import ContextLogger
 from ._outputs import CallOutputs
 from .consent import ConsentGate
-from .contracts import ErrorContracts, undeclared_reason
-from .enrichment import Enrich, EnrichmentSpec
-from .errors import InternalError, MissingCapabilityError, NoBackChannelError
+from .contracts import undeclared_reason
+from .enrichment import Enrich
+from .errors import InternalError, NoBackChannelError
 from .input_required import ElicitAnswer
-from .inputs import InputRound, Inputs
+from .inputs import Inputs
 from .settings import McpSettings
 
 if TYPE_CHECKING:
@@ -61,11 +59,12 @@ __all__ = [
     "get_request_context",
     "mcp_context",
 ]
+# CallState and the Protocols (``_call_state``), CancelSignal (``_cancel_signal``) and ClientView
+# (``_client_view``) are re-exported: this module is where the package and users import them from.
 
 SCOPE_KEY: Final = "fastapi_mcp_ctx.call"
 _current: ContextVar[Context | None] = ContextVar("fastapi_mcp_ctx_context", default=None)
 
-Outbound = Callable[[dict[str, Any]], Awaitable[None]]
 ReasonT = TypeVar("ReasonT", bound=str, default=str)
 """The error reasons a handler's ``Context[Literal[...]]`` may ``fail`` with (``contracts.py``)."""
 
@@ -79,202 +78,6 @@ else:
 
         def __class_getitem__(cls, item: Any) -> type:
             return object
-
-
-class ChangeNotifications(Protocol):
-    """Where ``ctx.notify_*_list_changed`` / ``ctx.notify_resource_updated`` publish (the router's notifier)."""
-
-    async def list_changed(self, kind: Literal["tools", "prompts", "resources"]) -> None: ...
-
-    async def resource_updated(self, uri: str) -> None: ...
-
-
-class ClientRequester(Protocol):
-    """Sends a call's server→client requests and returns the client's ``result``
-    (``fastapi_mcp_ctx._transport.requests.BackChannel``; see :meth:`Context.send_request`)."""
-
-    async def send_request(self, call: CallState, method: str, params: dict[str, Any] | None, timeout: float) -> dict[str, Any]: ...
-
-
-class StreamControl(Protocol):
-    """What ``ctx.close_sse_stream()`` reaches: the transport of a resumable 2025 call."""
-
-    async def close_connection(self) -> bool: ...
-
-    async def close_standalone(self) -> bool: ...
-
-
-class CancelSignal:
-    """Cancellation of one call: set when the client cancels or disconnects.
-
-    ``await signal.wait()`` returns once cancelled; ``signal.cancelled`` reads the flag;
-    ``signal.reason`` is the client's reason (``notifications/cancelled``) or ``"disconnected"``.
-    Spec 2025-11-25 ``basic/utilities/cancellation``; 2026-07-28 ``basic/patterns/cancellation``.
-    """
-
-    __slots__ = ("_event", "_scope", "reason")
-
-    def __init__(self) -> None:
-        self._event: anyio.Event | None = None
-        self._scope: anyio.CancelScope | None = None
-        self.reason: str | None = None
-
-    def bind(self, scope: anyio.CancelScope | None) -> None:
-        """Cancel ``scope`` (the handler's) when this signal fires; None unbinds."""
-        self._scope = scope
-
-    @property
-    def cancelled(self) -> bool:
-        """True once the call was cancelled."""
-        return self.reason is not None
-
-    def cancel(self, reason: str) -> None:
-        """Mark the call cancelled (first reason wins) and wake every waiter."""
-        if self.reason is None:
-            self.reason = reason
-            if self._event is not None:
-                self._event.set()
-            if self._scope is not None:
-                self._scope.cancel()
-
-    async def wait(self) -> None:
-        """Block until the call is cancelled."""
-        if self.reason is not None:
-            return
-        if self._event is None:
-            self._event = anyio.Event()
-        await self._event.wait()
-
-    def __bool__(self) -> bool:
-        return self.cancelled
-
-
-def _capability_present(capabilities: Mapping[str, Any] | None, name: str) -> bool:
-    if not capabilities:
-        return False
-    head, _, tail = name.partition(".")
-    value = capabilities.get(head)
-    if not isinstance(value, Mapping):
-        return False
-    if not tail:
-        return True
-    if head == "elicitation" and tail == "form" and not value:
-        return True  # a bare ``elicitation: {}`` means form mode (spec 2025-11-25 client/elicitation)
-    return isinstance(value.get(tail), Mapping)  # pyright: ignore[reportUnknownMemberType]
-
-
-def _capability_object(name: str) -> dict[str, Any]:
-    head, _, tail = name.partition(".")
-    return {head: {tail: {}} if tail else {}}
-
-
-class ClientView:
-    """What the client declared: ``ctx.client.can("sampling")``, ``can("elicitation.url")``.
-
-    Names: ``elicitation`` (any mode), ``elicitation.form``, ``elicitation.url``, ``sampling``,
-    ``sampling.tools``, ``sampling.context``, ``roots``, ``roots.listChanged`` is not a
-    capability object and reads False; extension ids work as ``extensions`` sub-keys via
-    :meth:`has_extension` and :meth:`extension`. Also ``info``, ``capabilities`` (copies),
-    ``user`` (the ``openai/*`` hints of ``_meta``) and ``supports_views`` (MCP Apps).
-
-    Every value is self-reported by the client, a hint to shape a response with, never
-    authentication or authorization (``ctx.auth`` is the verified principal).
-    """
-
-    __slots__ = ("_capabilities", "_info", "_meta")
-
-    def __init__(
-        self, capabilities: Mapping[str, Any] | None, info: Mapping[str, Any] | None, meta: Mapping[str, Any] | None = None
-    ) -> None:
-        self._capabilities = capabilities
-        self._info = info
-        self._meta = meta
-
-    def can(self, name: str) -> bool:
-        """True when the client declared capability ``name`` for this request."""
-        return _capability_present(self._capabilities, name)
-
-    def has_extension(self, identifier: str) -> bool:
-        """True when ``capabilities.extensions`` lists ``identifier``."""
-        extensions = (self._capabilities or {}).get("extensions")
-        return isinstance(extensions, Mapping) and identifier in extensions
-
-    def require(self, *names: str) -> None:
-        """Raise unless every capability in ``names`` was declared.
-
-        Raises:
-            MissingCapabilityError: ``-32021`` with ``data.requiredCapabilities`` (an object).
-        """
-        missing: dict[str, Any] = {}
-        for name in names:
-            if not self.can(name):
-                for key, value in _capability_object(name).items():
-                    missing.setdefault(key, {}).update(value)
-        if missing:
-            raise MissingCapabilityError(missing)
-
-    @property
-    def capabilities(self) -> dict[str, Any] | None:
-        """A copy of the declared ``ClientCapabilities``, or None when unknown (a 2025 request
-        served without a session)."""
-        return copy.deepcopy(dict(self._capabilities)) if self._capabilities is not None else None
-
-    @property
-    def info(self) -> dict[str, Any] | None:
-        """A copy of the client's ``Implementation`` (``name``, ``version``…), or None."""
-        return copy.deepcopy(dict(self._info)) if self._info is not None else None
-
-    def extension(self, identifier: str) -> dict[str, Any] | None:
-        """A copy of the settings the client declared for extension ``identifier``
-        (``capabilities.extensions[identifier]``), or None when it declared none."""
-        return extension_settings(self._capabilities, identifier)
-
-    @property
-    def user(self) -> ClientUser | None:
-        """The normalised ``openai/*`` caller hints of this request's ``_meta`` (locale, user
-        agent, location, subject, conversation, organization), None when none is valid
-        (``fastapi_mcp_ctx._client_view``). Self-reported: never proof of who the caller is."""
-        return read_user(self._meta)
-
-    @property
-    def supports_views(self) -> bool:
-        """True when the client declares the ``io.modelcontextprotocol/ui`` extension with
-        ``text/html;profile=mcp-app`` among its ``mimeTypes`` (it renders MCP Apps views)."""
-        return supports_views(self._capabilities)
-
-
-@dataclass(slots=True)
-class CallState:
-    """Everything the dispatcher knows about one call (built per request, never shared)."""
-
-    request_id: str | int
-    method: str
-    envelope: RequestEnvelope
-    settings: McpSettings
-    request: Request
-    session_id: str | None = None
-    tenant_id: str | None = "default"
-    auth: Any = None
-    operation: str | None = None
-    logger_name: str | None = None
-    uri: str | None = None
-    extra: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
-    outbound: Outbound | None = None
-    signal: CancelSignal = field(default_factory=CancelSignal)
-    client_log_level: Callable[[], str | None] = lambda: None
-    state_factory: Callable[[str | None], ContextState] | None = None
-    started_at: float = field(default_factory=time.time)
-    span_id: str | None = None
-    last_progress: float | None = None
-    notifications: ChangeNotifications | None = None
-    back_channel: ClientRequester | None = None
-    stream_control: StreamControl | None = None
-    input_round: InputRound | None = None
-    trace_id: str | None = None
-    """The active OpenTelemetry span's trace id (32 hex), set by ``_telemetry`` when tracing."""
-    enrichment: EnrichmentSpec | None = None
-    contracts: ErrorContracts | None = None
-    outputs: CallOutputs | None = None
 
 
 class Context(_Reasons[ReasonT]):
@@ -442,28 +245,11 @@ class Context(_Reasons[ReasonT]):
             ValueError: ``progress`` or ``total`` is ``inf`` or ``nan`` (not a JSON number,
                 RFC 8259 §6), checked before anything else (with or without a progress token).
         """
-        if not math.isfinite(progress) or (total is not None and not math.isfinite(total)):
-            raise ValueError(f"progress and total must be finite numbers, got progress={progress!r}, total={total!r}")
-        token = self._call.envelope.progress_token
-        outbound = self._call.outbound
-        if token is None or outbound is None or self._call.signal.cancelled:
-            return False
-        if self._call.last_progress is not None and progress <= self._call.last_progress:
-            return False
-        self._call.last_progress = progress
-        params: dict[str, Any] = {"progressToken": token, "progress": progress}
-        if total is not None:
-            params["total"] = total
-        if message is not None:
-            params["message"] = message
-        await outbound(notification_message("notifications/progress", params))
-        return True
+        return await _call_outbound.report_progress(self._call, progress, total, message)
 
     async def notify(self, method: str, params: dict[str, Any] | None = None) -> None:
         """Send any notification on this call's stream (dropped when there is none)."""
-        if self._call.outbound is None or self._call.signal.cancelled:
-            return
-        await self._call.outbound(notification_message(method, params))
+        await _call_outbound.notify(self._call, method, params)
 
     async def notify_tools_list_changed(self) -> None:
         """Tell every client that the tool list changed (``notifications/tools/list_changed``).
@@ -559,29 +345,8 @@ class Context(_Reasons[ReasonT]):
         (the server name outside a tool).
         """
         if self._log is None:
-            call = self._call
-            opted_in = call.envelope.era == "legacy" or call.envelope.log_level is not None
-            level_source: Callable[[], str | None] = (
-                (lambda: call.envelope.log_level) if call.envelope.era == "modern" else call.client_log_level
-            )
-            self._log = ContextLogger(
-                floor=call.settings.log_level,
-                client_level=level_source,
-                client_opted_in=opted_in,
-                send=self._send_if_live,
-                correlation={
-                    "request_id": call.request_id,
-                    "tenant_id": call.tenant_id,
-                    "session_id": call.session_id,
-                    "trace_id": self.trace_id,
-                },
-                logger_name=call.logger_name or call.settings.server_name,
-            )
+            self._log = _call_outbound.call_logger(self._call, self.trace_id)
         return self._log
-
-    async def _send_if_live(self, message: dict[str, Any]) -> None:
-        if self._call.outbound is not None and not self._call.signal.cancelled:
-            await self._call.outbound(message)
 
     @property
     def state(self) -> ContextState:

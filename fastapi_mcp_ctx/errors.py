@@ -490,12 +490,8 @@ class SerializationError(InvalidParamsError):
 
 
 class InternalError(McpError):
-    """A crash inside the server (-32603). The wire message is generic; the cause is logged."""
-
-    code = -32603
-    http_status = 500
-    default_message = "Internal error"
-    default_reason = "internal_error"
+    """A crash inside the server (-32603, HTTP 500: :class:`McpError`'s own code, status, message
+    and reason). The wire message is generic; the cause is logged."""
 
 
 class StateUnavailableError(InternalError):

@@ -21,168 +21,31 @@ arrived, the value is gone and the caller gets :class:`StateUnavailableError`.
 
 from __future__ import annotations
 
-import asyncio
 import functools
-import hashlib
 import logging
-from collections.abc import Awaitable, Callable, Mapping, Sequence
-from types import TracebackType
-from typing import Any, cast
+from collections.abc import Callable, Mapping, Sequence
+from typing import cast
 
-from redis.asyncio import ConnectionPool, Redis
-from redis.asyncio.retry import Retry
-from redis.backoff import ExponentialBackoff
-from redis.exceptions import (
-    AuthenticationError,
-    AuthorizationError,
-    NoPermissionError,
-    NoScriptError,
-    RedisError,
-    ResponseError,
-)
+from redis.asyncio import Redis
+from redis.exceptions import RedisError
 
 from ..errors import ConfigurationError, StateUnavailableError
+from . import _redis_scripts as scripts
 from ._loops import OneLoop, PerLoop
+from ._redis_client import LoopClient, Script, Slots, client_from_url, refusal, server_text
 from .base import prefix_upper_bound
 
 __all__ = ["RedisBackend"]
 
 logger = logging.getLogger(__name__)
 
-_SET = """
-if ARGV[2] == '' then
-  redis.call('SET', KEYS[1], ARGV[1])
-else
-  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
-end
-redis.call('ZADD', KEYS[2], 0, ARGV[3])
-return 1
-"""
-
-# KEYS = idx, value keys...; ARGV = ttl_ms ('' = none), then (key, value) pairs.
-_SET_MANY = """
-local n = #KEYS - 1
-for i = 1, n do
-  local v = ARGV[2 * i + 1]
-  if ARGV[1] == '' then
-    redis.call('SET', KEYS[i + 1], v)
-  else
-    redis.call('SET', KEYS[i + 1], v, 'PX', ARGV[1])
-  end
-  redis.call('ZADD', KEYS[1], 0, ARGV[2 * i])
-end
-return n
-"""
-
-_TAKE = """
-local v = redis.call('GETDEL', KEYS[1])
-redis.call('ZREM', KEYS[2], ARGV[1])
-return v
-"""
-
-# KEYS = idx, value keys...; ARGV = keys...
-_DELETE_MANY = """
-local n = 0
-for i = 2, #KEYS do
-  n = n + redis.call('DEL', KEYS[i])
-  redis.call('ZREM', KEYS[1], ARGV[i - 1])
-end
-return n
-"""
-
-# KEYS = idx; ARGV = value-key prefix, lo, hi, limit. Returns {k1, v1, k2, v2, ...}.
-_SCAN = """
-local idx, vp, lo, hi = KEYS[1], ARGV[1], ARGV[2], ARGV[3]
-local limit = tonumber(ARGV[4])
-local out, found = {}, 0
-while found < limit do
-  local batch = limit - found
-  if batch < 32 then batch = 32 end
-  local members = redis.call('ZRANGEBYLEX', idx, lo, hi, 'LIMIT', 0, batch)
-  if #members == 0 then break end
-  for _, m in ipairs(members) do
-    local v = redis.call('GET', vp .. m)
-    if v then
-      if found < limit then
-        out[#out + 1] = m
-        out[#out + 1] = v
-        found = found + 1
-      end
-    else
-      redis.call('ZREM', idx, m)
-    end
-    lo = '(' .. m
-    if found >= limit then break end
-  end
-  if #members < batch then break end
-end
-return out
-"""
-
-
-class _Script:
-    """A Lua script called by EVALSHA, falling back to EVAL (which caches it) after a restart."""
-
-    __slots__ = ("sha", "source")
-
-    def __init__(self, source: str) -> None:
-        self.source = source
-        self.sha = hashlib.sha1(source.encode()).hexdigest()
-
-
-class _Slots:
-    """Caps in-flight commands at the pool size; a caller waits at most ``timeout`` s for a slot.
-
-    Cheaper than redis-py's ``BlockingConnectionPool`` on the uncontended path (one
-    semaphore acquire), and never lets the pool raise ``MaxConnectionsError`` under a burst.
-    """
-
-    __slots__ = ("_sem", "_timeout")
-
-    def __init__(self, size: int, timeout: float) -> None:
-        self._sem = asyncio.Semaphore(size)
-        self._timeout = timeout
-
-    async def __aenter__(self) -> None:
-        sem = self._sem
-        if not sem.locked():
-            await sem.acquire()
-            return
-        try:
-            async with asyncio.timeout(self._timeout):
-                await sem.acquire()
-        except TimeoutError as exc:
-            raise StateUnavailableError("State backend (redis) busy: no free connection, retry later") from exc
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self._sem.release()
-
-
-class _Client:
-    """The redis-py client of one event loop, with that loop's command slots."""
-
-    __slots__ = ("exec", "owned", "redis", "slots")
-
-    def __init__(self, redis: Redis, owned: bool, slots: _Slots) -> None:
-        self.redis = redis
-        self.owned = owned
-        self.exec = cast("Callable[..., Awaitable[Any]]", getattr(redis, "execute_command"))
-        self.slots = slots
-
-    async def eval(self, script: _Script, keys: Sequence[str], args: Sequence[str | int]) -> Any:
-        try:
-            return await self.exec("EVALSHA", script.sha, len(keys), *keys, *args)
-        except NoScriptError:  # script cache empty (restart, SCRIPT FLUSH): EVAL loads it
-            return await self.exec("EVAL", script.source, len(keys), *keys, *args)
-
-    async def aclose(self) -> None:
-        if self.owned:
-            try:
-                await self.redis.aclose()
-            except (RedisError, OSError):  # pragma: no cover - closing a dead pool
-                pass
+# The names ``fastapi_mcp_ctx._replicas.link`` imports from here (the code is in ``_redis_client``).
+_Client = LoopClient
+_Script = Script
+_Slots = Slots
+_client_from_url = client_from_url
+_refusal = refusal
+_server_text = server_text
 
 
 class RedisBackend:
@@ -228,7 +91,7 @@ class RedisBackend:
             raise ValueError("RedisBackend needs exactly one of url, client or client_factory")
         self._spare: Redis | None = None
         if url is not None:
-            client_factory = functools.partial(_client_from_url, url, timeout, max_connections)
+            client_factory = functools.partial(client_from_url, url, timeout, max_connections)
             self._spare = client_factory()  # parses the URL now: a bad one fails here, not at first use
         self._factory = client_factory
         self._client = client
@@ -240,24 +103,24 @@ class RedisBackend:
         )
         self._max_connections = max_connections
         self._pool_timeout = pool_timeout
-        self._loops: PerLoop[_Client] = PerLoop(self._open, _Client.aclose)
+        self._loops: PerLoop[LoopClient] = PerLoop(self._open, LoopClient.aclose)
         self._vp = f"{namespace}v:"
         self._idx = f"{namespace}idx"
-        self._set = _Script(_SET)
-        self._set_many = _Script(_SET_MANY)
-        self._take = _Script(_TAKE)
-        self._delete_many = _Script(_DELETE_MANY)
-        self._scan = _Script(_SCAN)
+        self._set = Script(scripts.SET)
+        self._set_many = Script(scripts.SET_MANY)
+        self._take = Script(scripts.TAKE)
+        self._delete_many = Script(scripts.DELETE_MANY)
+        self._scan = Script(scripts.SCAN)
 
-    def _open(self) -> _Client:
+    def _open(self) -> LoopClient:
         """The client of a loop that has none yet (no I/O)."""
-        slots = _Slots(self._max_connections, self._pool_timeout)
+        slots = Slots(self._max_connections, self._pool_timeout)
         if self._factory is not None:
             spare, self._spare = self._spare, None
-            return _Client(spare or self._factory(), True, slots)
+            return LoopClient(spare or self._factory(), True, slots)
         assert self._client is not None
         self._one_loop.claim()
-        return _Client(self._client, self._owns, slots)
+        return LoopClient(self._client, self._owns, slots)
 
     @property
     def client(self) -> Redis:
@@ -270,12 +133,12 @@ class RedisBackend:
 
     @staticmethod
     def _unavailable(exc: BaseException) -> StateUnavailableError | ConfigurationError:
-        """The error a failed command is raised as (see :func:`_refusal`)."""
-        refusal = _refusal(exc)
-        if refusal is not None:
-            logger.error("redis state backend refused: %s (%s: %s)", refusal, type(exc).__name__, _server_text(exc))
-            return ConfigurationError(f"ctx.state (redis) is unusable: {refusal}; the server log has Redis's error.")
-        logger.warning("redis state backend unavailable: %s: %s", type(exc).__name__, _server_text(exc))
+        """The error a failed command is raised as (see :func:`._redis_client.refusal`)."""
+        problem = refusal(exc)
+        if problem is not None:
+            logger.error("redis state backend refused: %s (%s: %s)", problem, type(exc).__name__, server_text(exc))
+            return ConfigurationError(f"ctx.state (redis) is unusable: {problem}; the server log has Redis's error.")
+        logger.warning("redis state backend unavailable: %s: %s", type(exc).__name__, server_text(exc))
         return StateUnavailableError("State backend (redis) unavailable, retry later")
 
     @staticmethod
@@ -385,47 +248,3 @@ class RedisBackend:
         loop's pool is closed by that loop (see :mod:`._loops`).
         """
         await self._loops.aclose()
-
-
-# Error replies a retry can outlive: loading a dataset, a busy script, a failover in progress,
-# memory full until keys expire. Any other error reply repeats until the operator acts.
-_TRANSIENT_REPLIES = ("LOADING", "BUSY", "TRYAGAIN", "CLUSTERDOWN", "MASTERDOWN", "READONLY", "OOM", "NOREPLICAS")
-
-
-def _server_text(exc: BaseException) -> str:
-    """The server's (or the socket's) error text, one line, bounded; URLs carry no password here."""
-    return " ".join(str(exc).split())[:500] or type(exc).__name__
-
-
-def _refusal(exc: BaseException) -> str | None:
-    """What the operator must check when Redis refuses for good, or None for an outage.
-
-    Connection-level failures (refused, reset, timed out, no free connection) and the transient
-    error replies above are retryable; a wrong password, a missing ACL permission, a database
-    index the server does not have, or any other error reply is a misconfiguration.
-    """
-    if isinstance(exc, (AuthenticationError, AuthorizationError)):
-        return "Redis refused the credentials: check the user and password in MCP_STORAGE_URL"
-    if isinstance(exc, NoPermissionError):
-        return "the Redis user lacks a permission (ACL): allow GET, MGET, EVALSHA, EVAL and PING on the namespace's keys"
-    if not isinstance(exc, ResponseError):
-        return None
-    text = str(exc)
-    if text.split(" ", 1)[0].upper() in _TRANSIENT_REPLIES:
-        return None
-    if "DB index is out of range" in text:
-        return "the database number in MCP_STORAGE_URL (redis://host:port/N) is beyond the server's `databases` setting"
-    return "Redis answers an error to every command: check MCP_STORAGE_URL, the server's version (Lua scripting, GETDEL) and its configuration"
-
-
-def _client_from_url(url: str, timeout: float, max_connections: int) -> Redis:
-    from_url = cast("Callable[..., ConnectionPool]", getattr(ConnectionPool, "from_url"))
-    pool = from_url(
-        url,
-        max_connections=max_connections,
-        decode_responses=True,
-        socket_timeout=timeout,
-        socket_connect_timeout=timeout,
-        retry=Retry(ExponentialBackoff(cap=0.2, base=0.02), 1),
-    )
-    return Redis.from_pool(pool)

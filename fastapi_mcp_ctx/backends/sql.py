@@ -15,7 +15,8 @@ one deletes the row). Batches run in one transaction. Expiry uses the backend's 
 first use, cancelled by :meth:`SqlBackend.aclose`).
 
 An ``AsyncEngine``'s pool belongs to one event loop, so the backend keeps one engine (and
-one sweeper) per running loop, made on first use there (see :mod:`._loops`).
+one sweeper) per running loop, made on first use there (see :mod:`._loops`). The engines and
+SQLite's lock retry are in ``_sql_engine``; which failures a retry cannot fix, in ``_sql_refusals``.
 """
 
 from __future__ import annotations
@@ -26,26 +27,18 @@ import functools
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
-from types import CoroutineType
-from typing import Any, Concatenate, ParamSpec, TypeVar
+from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy import event
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.exc import (
-    DataError,
-    DBAPIError,
-    IntegrityError,
-    NotSupportedError,
-    OperationalError,
-    ProgrammingError,
-    SQLAlchemyError,
-)
-from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from ..errors import ConfigurationError, StateUnavailableError
 from ._loops import OneLoop, PerLoop
+from ._sql_engine import LoopEngine, make_engine, retry_when_locked
 from ._sql_models import state_table
+from ._sql_refusals import refused_kind, server_text
 from ._sql_schema import create_schema, is_missing_table, schema_problem
 from .base import Clock, prefix_upper_bound
 
@@ -62,58 +55,6 @@ _GET = sa.select(_C.value).where(_C.key == sa.bindparam("k"), _live)
 _TAKE = sa.delete(_T).where(_C.key == sa.bindparam("k"), _live).returning(_C.value)
 _DELETE = sa.delete(_T).where(_C.key == sa.bindparam("k")).returning(_C.expires_at)
 _SWEEP = sa.delete(_T).where(_C.expires_at <= sa.bindparam("now"))
-
-
-_P = ParamSpec("_P")
-_R = TypeVar("_R")
-
-
-def _retry_when_locked(
-    method: Callable[Concatenate[SqlBackend, _P], CoroutineType[Any, Any, _R]],
-) -> Callable[Concatenate[SqlBackend, _P], CoroutineType[Any, Any, _R]]:
-    """Retry one SQLite operation that found the file locked (``SQLITE_BUSY``), for up to
-    ``_SQLITE_LOCK_WAIT`` seconds with a capped exponential backoff.
-
-    SQLite answers some lock conflicts at once instead of waiting in its busy handler (a WAL
-    reader whose snapshot went stale, a deferred transaction upgrading to write); its
-    documentation's remedy is to retry. Each operation is one transaction that rolled back
-    on failure, so a retry is safe. Other databases and other errors pass through.
-    """
-
-    @functools.wraps(method)
-    async def wrapper(self: SqlBackend, *args: _P.args, **kwargs: _P.kwargs) -> _R:
-        if not self.is_sqlite:
-            return await method(self, *args, **kwargs)
-        deadline = time.monotonic() + _SQLITE_LOCK_WAIT
-        delay = 0.002
-        while True:
-            try:
-                return await method(self, *args, **kwargs)
-            except StateUnavailableError as exc:
-                locked = isinstance(exc.__cause__, OperationalError) and "locked" in str(exc.__cause__)
-                if not locked or time.monotonic() + delay > deadline:
-                    raise
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, 0.05)
-
-    return wrapper
-
-
-class _LoopEngine:
-    """The engine of one event loop, with its autocommit view and table-creation lock."""
-
-    __slots__ = ("auto", "engine", "owned", "ready_lock")
-
-    def __init__(self, engine: AsyncEngine, owned: bool) -> None:
-        self.engine = engine
-        self.auto: AsyncEngine = engine.execution_options(isolation_level="AUTOCOMMIT")
-        self.owned = owned
-        self.ready_lock = asyncio.Lock()
-
-    async def aclose(self) -> None:
-        """On its own loop: dispose of the engine if the backend made it."""
-        if self.owned:
-            await self.engine.dispose()
 
 
 class SqlBackend:
@@ -162,8 +103,8 @@ class SqlBackend:
             "an AsyncEngine's pool cannot move between event loops",
             "Build the backend with SqlBackend(url) to get an engine per loop.",
         )
-        self._loops: PerLoop[_LoopEngine] = PerLoop(
-            self._open, _LoopEngine.aclose, self._sweep_loop if sweep_interval > 0 else None
+        self._loops: PerLoop[LoopEngine] = PerLoop(
+            self._open, LoopEngine.aclose, self._sweep_loop if sweep_interval > 0 else None
         )
         self._clock: Clock = clock or time.time
         self._create_tables = create_tables
@@ -197,9 +138,9 @@ class SqlBackend:
                 "The ctx.state SQL schema is missing (the database has no table mcp_state): "
                 "run `fastapi-mcp-ctx migrate` with MCP_STORAGE_URL set to this database."
             )
-        kind = _refused_kind(exc)
+        kind = refused_kind(exc)
         if kind is not None:
-            logger.error("sql state backend: the database refused a statement (%s): %s", kind, _server_text(exc))
+            logger.error("sql state backend: the database refused a statement (%s): %s", kind, server_text(exc))
             return self._misconfigured(
                 f"The ctx.state SQL database refuses its statements ({kind}): check that table mcp_state matches "
                 "this version's schema (`fastapi-mcp-ctx migrate --check`, no manual ALTER) and that the database "
@@ -217,13 +158,13 @@ class SqlBackend:
     def _expires(self, ttl: float | None) -> float | None:
         return None if ttl is None else self._clock() + ttl
 
-    def _open(self) -> _LoopEngine:
+    def _open(self) -> LoopEngine:
         """The engine of a loop that has none yet (no I/O)."""
         if self._new_engine is not None:
             spare, self._spare = self._spare, None
-            return _LoopEngine(spare or self._new_engine(), True)
+            return LoopEngine(spare or self._new_engine(), True)
         self._one_loop.claim()
-        return _LoopEngine(self._given, False)
+        return LoopEngine(self._given, False)
 
     @property
     def _engine(self) -> AsyncEngine:
@@ -265,14 +206,14 @@ class SqlBackend:
             self._reported = None
             self._ready = True
 
-    async def _sweep_loop(self, _entry: _LoopEngine) -> None:
+    async def _sweep_loop(self, _entry: LoopEngine) -> None:
         """A loop's keeper work (see :class:`PerLoop`): delete expired rows every ``sweep_interval`` s."""
         while True:
             await asyncio.sleep(self._sweep_interval)
             with contextlib.suppress(Exception):
                 await self.sweep()
 
-    @_retry_when_locked
+    @retry_when_locked
     async def sweep(self) -> int:
         """Delete the rows whose expiry has passed; the number deleted."""
         try:
@@ -283,7 +224,7 @@ class SqlBackend:
         return result.rowcount
 
     # ------------------------------------------------------------------ protocol
-    @_retry_when_locked
+    @retry_when_locked
     async def get(self, key: str) -> str | None:
         """See :meth:`StateBackend.get` (one SELECT)."""
         if not self._ready:
@@ -295,7 +236,7 @@ class SqlBackend:
         except (SQLAlchemyError, OSError) as exc:
             raise self._failure(exc) from exc
 
-    @_retry_when_locked
+    @retry_when_locked
     async def get_many(self, keys: Sequence[str]) -> dict[str, str]:
         """See :meth:`StateBackend.get_many` (SELECT … IN, chunked, one connection)."""
         if not keys:
@@ -314,7 +255,7 @@ class SqlBackend:
             raise self._failure(exc) from exc
         return found
 
-    @_retry_when_locked
+    @retry_when_locked
     async def set(self, key: str, value: str, ttl: float | None = None) -> None:
         """See :meth:`StateBackend.set` (one upsert)."""
         if not self._ready:
@@ -325,7 +266,7 @@ class SqlBackend:
         except (SQLAlchemyError, OSError) as exc:
             raise self._failure(exc) from exc
 
-    @_retry_when_locked
+    @retry_when_locked
     async def set_many(self, items: Mapping[str, str], ttl: float | None = None) -> None:
         """See :meth:`StateBackend.set_many` (one transaction; all or nothing)."""
         if not items:
@@ -340,7 +281,7 @@ class SqlBackend:
         except (SQLAlchemyError, OSError) as exc:
             raise self._failure(exc) from exc
 
-    @_retry_when_locked
+    @retry_when_locked
     async def delete(self, key: str) -> bool:
         """See :meth:`StateBackend.delete` (one DELETE … RETURNING)."""
         await self._prepare()
@@ -352,7 +293,7 @@ class SqlBackend:
             raise self._failure(exc) from exc
         return any(r[0] is None or r[0] > now for r in rows)
 
-    @_retry_when_locked
+    @retry_when_locked
     async def delete_many(self, keys: Sequence[str]) -> int:
         """See :meth:`StateBackend.delete_many` (one transaction)."""
         unique = list(dict.fromkeys(keys))
@@ -372,7 +313,7 @@ class SqlBackend:
             raise self._failure(exc) from exc
         return n
 
-    @_retry_when_locked
+    @retry_when_locked
     async def take(self, key: str) -> str | None:
         """See :meth:`StateBackend.take` (one DELETE … RETURNING; atomic)."""
         await self._prepare()
@@ -382,7 +323,7 @@ class SqlBackend:
         except (SQLAlchemyError, OSError) as exc:
             raise self._failure(exc) from exc
 
-    @_retry_when_locked
+    @retry_when_locked
     async def scan(self, prefix: str, after: str | None, limit: int) -> list[tuple[str, str]]:
         """See :meth:`StateBackend.scan` (one keyset SELECT on the primary key)."""
         if limit <= 0:
@@ -410,97 +351,3 @@ class SqlBackend:
         event loop's engine is closed by that loop (see :mod:`._loops`).
         """
         await self._loops.aclose()
-
-
-_SQLITE_POOL = 4
-_SQLITE_LOCK_WAIT = 30.0  # seconds a SQLite call may wait for the file's write lock or a pooled connection
-
-
-def make_engine(url: str, *, timeout: float, pool_size: int, max_overflow: int) -> AsyncEngine:
-    """The ``AsyncEngine`` for ``url`` (no I/O): timeouts in seconds; SQLite in WAL mode.
-
-    SQLite takes a file path only (``sqlite+aiosqlite:///state.db``, ``////abs/state.db``): an
-    in-memory database (``sqlite+aiosqlite://``, ``:memory:``, ``mode=memory``) exists once per
-    connection, so each pooled connection would see its own empty database; it is refused.
-
-    Raises:
-        ValueError: a database or driver other than ``sqlite+aiosqlite`` / ``postgresql+asyncpg``.
-        ConfigurationError: an in-memory SQLite URL (the message names ``memory://``).
-        ModuleNotFoundError: the driver is not installed.
-    """
-    parsed = sa.make_url(url)
-    backend = parsed.get_backend_name()
-    driver = parsed.get_driver_name()
-    if backend == "postgresql":
-        if driver != "asyncpg":
-            raise ValueError(f"unsupported PostgreSQL driver {driver!r}: use postgresql+asyncpg://")
-        return create_async_engine(
-            parsed,
-            pool_size=pool_size,
-            max_overflow=max_overflow,
-            pool_timeout=timeout * 2,
-            connect_args={"timeout": timeout, "command_timeout": timeout * 2},
-        )
-    if backend == "sqlite":
-        if driver != "aiosqlite":
-            raise ValueError(f"unsupported SQLite driver {driver!r}: use sqlite+aiosqlite://")
-        database = parsed.database or ""
-        if database in ("", ":memory:") or "mode=memory" in database or parsed.query.get("mode") == "memory":
-            raise ConfigurationError(
-                "an in-memory SQLite database is not supported for ctx.state (each pooled connection would see "
-                "its own empty database): use MCP_STORAGE_URL=memory:// for state in this process, or a file, "
-                "sqlite+aiosqlite:///state.db"
-            )
-        # One writer at a time is SQLite's model: a few pooled connections queue fairly in the
-        # pool (FIFO), where many would spin in SQLite's busy handler and starve some writers.
-        # An embedded file is never "down", so a lock wait may last longer than a network timeout.
-        engine = create_async_engine(
-            parsed,
-            pool_size=_SQLITE_POOL,
-            max_overflow=0,
-            pool_timeout=_SQLITE_LOCK_WAIT,
-            connect_args={"timeout": _SQLITE_LOCK_WAIT},
-        )
-        event.listen(engine.sync_engine, "connect", _sqlite_on_connect)
-        return engine
-    raise ValueError(f"unsupported SQL database {backend!r} (sqlite+aiosqlite, postgresql+asyncpg)")
-
-
-# SQLSTATE classes a retry cannot fix (asyncpg errors reach SQLAlchemy as a bare DBAPIError,
-# so the class of the code decides): 0A not supported, 22 data, 23 integrity, 28 invalid
-# authorization, 3D no such database, 3F no such schema, 42 syntax or access rule.
-_REFUSED_SQLSTATE = {
-    "0A": "NotSupportedError",
-    "22": "DataError",
-    "23": "IntegrityError",
-    "28": "InvalidAuthorization",
-    "3D": "InvalidCatalogName",
-    "3F": "InvalidSchemaName",
-    "42": "ProgrammingError",
-}
-_REFUSED_TYPES = (DataError, IntegrityError, ProgrammingError, NotSupportedError)
-
-
-def _refused_kind(exc: BaseException) -> str | None:
-    """The kind of a refusal a retry cannot fix (``"DataError, SQLSTATE 22001"``), or None."""
-    sqlstate = getattr(exc.orig, "sqlstate", None) if isinstance(exc, DBAPIError) else None
-    if isinstance(sqlstate, str) and sqlstate[:2] in _REFUSED_SQLSTATE:
-        return f"{_REFUSED_SQLSTATE[sqlstate[:2]]}, SQLSTATE {sqlstate}"
-    if isinstance(exc, _REFUSED_TYPES):
-        return type(exc).__name__
-    return None
-
-
-def _server_text(exc: BaseException) -> str:
-    """The database's own error text (the driver's exception, without SQL or bound values)."""
-    orig = exc.orig if isinstance(exc, DBAPIError) else None
-    return " ".join(str(orig if orig is not None else exc).split())[:500]
-
-
-def _sqlite_on_connect(dbapi_connection: Any, _record: Any) -> None:
-    cursor = dbapi_connection.cursor()
-    try:
-        cursor.execute("PRAGMA journal_mode=WAL")
-        cursor.execute("PRAGMA synchronous=NORMAL")
-    finally:
-        cursor.close()

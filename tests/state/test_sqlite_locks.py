@@ -15,7 +15,8 @@ from pathlib import Path
 
 from sqlalchemy.exc import OperationalError
 
-from fastapi_mcp_ctx.backends.sql import SqlBackend, _retry_when_locked
+from fastapi_mcp_ctx.backends._sql_engine import retry_when_locked as _retry_when_locked
+from fastapi_mcp_ctx.backends.sql import SqlBackend
 from fastapi_mcp_ctx.errors import StateUnavailableError
 
 

@@ -1,0 +1,142 @@
+"""The redis-py side of the Redis stores: one loop's client, its command slots, scripts by
+EVALSHA, and which failures are a misconfiguration rather than an outage.
+
+Shared by the state backend (``backends.redis``) and the replica stores
+(``fastapi_mcp_ctx._replicas.link``): :func:`client_from_url` builds a pooled
+``decode_responses=True`` client (no I/O), :class:`Slots` caps in-flight commands,
+:class:`LoopClient` runs commands and :class:`Script` objects on one event loop, and
+:func:`refusal` tells a refusal a retry cannot fix from a retryable outage.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+from collections.abc import Awaitable, Callable, Sequence
+from types import TracebackType
+from typing import Any, cast
+
+from redis.asyncio import ConnectionPool, Redis
+from redis.asyncio.retry import Retry
+from redis.backoff import ExponentialBackoff
+from redis.exceptions import (
+    AuthenticationError,
+    AuthorizationError,
+    NoPermissionError,
+    NoScriptError,
+    RedisError,
+    ResponseError,
+)
+
+from ..errors import StateUnavailableError
+
+__all__ = ["LoopClient", "Script", "Slots", "client_from_url", "refusal", "server_text"]
+
+
+class Script:
+    """A Lua script called by EVALSHA, falling back to EVAL (which caches it) after a restart."""
+
+    __slots__ = ("sha", "source")
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+        self.sha = hashlib.sha1(source.encode()).hexdigest()
+
+
+class Slots:
+    """Caps in-flight commands at the pool size; a caller waits at most ``timeout`` s for a slot.
+
+    Cheaper than redis-py's ``BlockingConnectionPool`` on the uncontended path (one
+    semaphore acquire), and never lets the pool raise ``MaxConnectionsError`` under a burst.
+    """
+
+    __slots__ = ("_sem", "_timeout")
+
+    def __init__(self, size: int, timeout: float) -> None:
+        self._sem = asyncio.Semaphore(size)
+        self._timeout = timeout
+
+    async def __aenter__(self) -> None:
+        sem = self._sem
+        if not sem.locked():
+            await sem.acquire()
+            return
+        try:
+            async with asyncio.timeout(self._timeout):
+                await sem.acquire()
+        except TimeoutError as exc:
+            raise StateUnavailableError("State backend (redis) busy: no free connection, retry later") from exc
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self._sem.release()
+
+
+class LoopClient:
+    """The redis-py client of one event loop, with that loop's command slots."""
+
+    __slots__ = ("exec", "owned", "redis", "slots")
+
+    def __init__(self, redis: Redis, owned: bool, slots: Slots) -> None:
+        self.redis = redis
+        self.owned = owned
+        self.exec = cast("Callable[..., Awaitable[Any]]", getattr(redis, "execute_command"))
+        self.slots = slots
+
+    async def eval(self, script: Script, keys: Sequence[str], args: Sequence[str | int]) -> Any:
+        try:
+            return await self.exec("EVALSHA", script.sha, len(keys), *keys, *args)
+        except NoScriptError:  # script cache empty (restart, SCRIPT FLUSH): EVAL loads it
+            return await self.exec("EVAL", script.source, len(keys), *keys, *args)
+
+    async def aclose(self) -> None:
+        if self.owned:
+            try:
+                await self.redis.aclose()
+            except (RedisError, OSError):  # pragma: no cover - closing a dead pool
+                pass
+
+
+# Error replies a retry can outlive: loading a dataset, a busy script, a failover in progress,
+# memory full until keys expire. Any other error reply repeats until the operator acts.
+_TRANSIENT_REPLIES = ("LOADING", "BUSY", "TRYAGAIN", "CLUSTERDOWN", "MASTERDOWN", "READONLY", "OOM", "NOREPLICAS")
+
+
+def server_text(exc: BaseException) -> str:
+    """The server's (or the socket's) error text, one line, bounded; URLs carry no password here."""
+    return " ".join(str(exc).split())[:500] or type(exc).__name__
+
+
+def refusal(exc: BaseException) -> str | None:
+    """What the operator must check when Redis refuses for good, or None for an outage.
+
+    Connection-level failures (refused, reset, timed out, no free connection) and the transient
+    error replies above are retryable; a wrong password, a missing ACL permission, a database
+    index the server does not have, or any other error reply is a misconfiguration.
+    """
+    if isinstance(exc, (AuthenticationError, AuthorizationError)):
+        return "Redis refused the credentials: check the user and password in MCP_STORAGE_URL"
+    if isinstance(exc, NoPermissionError):
+        return "the Redis user lacks a permission (ACL): allow GET, MGET, EVALSHA, EVAL and PING on the namespace's keys"
+    if not isinstance(exc, ResponseError):
+        return None
+    text = str(exc)
+    if text.split(" ", 1)[0].upper() in _TRANSIENT_REPLIES:
+        return None
+    if "DB index is out of range" in text:
+        return "the database number in MCP_STORAGE_URL (redis://host:port/N) is beyond the server's `databases` setting"
+    return "Redis answers an error to every command: check MCP_STORAGE_URL, the server's version (Lua scripting, GETDEL) and its configuration"
+
+
+def client_from_url(url: str, timeout: float, max_connections: int) -> Redis:
+    from_url = cast("Callable[..., ConnectionPool]", getattr(ConnectionPool, "from_url"))
+    pool = from_url(
+        url,
+        max_connections=max_connections,
+        decode_responses=True,
+        socket_timeout=timeout,
+        socket_connect_timeout=timeout,
+        retry=Retry(ExponentialBackoff(cap=0.2, base=0.02), 1),
+    )
+    return Redis.from_pool(pool)
