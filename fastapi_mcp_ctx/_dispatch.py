@@ -176,12 +176,12 @@ class Dispatcher:
 
     def capabilities(self, era: str = "legacy", *, transport: str = "http") -> dict[str, Any]:
         """``ServerCapabilities``: tools, logging, and the declared ``listChanged`` / ``subscribe``
-        only where the transport and mode deliver them (B52): HTTP 2026 (listen) and HTTP 2025
-        stateful (the GET stream); never stdio (``transport="stdio"``) nor 2025 stateless."""
+        only where the transport and mode deliver them (B52): 2026 (listen), HTTP 2025 stateful
+        (the GET stream) and stdio (the connection's output); never HTTP 2025 stateless."""
         if self.notifier is None:
             return {"tools": {"listChanged": False}, "logging": {}}
         modern = era == "modern"
-        deliverable = transport == "http" and (modern or self.settings.session_mode == "stateful")
+        deliverable = transport == "stdio" or modern or self.settings.session_mode == "stateful"
         table = self._table(era)
         caps = self.notifier.capabilities(
             methods=table,

@@ -56,6 +56,7 @@ from ._jsonrpc import (
 )
 from ._sessions import SessionRecord, check_client_metadata
 from ._stdio_framing import LineFramer, pump, write_all
+from ._stdio_notifications import StdioNotifications
 from ._streams import Reply
 from ._transport.pending import PendingRequests
 from ._transport.requests import BackChannel
@@ -115,6 +116,7 @@ class StdioSession:
         self._closed = anyio.Event()
         self._out: MemoryObjectSendStream[bytes] | None = None
         self._broken = False
+        self._notifications = StdioNotifications(router.notifier, self._send, buffer_size=router.settings.stream_buffer_size)
 
     def stop(self) -> None:
         """Stop reading (as at end of input): drain, cancel, return from :meth:`serve`."""
@@ -136,6 +138,7 @@ class StdioSession:
             send.close()  # the writer flushes what is queued, then ends
 
     async def _drain(self) -> None:
+        self._notifications.close()  # listen requests answered "complete"; the 2025 feed stops
         with anyio.move_on_after(self._drain_seconds):
             while self._in_flight:
                 await anyio.sleep(0.01)
@@ -185,12 +188,17 @@ class StdioSession:
         try:
             if message.method == "initialize":  # inline: requests pipelined behind it see the session
                 await self._send(self._initialize(message))
+                assert self._record is not None
+                await self._notifications.attach_session(self._record.id, requests)
                 return
             envelope = self._envelope(message)
         except McpError as exc:
             await self._send(error_message(message.id, exc))
             return
         signal = self._in_flight[message.id] = CancelSignal()
+        if envelope.era == "modern" and message.method == "subscriptions/listen":
+            requests.start_soon(self._serve_listen, message, signal)
+            return
         requests.start_soon(self._serve_request, message, envelope, line, signal)
 
     def _on_notification(self, message: JsonRpcNotification) -> None:
@@ -279,6 +287,14 @@ class StdioSession:
             await self._run_call(message.id, outcome)
         except Exception:  # the dispatcher answers every failure; this guards the session itself
             logger.exception("stdio: serving request %r failed", message.id)
+        finally:
+            del self._in_flight[message.id]
+
+    async def _serve_listen(self, message: JsonRpcRequest, signal: CancelSignal) -> None:
+        try:
+            await self._notifications.listen(message, signal)
+        except Exception:
+            logger.exception("stdio: serving subscriptions/listen %r failed", message.id)
         finally:
             del self._in_flight[message.id]
 

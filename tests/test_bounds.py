@@ -160,19 +160,22 @@ def _stdio(router: McpRouter) -> StdioSession:
     return StdioSession(router, app=make_app(router), path="/mcp", read_fd=-1, write_fd=-1)
 
 
-async def test_b52_stdio_advertises_no_notifications() -> None:
+async def test_b52_stdio_advertises_what_its_connection_delivers() -> None:
     _, router = build(list_changed={"tools"}, resources_subscribe=True)
     message = parse_message(_dumps(_initialize({})))
     assert isinstance(message, JsonRpcRequest)
     caps = _stdio(router)._initialize(message)["result"]["capabilities"]  # pyright: ignore[reportPrivateUsage]
-    assert caps == {"tools": {"listChanged": False}, "logging": {}}
+    assert caps == {"tools": {"listChanged": True}, "logging": {}}  # declared, and stdout carries it
     stdio = _stdio(router)
     body = _dumps(rpc("server/discover", {"_meta": modern_meta()}, 1))
     discover = parse_message(body)
     assert isinstance(discover, JsonRpcRequest)
     envelope = stdio._envelope(discover)  # pyright: ignore[reportPrivateUsage]
     reply = await router.dispatcher.serve(discover, envelope, stdio._request(body), None, http_headers=False)  # pyright: ignore[reportPrivateUsage]
-    assert reply.message["result"]["capabilities"] == {"tools": {"listChanged": False}, "logging": {}}  # type: ignore[union-attr]
+    assert reply.message["result"]["capabilities"] == {"tools": {"listChanged": True}, "logging": {}}  # type: ignore[union-attr]
+    _, undeclared = build(list_changed=(), resources_subscribe=False)
+    caps = _stdio(undeclared)._initialize(message)["result"]["capabilities"]  # pyright: ignore[reportPrivateUsage]
+    assert caps == {"tools": {"listChanged": False}, "logging": {}}  # nothing declared: nothing advertised
 
 
 async def test_b52_stateless_2025_advertises_no_list_changed_but_2026_listen_does() -> None:
