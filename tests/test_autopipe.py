@@ -48,13 +48,24 @@ def batcher_of(store: RedisSessionStore) -> KeyBatcher:
     return store._lookups  # pyright: ignore[reportPrivateUsage]
 
 
-async def evalsha_calls(url: str) -> int:
+async def commandstats(url: str) -> dict[str, Any]:
     client = Redis.from_url(url, decode_responses=True)
     try:
-        stats: dict[str, Any] = await client.info("commandstats")
+        return await client.info("commandstats")
     finally:
         await client.aclose()
-    return int(stats.get("cmdstat_evalsha", {}).get("calls", 0))
+
+
+async def evalsha_calls(url: str) -> int:
+    return int((await commandstats(url)).get("cmdstat_evalsha", {}).get("calls", 0))
+
+
+async def with_sessions(store: RedisSessionStore, *ids: str) -> int:
+    """Create the sessions, warm the batcher up (connection open, script cached); its round trips so far."""
+    for session_id in ids:
+        await store.create(record(session_id))
+    await store.get(ids[0])
+    return batcher_of(store).round_trips
 
 
 async def reset_stats(url: str) -> None:
@@ -107,11 +118,7 @@ async def test_one_session_looked_up_by_many_callers_is_one_key_and_every_caller
             await reset_stats(redis.url)
             got = await asyncio.gather(*(store.get("same") for _ in range(32)))
             assert all(r is not None and r.id == "same" for r in got)
-            client = Redis.from_url(redis.url, decode_responses=True)
-            try:
-                stats: dict[str, Any] = await client.info("commandstats")
-            finally:
-                await client.aclose()
+            stats = await commandstats(redis.url)
             assert stats["cmdstat_evalsha"]["calls"] == 1
             assert stats["cmdstat_hget"]["calls"] == 1  # the script read the record once
 
@@ -120,11 +127,8 @@ async def test_lookups_arriving_during_a_round_trip_leave_together_in_the_next()
     with own_redis() as redis:
         assert redis.proc is not None
         async with store_on(redis) as store:
-            for session_id in ("x", "y", "z"):
-                await store.create(record(session_id))
-            await store.get("x")
+            sent = await with_sessions(store, "x", "y", "z")
             batcher = batcher_of(store)
-            sent = batcher.round_trips
             redis.proc.send_signal(signal.SIGSTOP)  # the next round trips wait
             try:
                 first = [asyncio.ensure_future(store.get("x"))]
@@ -171,11 +175,8 @@ async def test_redis_killed_mid_batch_fails_every_caller_with_503_then_lookups_r
     with own_redis() as redis:
         assert redis.proc is not None
         async with store_on(redis) as store:
-            for session_id in ("a", "b", "c"):
-                await store.create(record(session_id))
-            await store.get("a")
+            sent = await with_sessions(store, "a", "b", "c")
             batcher = batcher_of(store)
-            sent = batcher.round_trips
             redis.proc.send_signal(signal.SIGSTOP)
             tasks = [asyncio.ensure_future(store.get(s)) for s in ("a", "b", "made-up", "c")]
             await wait_sent(batcher, sent + 1)  # the batch is on the wire, unanswered
@@ -213,11 +214,8 @@ async def test_a_cancelled_caller_leaves_the_batch_running_for_the_others() -> N
     with own_redis() as redis:
         assert redis.proc is not None
         async with store_on(redis) as store:
-            for session_id in ("a", "b"):
-                await store.create(record(session_id))
-            await store.get("a")
+            sent = await with_sessions(store, "a", "b")
             batcher = batcher_of(store)
-            sent = batcher.round_trips
             redis.proc.send_signal(signal.SIGSTOP)
             try:
                 tasks = [asyncio.ensure_future(store.get(s)) for s in ("a", "a", "b")]
