@@ -134,6 +134,10 @@ class McpSettings(BaseSettings):
             histograms (two more measurements per request).
         jwt_cache_seconds: how long a verified token is remembered (seconds, never beyond its
             ``exp``); 0 verifies every request in full.
+        gc_freeze: at the router's first request (after any fork), ``gc.collect()`` then
+            ``gc.freeze()``: full garbage collections walk only what requests made, not the
+            application's start-up objects (worth it with Redis sessions, where requests wait
+            mid-flight: ``fastapi_mcp_ctx/_gcfreeze.py``). Process-wide; off by default.
     """
 
     model_config = SettingsConfigDict(env_prefix="MCP_", extra="ignore", hide_input_in_errors=True)  # never echo a secret
@@ -194,6 +198,7 @@ class McpSettings(BaseSettings):
     telemetry_handler_span: bool = False
     jwt_cache_seconds: float = Field(default=60.0, ge=0, le=3600)
     telemetry_payload_metrics: bool = True
+    gc_freeze: bool = False
 
     @property
     def session_owner_quota(self) -> int:

@@ -35,6 +35,8 @@ SESSION_STORE_URL = os.environ.get("BENCH_SESSION_STORE_URL", "redis://127.0.0.1
 # Sessions in Redis: a store replicas share needs the sealing key every replica shares (a fixed
 # benchmark-only key: 32 bytes, base64url).
 REDIS_SESSIONS = {"MCP_SESSION_STORE_URL": SESSION_STORE_URL, "MCP_REQUEST_STATE_KEY": "YmVuY2gtb25seS1rZXktbm90LWEtc2VjcmV0LTAwMDA"}
+# docs/deployment.md's advice for Redis sessions (requests wait mid-flight); BENCH_GC_FREEZE=0 measures without.
+REDIS_SESSIONS["MCP_GC_FREEZE"] = os.environ.get("BENCH_GC_FREEZE", "1")
 ENV_PROJECT_REDIS = {**ENV_PROJECT, "s": {**STATEFUL, **REDIS_SESSIONS}}
 
 

@@ -10,9 +10,9 @@ made, without I/O, on the first call from each running event loop. Two pools per
   each open SSE connection holds one while it waits), with a socket timeout longer than the
   longest block (:data:`BLOCK_SECONDS`).
 
-:meth:`RedisLink.eval_batched` pipelines the scripts that callers start in the same event-loop
-turn (the session lookups of concurrent requests) into one round trip on one connection: each
-caller still gets its own reply or error, and the cost of a round trip is shared.
+:meth:`RedisLink.batcher` makes the third kind: a :class:`~.autopipe.KeyBatcher`, one script
+over the keys of concurrent callers in one round trip, on connections of its own (the session
+lookups of concurrent requests).
 
 Every failure is translated at this edge: an outage (refused, reset, timed out, a transient
 error reply) is :class:`~fastapi_mcp_ctx.errors.StateUnavailableError` (HTTP 503 +
@@ -22,17 +22,17 @@ number) a :class:`~fastapi_mcp_ctx.errors.ConfigurationError`.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Sequence
 from typing import Any, Final
 from urllib.parse import urlsplit
 
-from redis.exceptions import NoScriptError, RedisError
+from redis.exceptions import RedisError
 
 from ..backends._loops import PerLoop
 from ..backends.redis import _Client, _client_from_url, _refusal, _Script, _server_text, _Slots  # pyright: ignore[reportPrivateUsage]
 from ..errors import ConfigurationError, StateUnavailableError
+from .autopipe import KeyBatcher
 
 __all__ = ["BLOCK_SECONDS", "RedisLink", "Script"]
 
@@ -72,7 +72,7 @@ class RedisLink:
             lambda: _Client(_client_from_url(url, timeout, max_connections), True, _Slots(max_connections, pool_timeout)),
             _Client.aclose,
         )
-        self._batches: PerLoop[_Batch] = PerLoop(_Batch, _Batch.aclose)
+        self._batchers: list[KeyBatcher] = []
         self._blocking: PerLoop[_Client] = PerLoop(
             lambda: _Client(_client_from_url(url, timeout + BLOCK_SECONDS, 2**31), True, _Slots(2**31 - 1, pool_timeout)),
             _Client.aclose,
@@ -118,62 +118,14 @@ class RedisLink:
             except (RedisError, OSError) as exc:
                 raise self.unavailable(exc, what) from exc
 
-    async def eval_batched(self, what: str, script: _Script, keys: Sequence[str], args: Sequence[str | int]) -> Any:
-        """Like :meth:`eval`, pipelined with the other scripts started in this loop turn."""
-        batch = self._batches.get()
-        if batch.scheduled:  # a leader collects this turn's scripts: join it
-            future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-            batch.pending.append((script, keys, args, future))
-            return await future
-        batch.scheduled = True
-        try:
-            await asyncio.sleep(0)  # let the other requests of this turn join
-        finally:
-            batch.scheduled = False
-        followers, batch.pending = batch.pending, []
-        if not followers:
-            return await self.eval(what, script, keys, args)
-        mine: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        await self._flush([(script, keys, args, mine), *followers], what)
-        return await mine
-
-    async def _flush(self, items: list[tuple[_Script, Sequence[str], Sequence[str | int], asyncio.Future[Any]]], what: str) -> None:
-        batch = self._batches.get()
-        c = self._commands.get()
-        try:
-            async with c.slots:
-                redis: Any = c.redis
-                pipe: Any = redis.pipeline(transaction=False)
-                for script, keys, args, _ in items:
-                    pipe.execute_command("EVALSHA", script.sha, len(keys), *keys, *args)
-                results: list[Any] = await pipe.execute(raise_on_error=False)
-        except BaseException as exc:  # noqa: BLE001 - every waiter gets the failure
-            error = self.unavailable(exc, what) if isinstance(exc, (RedisError, OSError)) else exc
-            for *_, future in items:
-                if not future.done():
-                    future.set_exception(error)
-            if not isinstance(exc, Exception):
-                raise
-            return
-        for (script, keys, args, future), result in zip(items, results):
-            if future.done():
-                continue
-            if isinstance(result, NoScriptError):  # script cache flushed (a restart): EVAL loads it
-                batch.spawn(self._single(what, script, keys, args, future))
-            elif isinstance(result, BaseException):
-                future.set_exception(self.unavailable(result, what))
-            else:
-                future.set_result(result)
-
-    async def _single(self, what: str, script: _Script, keys: Sequence[str], args: Sequence[str | int], future: asyncio.Future[Any]) -> None:
-        try:
-            result = await self.eval(what, script, keys, args)
-        except Exception as exc:  # noqa: BLE001 - handed to the waiter
-            if not future.done():
-                future.set_exception(exc)
-            return
-        if not future.done():
-            future.set_result(result)
+    def batcher(self, what: str, script: _Script, *, fixed_key: str, argv: Sequence[str | int]) -> KeyBatcher:
+        """A :class:`~.autopipe.KeyBatcher` of ``script`` on this deployment (closed by :meth:`aclose`);
+        its failures are translated as :meth:`call`'s (``what`` names the store)."""
+        batcher = KeyBatcher(
+            self.url, script, fixed_key=fixed_key, argv=argv, translate=lambda exc: self.unavailable(exc, what), timeout=self.timeout
+        )
+        self._batchers.append(batcher)
+        return batcher
 
     async def ping(self) -> None:
         """One PING. Raises as :meth:`call`."""
@@ -181,24 +133,7 @@ class RedisLink:
 
     async def aclose(self) -> None:
         """Close this loop's pools (and ask other loops to close theirs); the next call reconnects."""
-        await self._batches.aclose()
+        for batcher in self._batchers:
+            await batcher.aclose()
         await self._commands.aclose()
         await self._blocking.aclose()
-
-
-class _Batch:
-    """The scripts waiting to be pipelined on one loop, and its flush tasks."""
-
-    def __init__(self) -> None:
-        self.pending: list[tuple[_Script, Sequence[str], Sequence[str | int], asyncio.Future[Any]]] = []
-        self.scheduled = False
-        self.tasks: set[asyncio.Task[None]] = set()
-
-    def spawn(self, work: Any) -> None:
-        task = asyncio.get_running_loop().create_task(work)
-        self.tasks.add(task)
-        task.add_done_callback(self.tasks.discard)
-
-    async def aclose(self) -> None:
-        for task in tuple(self.tasks):
-            task.cancel()

@@ -11,7 +11,8 @@ Keys under the namespace ``<ns>`` (default ``mcp:``)::
 
 Every compound step is one Lua script (atomic, one round trip), timed by Redis's own clock
 (``TIME``) so replicas with skewed clocks agree: ``create`` purges expired members of the
-counting sets and refuses beyond ``max_sessions`` / the owner quota; ``get`` reads and
+counting sets and refuses beyond ``max_sessions`` / the owner quota; ``get`` (the lookups of
+concurrent requests auto-pipelined into one script call: :mod:`.autopipe`) reads and
 refreshes the idle expiry (only once the expiry is ``min(idle / 20, 30 s)`` old, so most
 lookups write nothing: no AOF write, no fsync); a lease holder's renewal refreshes it too, so a session whose GET
 stream is open on any replica never expires (the memory store's "pinned" rule). A lease
@@ -75,17 +76,31 @@ end
 """
 )
 
-# KEYS: rec, all; ARGV: idle_ms, id, own prefix, slack_ms. Writes (the refresh) only when the
-# record's expiry is more than slack_ms old: most lookups are pure reads (no AOF write, no fsync).
+# The lookups of one batch (autopipe.KeyBatcher). KEYS[1]: all; KEYS[2..]: the records;
+# ARGV: idle_ms, slack_ms, own prefix, length of the record keys' prefix. One answer per record:
+# its JSON, or 0 when unknown. Writes (the refresh) only when a record's expiry is more than
+# slack_ms old: most lookups are pure reads (no AOF write, no fsync).
 _GET = Script(
     """
-local r = redis.call('HGET', KEYS[1], 'r')
-if not r then return false end
-if redis.call('PTTL', KEYS[1]) >= tonumber(ARGV[1]) - tonumber(ARGV[4]) then return r end
-local rec, all, idle, id, ownp = KEYS[1], KEYS[2], ARGV[1], ARGV[2], ARGV[3]
+local all, idle, ownp, cut = KEYS[1], ARGV[1], ARGV[3], tonumber(ARGV[4]) + 1
+local fresh = tonumber(idle) - tonumber(ARGV[2])
+local out = {}
+for i = 2, #KEYS do
+  local rec = KEYS[i]
+  local r = redis.call('HGET', rec, 'r')
+  if not r then
+    out[i - 1] = 0
+  else
+    out[i - 1] = r
+    if redis.call('PTTL', rec) < fresh then
+      local id = string.sub(rec, cut)
 """
     + _TOUCH
-    + "return r\n"
+    + """    end
+  end
+end
+return out
+"""
 )
 
 _UPDATE = Script(
@@ -206,7 +221,8 @@ class RedisSessionStore:
         self.slack_ms = _ms(min(idle_seconds / 20, 30.0))  # the idle timer restarts at most this late
         self.max_sessions = max_sessions
         self.max_per_owner = max_per_owner
-        self.keys = _Keys(link.namespace)
+        self.keys = k = _Keys(link.namespace)
+        self._lookups = link.batcher(_WHAT, _GET, fixed_key=k.all, argv=[self.idle_ms, self.slack_ms, k.own, len(k.rec)])
 
     async def create(self, record: SessionRecord) -> None:
         """Store a new record. Raises ``OverflowError`` (full), :class:`OwnerQuotaExceeded`,
@@ -234,9 +250,8 @@ class RedisSessionStore:
         Raises:
             StateUnavailableError: Redis cannot be reached (never None: fail closed).
         """
-        k = self.keys
-        raw = await self.link.eval_batched(_WHAT, _GET, [k.rec + session_id, k.all], [self.idle_ms, session_id, k.own, self.slack_ms])
-        return None if raw is None else _record_of(session_id, raw)
+        raw = await self._lookups.run(self.keys.rec + session_id)  # with the other lookups of this moment
+        return _record_of(session_id, raw) if isinstance(raw, str) else None
 
     async def update(self, record: SessionRecord) -> None:
         """Persist changed fields (``log_level``) of a live record; a gone one stays gone."""

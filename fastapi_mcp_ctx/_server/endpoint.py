@@ -33,6 +33,7 @@ from .._envelope import (
     read_modern_envelope,
 )
 from .._gate import build_gate
+from .._gcfreeze import freeze_startup_objects
 from .._http import BODY_SCOPE_KEY, accepted, read_body, reject_repeated
 from .._jsonrpc import JsonRpcNotification, JsonRpcRequest, JsonRpcResponse, error_message, parse_message, request_id_of
 from .._logging import install_default_handler
@@ -171,6 +172,8 @@ class McpEndpoint:
     async def _endpoint(self, request: Request) -> Response:
         if not self._log_checked:  # at first use: by now the application configured its logging, or not
             self._log_checked = True
+            if self.settings.gc_freeze:
+                freeze_startup_objects()
             install_default_handler(self.settings.log_level)
             ensure_root_routes(request.app, self.metadata_routes)
         outcome: AuthOutcome | None = None

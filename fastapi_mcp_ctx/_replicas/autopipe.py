@@ -1,0 +1,214 @@
+"""Auto-pipelining of one read-mostly Lua script over many keys (the session lookups of concurrent requests).
+
+The callers of :meth:`KeyBatcher.run` that arrive while the batcher's connections are busy, or in
+the same event-loop turn, are answered by ONE ``EVALSHA`` over all their keys (``KEYS[1]`` the
+script's fixed key, ``KEYS[2..]`` the batch's distinct keys, ``ARGV`` the batcher's fixed
+arguments; the script returns one answer per batch key, in order). Each caller gets the answer
+Redis gave for its own key in a round trip sent after it called: nothing is cached between
+round trips, so a Redis that stopped answering can never make a key "valid".
+
+The round trips go on a few connections of their own per event loop (made by redis-py from the
+store's URL, so credentials, database and TLS are the pool's), one batch in flight on each; the
+keys that arrive meanwhile wait and leave together as soon as a connection is free (group
+commit: the busier the server, the larger the batch and the cheaper each lookup). No redis-py
+pool, pipeline, retry wrapper or per-command ``wait_for`` on this path: one packed command, one
+write, one reply read under one deadline (``timeout`` seconds).
+
+Failures, all on the same path as :meth:`~.link.RedisLink.eval`: a refused or reset connection, a
+timeout, an error reply fail EVERY caller of the batch with the link's translation
+(:class:`~fastapi_mcp_ctx.errors.StateUnavailableError`, 503 + ``Retry-After``; a refusal that
+needs the operator is a :class:`~fastapi_mcp_ctx.errors.ConfigurationError`), and the connection
+is dropped, never reused with a reply unread. A connection that was open before the batch and
+fails at once (Redis restarted since) is replaced and the batch sent once more (the script only
+reads and refreshes expiries: running it twice is harmless); ``NOSCRIPT`` (a flushed script
+cache) resends it as ``EVAL``. A caller cancelled while waiting leaves the batch running for
+the others.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Sequence
+from typing import Any, Final, cast
+
+from redis.asyncio.connection import ConnectionPool
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import NoScriptError, RedisError
+
+from ..backends._loops import PerLoop
+from ..backends.redis import _Script  # pyright: ignore[reportPrivateUsage]
+from ..errors import StateUnavailableError
+
+__all__ = ["MAX_BATCH", "KeyBatcher"]
+
+MAX_BATCH: Final = 256
+"""Distinct keys per round trip at most (the rest leave with the next one)."""
+
+_Waiters = dict[str, list["asyncio.Future[Any]"]]
+
+
+class KeyBatcher:
+    """One multi-key script, auto-pipelined per event loop (see the module docstring).
+
+    Args:
+        url: the Redis URL (``redis://`` / ``rediss://``).
+        script: the Lua script: ``KEYS[1]`` = ``fixed_key``, ``KEYS[2..]`` the batch, returning
+            an array of one answer per batch key.
+        fixed_key: the script's first key (shared by every batch).
+        argv: the script's arguments (shared by every batch).
+        translate: ``translate(exc)`` is the error a caller gets for a Redis failure ``exc``.
+        timeout: connect + write + read deadline of one round trip, in seconds.
+        connections: round trips in flight at most, per event loop.
+        max_batch: distinct keys per round trip at most.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        script: _Script,
+        *,
+        fixed_key: str,
+        argv: Sequence[str | int],
+        translate: Callable[[BaseException], Exception],
+        timeout: float,
+        connections: int = 2,
+        max_batch: int = MAX_BATCH,
+    ) -> None:
+        if connections < 1 or max_batch < 1:
+            raise ValueError("connections and max_batch must be at least 1")
+        self.script = script
+        self.fixed_key = fixed_key
+        self.argv = tuple(argv)
+        self.translate = translate
+        self.timeout = timeout
+        self.max_batch = max_batch
+        self.round_trips = 0  # sent batches (every attempt), for tests and benchmarks
+        from_url = cast("Callable[..., ConnectionPool]", getattr(ConnectionPool, "from_url"))
+        # No socket timeout on the connection: one asyncio deadline per round trip instead
+        # (redis-py would wrap each write in wait_for, a task per command); no retry of its own.
+        def factory() -> ConnectionPool:
+            return from_url(url, decode_responses=True, socket_connect_timeout=timeout, socket_timeout=None, retry=Retry(NoBackoff(), 0))
+
+        factory()  # parses the URL now (no I/O)
+        self._lanes: PerLoop[_Lane] = PerLoop(lambda: _Lane(self, factory(), connections), _Lane.aclose)
+
+    async def run(self, key: str) -> Any:
+        """The script's answer for ``key``, from a round trip sent after this call.
+
+        Raises:
+            StateUnavailableError / ConfigurationError: as ``translate`` makes them (every
+            caller of a failed batch gets one).
+        """
+        lane = self._lanes.get()
+        future: asyncio.Future[Any] = lane.loop.create_future()
+        waiters = lane.pending.get(key)
+        if waiters is None:
+            lane.pending[key] = [future]
+        else:
+            waiters.append(future)
+        if lane.idle and not lane.kicked:
+            lane.kicked = True
+            lane.loop.call_soon(lane.kick)  # after the other callers of this loop turn joined
+        return await future
+
+    async def aclose(self) -> None:
+        """Drop this loop's connections (and ask other loops to drop theirs); waiters get 503."""
+        await self._lanes.aclose()
+
+
+class _Lane:
+    """One event loop's connections, waiting keys and driver tasks."""
+
+    def __init__(self, batcher: KeyBatcher, pool: ConnectionPool, connections: int) -> None:
+        self.batcher = batcher
+        self.loop = asyncio.get_running_loop()
+        self.pool = pool
+        self.idle: list[Any] = [pool.make_connection() for _ in range(connections)]  # not connected yet
+        self.pending: _Waiters = {}
+        self.kicked = False
+        self.tasks: set[asyncio.Task[None]] = set()
+
+    def kick(self) -> None:
+        self.kicked = False
+        while self.pending and self.idle:
+            task = self.loop.create_task(self._drive(self.idle.pop(), self._take()))
+            self.tasks.add(task)
+            task.add_done_callback(self.tasks.discard)
+
+    def _take(self) -> _Waiters:
+        pending = self.pending
+        if len(pending) <= self.batcher.max_batch:
+            self.pending = {}
+            return pending
+        batch: _Waiters = {}
+        for key in list(pending)[: self.batcher.max_batch]:
+            batch[key] = pending.pop(key)
+        return batch
+
+    async def _drive(self, conn: Any, batch: _Waiters) -> None:
+        """Send batches on ``conn`` until nothing waits, then give it back."""
+        try:
+            while batch:
+                try:
+                    answers = await self._round_trip(conn, list(batch))
+                except Exception as exc:  # noqa: BLE001 - every caller of the batch gets it
+                    await conn.disconnect(nowait=True)  # never read another batch's reply
+                    redis_failure = isinstance(exc, (RedisError, OSError))  # TimeoutError is an OSError
+                    _fail(batch, self.batcher.translate(exc) if redis_failure else exc)
+                else:
+                    for waiters, answer in zip(batch.values(), answers):
+                        for future in waiters:
+                            if not future.done():  # a cancelled caller
+                                future.set_result(answer)
+                batch = self._take() if self.pending else {}
+        except BaseException:  # cancelled (loop ending, aclose): nobody is left waiting
+            await asyncio.shield(conn.disconnect(nowait=True))
+            _fail(batch, StateUnavailableError("The session store (redis) is closing, retry later"))
+            raise
+        self.idle.append(conn)
+
+    async def _round_trip(self, conn: Any, keys: list[str]) -> list[Any]:
+        b = self.batcher
+        reused = conn.is_connected
+        command = ("EVALSHA", b.script.sha, len(keys) + 1, b.fixed_key, *keys, *b.argv)
+        async with asyncio.timeout(b.timeout):
+            while True:
+                b.round_trips += 1
+                try:
+                    await conn.send_packed_command(conn.pack_command(*command), check_health=False)
+                    answers: Any = await conn.read_response()
+                except NoScriptError:  # script cache flushed (restart, SCRIPT FLUSH): EVAL caches it
+                    command = ("EVAL", b.script.source, *command[2:])
+                    continue
+                except RedisConnectionError:
+                    if not reused:
+                        raise
+                    reused = False  # a connection Redis dropped while idle: once more on a new one
+                    await conn.disconnect(nowait=True)
+                    continue
+                if not isinstance(answers, list) or len(cast("list[Any]", answers)) != len(keys):
+                    kind = type(cast(object, answers)).__name__
+                    raise RedisError(f"the batched script answered {kind}, not one answer per key")
+                return cast("list[Any]", answers)
+
+    async def aclose(self) -> None:
+        for task in tuple(self.tasks):
+            task.cancel()
+        for task in tuple(self.tasks):
+            try:
+                await task
+            except BaseException:  # noqa: BLE001, S110 - cancelled on purpose
+                pass
+        _fail(self.pending, StateUnavailableError("The session store (redis) is closing, retry later"))
+        self.pending = {}
+        for conn in self.idle:
+            await conn.disconnect(nowait=True)
+
+
+def _fail(batch: _Waiters, error: BaseException) -> None:
+    for waiters in batch.values():
+        for future in waiters:
+            if not future.done():
+                future.set_exception(error)
