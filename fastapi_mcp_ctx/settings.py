@@ -191,7 +191,8 @@ class McpSettings(BaseSettings):
     telemetry: Literal["auto", "on", "off"] = "auto"
     telemetry_handler_span: bool = False
     jwt_cache_seconds: float = Field(default=60.0, ge=0, le=3600)
-    telemetry_payload_metrics: bool = True
+    telemetry_payload_metrics: bool = False
+    telemetry_detail: Literal["required", "standard", "recommended"] = "standard"
 
     @property
     def session_owner_quota(self) -> int:
