@@ -124,29 +124,12 @@ async def compare(title: str, apps: dict[str, tuple[Any, dict[str, Any], bytes]]
 
 
 def otel_providers() -> tuple[Any, Any]:
-    from opentelemetry.sdk.metrics import MeterProvider
-    from opentelemetry.sdk.metrics.export import MetricExporter, MetricExportResult, PeriodicExportingMetricReader
-    from opentelemetry.sdk.trace import TracerProvider
-    from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+    """The SDK with exporters that drop everything (``bench/servers/otel.py``, as the harness's
+    ``project-otel`` server configures it)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from bench.servers.otel import dropping_providers
 
-    class DropSpans(SpanExporter):
-        def export(self, spans: Any) -> SpanExportResult:
-            return SpanExportResult.SUCCESS
-
-    class DropMetrics(MetricExporter):
-        def export(self, metrics_data: Any, timeout_millis: float = 10_000, **kwargs: Any) -> MetricExportResult:
-            return MetricExportResult.SUCCESS
-
-        def force_flush(self, timeout_millis: float = 10_000) -> bool:
-            return True
-
-        def shutdown(self, timeout_millis: float = 30_000, **kwargs: Any) -> None:
-            return None
-
-    tracer_provider = TracerProvider()
-    tracer_provider.add_span_processor(BatchSpanProcessor(DropSpans()))
-    meter_provider = MeterProvider(metric_readers=[PeriodicExportingMetricReader(DropMetrics(), export_interval_millis=5000)])
-    return tracer_provider, meter_provider
+    return dropping_providers()
 
 
 def sdk_floor(app: Any, tracer_provider: Any, meter_provider: Any) -> Any:

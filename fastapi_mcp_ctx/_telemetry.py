@@ -36,7 +36,6 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Mapping
-from dataclasses import replace
 from types import MappingProxyType
 from typing import Any, Final, NamedTuple
 
@@ -278,7 +277,7 @@ class CallSpan:
             state.trace_id, state.span_id = self.ids
             if state.state_factory is not None:
                 state.state_factory = _TracedStates(state.state_factory, self._inst)
-        return replace(outcome, runner=self._run)
+        return outcome.with_runner(self._run)
 
     async def _run(self, outbound: Outbound) -> Reply | None:
         """The tool's runner with this span current; ends the span with its reply."""

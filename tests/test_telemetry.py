@@ -381,3 +381,15 @@ def test_the_docs_example_runs_as_written() -> None:
     env = {**__import__("os").environ, "MCP_AUTH_MODE": "none"}
     out = subprocess.run([sys.executable, "-c", match.group(1) + check], capture_output=True, text=True, timeout=60, env=env)
     assert out.stdout.strip() == "ok", out.stderr
+
+
+def test_with_runner_keeps_every_other_field_of_the_prepared_call() -> None:
+    """``PreparedCall.with_runner`` (the cheap ``replace`` telemetry uses) copies every field,
+    including any added later."""
+    from dataclasses import fields, replace
+
+    from fastapi_mcp_ctx._dispatch import PreparedCall
+
+    call = PreparedCall(**{f.name: object() for f in fields(PreparedCall)})  # pyright: ignore[reportArgumentType]
+    runner = object()
+    assert call.with_runner(runner) == replace(call, runner=runner)  # pyright: ignore[reportArgumentType]
