@@ -1,12 +1,16 @@
 """OpenTelemetry spans and metrics for MCP requests (the OpenTelemetry MCP semantic conventions).
 
 One SERVER span per MCP HTTP request, named ``"{mcp.method.name} {target}"`` (``tools/call
-add``; ``tools/list`` alone when there is no target), with ``mcp.method.name``,
-``mcp.protocol.version``, ``mcp.session.id`` (2025 sessions), ``jsonrpc.request.id``, for ``tools/call`` ``gen_ai.operation.name = "execute_tool"`` and
-``gen_ai.tool.name`` (``prompts/get``: ``gen_ai.prompt.name``; ``resources/*``: ``mcp.resource.uri``), the network attributes (``network.transport``, ``network.protocol.name``
-and ``.version``, ``client.address``, ``client.port``) and, on failure, ``error.type`` (the
-JSON-RPC error code, ``tool_error`` for an ``isError`` result, or the exception's class) with
-``rpc.response.status_code``. ``ctx.state`` operations are child spans (``state get`` …).
+add``; ``tools/list`` alone when there is no target). Its attributes, by ``MCP_TELEMETRY_DETAIL``:
+``required``: ``mcp.method.name``, ``jsonrpc.request.id``, for ``tools/call`` ``gen_ai.tool.name``
+(``prompts/get``: ``gen_ai.prompt.name``; ``resources/*``: ``mcp.resource.uri``) and, on failure,
+``error.type`` (the JSON-RPC error code, ``tool_error`` for an ``isError`` result, or the
+exception's class) with ``rpc.response.status_code``; ``standard`` (default) adds
+``mcp.protocol.version``, ``gen_ai.operation.name = "execute_tool"``, ``mcp.session.id`` (2025
+sessions) and ``network.transport`` / ``network.protocol.name`` / ``.version``; ``recommended``
+adds ``client.address`` and ``client.port``. The name and the constant attributes are made once
+per (method, target, protocol version, HTTP version) and reused (:class:`_Shape`).
+``ctx.state`` operations are child spans (``state get`` …).
 
 Parent of the span, in order (known-faults B58):
 
@@ -18,12 +22,14 @@ Parent of the span, in order (known-faults B58):
 4. else a new root. An invalid value is treated as absent, never an error. ``baggage`` is not
    copied into attributes.
 
-Metrics: ``mcp.server.operation.duration`` (histogram, seconds) with the convention's
-low-cardinality attributes (method, tool, operation, protocol version, network, ``error.type``;
-no session or request id), and ``mcp.server.request.size`` / ``mcp.server.response.size``
-(histograms, bytes; the conventions define none for MCP) by ``mcp.method.name`` and
-``gen_ai.tool.name`` only, which keeps the SDK's per-record attribute hashing small
-(``MCP_TELEMETRY_PAYLOAD_METRICS=false`` skips these two).
+With no ``traceparent`` in ``_meta`` nor in the headers (the envelope read both) the current
+context is the parent as it is: no propagator runs.
+
+Metrics: ``mcp.server.operation.duration`` (histogram, seconds) with the low-cardinality
+attributes of the span's set (no session or request id, no client address); with
+``MCP_TELEMETRY_PAYLOAD_METRICS=true`` also ``mcp.server.request.size`` /
+``mcp.server.response.size`` (histograms, bytes; the conventions define none for MCP) by
+``mcp.method.name`` and ``gen_ai.tool.name`` only.
 
 ``MCP_TELEMETRY``: ``auto`` (default) turns this on once the application installed an SDK
 tracer or meter provider (looked for at most once a second; nothing of OpenTelemetry is imported

@@ -129,7 +129,11 @@ class McpSettings(BaseSettings):
             an OpenTelemetry SDK provider), ``on``, ``off``. telemetry_handler_span: a child span
             around the handler itself.
         telemetry_payload_metrics: record the ``mcp.server.request.size`` / ``response.size``
-            histograms (two more measurements per request).
+            histograms (two more measurements per request; off by default).
+        telemetry_detail: the span and duration-metric attributes: ``required`` (the semantic
+            convention's required ones), ``standard`` (default: + protocol version, operation
+            name, session id, ``network.*``), ``recommended`` (+ ``client.address`` / ``client.port``
+            on the span). See docs/telemetry.md.
         jwt_cache_seconds: how long a verified token is remembered (seconds, never beyond its
             ``exp``); 0 verifies every request in full.
     """
