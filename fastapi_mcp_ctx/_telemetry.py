@@ -123,6 +123,7 @@ class Telemetry:
         self.payload_metrics = settings.telemetry_payload_metrics
         self.detail = settings.telemetry_detail
         self._shapes: dict[tuple[str, str | None, str, Any], _Shape] = {}
+        self._traced_states: _TracedStates | None = None
         self._version = settings.server_version
         self._instruments: _Instruments | None = None
         self._next_check = 0.0  # auto mode: when to look for an SDK provider again (monotonic seconds)
@@ -167,6 +168,13 @@ class Telemetry:
         if self.payload_metrics and isinstance(body := scope.get(BODY_SCOPE_KEY), bytes):
             inst.request_size.record(len(body), shape.sized)
         return CallSpan(self, inst, span, shape)
+
+    def traced_states(self, factory: Any, inst: _Instruments) -> _TracedStates:
+        """``factory`` (a ``state_factory``) whose states are traced; made once per factory."""
+        traced = self._traced_states
+        if traced is None or traced.factory is not factory:
+            traced = self._traced_states = _TracedStates(factory, inst)
+        return traced
 
     def _shape(self, method: str, params: Mapping[str, Any], version: str, http_version: Any) -> _Shape:
         """The span name and the constant attributes of ``(method, target, versions)``, made
@@ -282,7 +290,7 @@ class CallSpan:
         if state is not None:
             state.trace_id, state.span_id = self.ids
             if state.state_factory is not None:
-                state.state_factory = _TracedStates(state.state_factory, self._inst)
+                state.state_factory = self._telemetry.traced_states(state.state_factory, self._inst)
         return outcome.with_runner(self._run)
 
     async def _run(self, outbound: Outbound) -> Reply | None:
@@ -307,14 +315,14 @@ class CallSpan:
 class _TracedStates:
     """A ``state_factory`` whose states have their backend traced (:class:`TracedBackend`)."""
 
-    __slots__ = ("_factory", "_inst")
+    __slots__ = ("_inst", "factory")
 
     def __init__(self, factory: Any, inst: _Instruments) -> None:
-        self._factory = factory
+        self.factory = factory
         self._inst = inst
 
     def __call__(self, tenant: str | None) -> Any:
-        return TracedBackend.wrap(self._factory(tenant), self._inst)
+        return TracedBackend.wrap(self.factory(tenant), self._inst)
 
 
 class TracedBackend:
