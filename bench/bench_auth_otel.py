@@ -15,10 +15,14 @@ apps interleaved round by round, medians of rounds; process CPU time, see ``CLOC
   dependency verifies the same token with pyjwt (``jwt.decode`` with the public key, audience and
   issuer) and answers the same bytes. Also shown: both without any token (the unauthenticated
   baseline of each), so the verification's own share is visible.
-* **otel**: the project with the OpenTelemetry SDK configured (a ``TracerProvider`` whose
-  ``BatchSpanProcessor`` feeds an exporter that drops everything, a ``MeterProvider`` whose
-  periodic reader feeds one that drops everything) beside the same app with ``MCP_TELEMETRY=off``;
-  and ``MCP_TELEMETRY=auto`` with no SDK (what every application without OpenTelemetry pays).
+* **otel**: the project with the OpenTelemetry SDK configured (``bench/servers/otel.py``: a
+  ``TracerProvider`` whose ``BatchSpanProcessor`` feeds an exporter that drops everything, a
+  ``MeterProvider`` whose periodic reader feeds one that drops everything): default settings,
+  ``MCP_TELEMETRY_DETAIL=required``, and ``recommended`` with the payload-size histograms; beside
+  the same app with ``MCP_TELEMETRY=off``, ``MCP_TELEMETRY=auto`` with no SDK (what every
+  application without OpenTelemetry pays), and the **SDK floor**: the off app wrapped in just the
+  SDK calls one traced request needs (one SERVER span, one duration record, attributes built
+  once), which no instrumentation can go below.
 """
 
 from __future__ import annotations
