@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/bench_auth_otel.py                  # both comparisons
     .venv/bin/python bench/bench_auth_otel.py --rounds 9 --calls 1000
+    .venv/bin/python bench/bench_auth_otel.py --part otel --rounds 9  # the OpenTelemetry one only
 
 Same driver as ``profile_call.py`` (each call a task of its own, ASGI apps called directly,
 apps interleaved round by round, medians of rounds; process CPU time, see ``CLOCK``), workload ``a`` (``tools/call add(2, 3)``,
@@ -14,10 +15,14 @@ apps interleaved round by round, medians of rounds; process CPU time, see ``CLOC
   dependency verifies the same token with pyjwt (``jwt.decode`` with the public key, audience and
   issuer) and answers the same bytes. Also shown: both without any token (the unauthenticated
   baseline of each), so the verification's own share is visible.
-* **otel**: the project with the OpenTelemetry SDK configured (a ``TracerProvider`` whose
-  ``BatchSpanProcessor`` feeds an exporter that drops everything, a ``MeterProvider`` whose
-  periodic reader feeds one that drops everything) beside the same app with ``MCP_TELEMETRY=off``;
-  and ``MCP_TELEMETRY=auto`` with no SDK (what every application without OpenTelemetry pays).
+* **otel**: the project with the OpenTelemetry SDK configured (``bench/servers/otel.py``: a
+  ``TracerProvider`` whose ``BatchSpanProcessor`` feeds an exporter that drops everything, a
+  ``MeterProvider`` whose periodic reader feeds one that drops everything): default settings,
+  ``MCP_TELEMETRY_DETAIL=required``, and ``recommended`` with the payload-size histograms; beside
+  the same app with ``MCP_TELEMETRY=off``, ``MCP_TELEMETRY=auto`` with no SDK (what every
+  application without OpenTelemetry pays), and the **SDK floor**: the off app wrapped in just the
+  SDK calls one traced request needs (one SERVER span, one duration record, attributes built
+  once), which no instrumentation can go below.
 """
 
 from __future__ import annotations
@@ -123,32 +128,46 @@ async def compare(title: str, apps: dict[str, tuple[Any, dict[str, Any], bytes]]
 
 
 def otel_providers() -> tuple[Any, Any]:
-    from opentelemetry.sdk.metrics import MeterProvider
-    from opentelemetry.sdk.metrics.export import MetricExporter, MetricExportResult, PeriodicExportingMetricReader
-    from opentelemetry.sdk.trace import TracerProvider
-    from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+    """The SDK with exporters that drop everything (``bench/servers/otel.py``, as the harness's
+    ``project-otel`` server configures it)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from bench.servers.otel import dropping_providers
 
-    class DropSpans(SpanExporter):
-        def export(self, spans: Any) -> SpanExportResult:
-            return SpanExportResult.SUCCESS
+    return dropping_providers()
 
-    class DropMetrics(MetricExporter):
-        def export(self, metrics_data: Any, timeout_millis: float = 10_000, **kwargs: Any) -> MetricExportResult:
-            return MetricExportResult.SUCCESS
 
-        def force_flush(self, timeout_millis: float = 10_000) -> bool:
-            return True
+def sdk_floor(app: Any, tracer_provider: Any, meter_provider: Any) -> Any:
+    """``app`` (telemetry off) wrapped in the SDK calls alone that one traced call needs: a
+    SERVER span with the default attribute set (start + end) and one duration histogram record
+    with the metric's attributes, all built once: what no instrumenting code can go below."""
+    from opentelemetry.trace import SpanKind
 
-        def shutdown(self, timeout_millis: float = 30_000, **kwargs: Any) -> None:
-            return None
+    tracer = tracer_provider.get_tracer("floor")
+    duration = meter_provider.get_meter("floor").create_histogram("floor.duration", unit="s")
+    metric = {
+        "mcp.method.name": "tools/call", "mcp.protocol.version": "2025-11-25", "gen_ai.operation.name": "execute_tool",
+        "gen_ai.tool.name": "add", "network.transport": "tcp", "network.protocol.name": "http", "network.protocol.version": "1.1",
+    }  # fmt: skip
+    span_attributes = {**metric, "jsonrpc.request.id": "1"}
 
-    tracer_provider = TracerProvider()
-    tracer_provider.add_span_processor(BatchSpanProcessor(DropSpans()))
-    meter_provider = MeterProvider(metric_readers=[PeriodicExportingMetricReader(DropMetrics(), export_interval_millis=5000)])
-    return tracer_provider, meter_provider
+    async def floor(scope: Any, receive: Any, send: Any) -> None:
+        started = time.perf_counter()
+        span = tracer.start_span("tools/call add", kind=SpanKind.SERVER, attributes=span_attributes)
+        await app(scope, receive, send)
+        span.end()
+        duration.record(time.perf_counter() - started, metric)
+
+    return floor
 
 
 async def main(args: argparse.Namespace) -> None:
+    if args.part in ("both", "auth"):
+        await auth_part(args)
+    if args.part in ("both", "otel"):
+        await otel_part(args)
+
+
+async def auth_part(args: argparse.Namespace) -> None:
     key = RsaKey.generate("bench")
     token = key.sign(claims(ISSUER, exp=int(time.time()) + 3600))
     bearer = [(b"authorization", f"Bearer {token}".encode())]
@@ -175,15 +194,18 @@ async def main(args: argparse.Namespace) -> None:
     full = auth["FastAPI, pyjwt dependency, bearer"] / auth["project, jwt, MCP_JWT_CACHE_SECONDS=0"]
     print(f"  ratio with a token (FastAPI time / project time) {ratio:.2f}; every request verified in full {full:.2f}; without a token {base:.2f}")
 
+
+
+async def otel_part(args: argparse.Namespace) -> None:
     tracer_provider, meter_provider = otel_providers()
 
-    def traced(payload_metrics: bool) -> FastAPI:
-        app, router = project(telemetry="on", telemetry_payload_metrics=payload_metrics)
+    def traced(**settings: Any) -> FastAPI:
+        app, router = project(telemetry="on", **settings)
         router.dispatcher.telemetry = Telemetry(router.settings, tracer_provider=tracer_provider, meter_provider=meter_provider)
         return app
 
-    traced_app, lean_app = traced(True), traced(False)
     off_app, _ = project(telemetry="off")
+    floor_app, _ = project(telemetry="off")
     auto_app, _ = project(telemetry="auto")
     from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor
 
@@ -192,20 +214,27 @@ async def main(args: argparse.Namespace) -> None:
     otel = await compare(
         "otel: SDK with exporters that drop everything vs telemetry off (workload a)",
         {
-            "project, OTel SDK (spans + metrics)": (traced_app, *request_with([])),
-            "project, OTel SDK, no payload-size metrics": (lean_app, *request_with([])),
+            "project, OTel SDK (default)": (traced(), *request_with([])),
+            "project, OTel SDK, MCP_TELEMETRY_DETAIL=required": (traced(telemetry_detail="required"), *request_with([])),
+            "project, OTel SDK, detail=recommended + payload": (
+                traced(telemetry_detail="recommended", telemetry_payload_metrics=True), *request_with([])
+            ),
             "project, MCP_TELEMETRY=off": (off_app, *request_with([])),
             "project, MCP_TELEMETRY=auto, no SDK": (auto_app, *request_with([])),
+            "SDK floor: off + 1 span + 1 histogram record": (sdk_floor(floor_app, tracer_provider, meter_provider), *request_with([])),
             "project, MCP_TELEMETRY=off, FastAPIInstrumentor": (http_only, *request_with([])),
         },
         args.rounds,
         args.calls,
     )
     off = otel["project, MCP_TELEMETRY=off"]
-    sdk, lean = off / otel["project, OTel SDK (spans + metrics)"], off / otel["project, OTel SDK, no payload-size metrics"]
+    sdk, lean = off / otel["project, OTel SDK (default)"], off / otel["project, OTel SDK, MCP_TELEMETRY_DETAIL=required"]
+    full = off / otel["project, OTel SDK, detail=recommended + payload"]
     idle = off / otel["project, MCP_TELEMETRY=auto, no SDK"]
     http = off / otel["project, MCP_TELEMETRY=off, FastAPIInstrumentor"]
-    print(f"  ratio SDK on / off (off time / on time) {sdk:.2f} (no payload-size metrics {lean:.2f}); auto without SDK / off {idle:.2f}")
+    print(f"  ratio SDK on / off (off time / on time) {sdk:.2f}; detail=required {lean:.2f}; recommended + payload-size metrics {full:.2f}")
+    floor = off / otel["SDK floor: off + 1 span + 1 histogram record"]
+    print(f"  auto without SDK / off {idle:.2f}; SDK floor / off {floor:.2f}")
     print(f"  for scale: FastAPIInstrumentor alone (its HTTP spans and metrics) / off {http:.2f}")
     tracer_provider.shutdown()
     meter_provider.shutdown()
@@ -215,6 +244,7 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--calls", type=int, default=500)
+    parser.add_argument("--part", choices=("both", "auth", "otel"), default="both", help="which comparison to run")
     parser.add_argument("--wall", action="store_true", help="wall-clock time instead of process CPU time")
     arguments = parser.parse_args()
     if arguments.wall:

@@ -23,10 +23,15 @@ Settings, and why:
   ``Host: 127.0.0.1:<port>``, which the loopback allow-list admits.
 - ``log_level="warning"``: no client log traffic; ``page_size`` above the tool count, so that
   ``tools/list`` is one page as with the peers.
+- ``BENCH_OTEL=1`` (harness server ``project-otel``): the OpenTelemetry SDK installed globally
+  before the router is made, exporting to exporters that drop everything
+  (``bench/servers/otel.py``); ``MCP_TELEMETRY=auto`` (the default) then traces every request;
+  FastAPI's own HTTP telemetry stays off (the comparison is the MCP layer's cost).
 """
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -38,6 +43,12 @@ if str(ROOT) not in sys.path:  # run by hand as `uvicorn bench_app:app --app-dir
 
 from bench.servers.tools import EXTRA_TOOLS, N_TOOLS, NOTE_URI, STATEFUL, get_db, greet, note, tool_functions  # noqa: E402
 from fastapi_mcp_ctx import Context, McpRouter, McpSettings, mcp_context  # noqa: E402
+
+OTEL = os.environ.get("BENCH_OTEL") == "1"
+if OTEL:
+    from bench.servers.otel import install_globally
+
+    install_globally()
 
 
 async def lookup(key: str, db: dict[str, str] = Depends(get_db), x_tenant: str = Header()) -> dict[str, str]:
@@ -67,5 +78,8 @@ for fn in tool_functions() + ([lookup, countdown] if EXTRA_TOOLS else []):
 mcp_router.resource(NOTE_URI, mime_type="text/plain")(note)  # workloads r, rm
 mcp_router.prompt()(greet)  # workloads g, gm
 
-app = FastAPI(title="fastapi-mcp-ctx bench", openapi_url=None, docs_url=None, redoc_url=None)
+# BENCH_OTEL: FastAPI's own HTTP telemetry (FastAPI >= 0.16x traces every request once a global
+# provider is set) stays off, so project-otel / project measures the MCP spans and metrics alone.
+native = {"telemetry": {"tracing": False, "metrics": False, "logs": False}} if OTEL else {}
+app = FastAPI(title="fastapi-mcp-ctx bench", openapi_url=None, docs_url=None, redoc_url=None, **native)
 app.include_router(mcp_router)

@@ -144,6 +144,11 @@ class PreparedCall:
     cancelled_message: Callable[[], Reply | None]
     state: CallState | None = None
 
+    def with_runner(self, runner: Runner) -> PreparedCall:
+        """This call with ``runner`` instead (telemetry wraps it; ``dataclasses.replace`` costs
+        twice as much per request)."""
+        return PreparedCall(runner, self.signal, self.background, self.cancelled_message, self.state)
+
 
 @dataclass(slots=True)
 class Dispatcher:

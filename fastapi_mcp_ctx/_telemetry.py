@@ -1,12 +1,16 @@
 """OpenTelemetry spans and metrics for MCP requests (the OpenTelemetry MCP semantic conventions).
 
 One SERVER span per MCP HTTP request, named ``"{mcp.method.name} {target}"`` (``tools/call
-add``; ``tools/list`` alone when there is no target), with ``mcp.method.name``,
-``mcp.protocol.version``, ``mcp.session.id`` (2025 sessions), ``jsonrpc.request.id``, for ``tools/call`` ``gen_ai.operation.name = "execute_tool"`` and
-``gen_ai.tool.name`` (``prompts/get``: ``gen_ai.prompt.name``; ``resources/*``: ``mcp.resource.uri``), the network attributes (``network.transport``, ``network.protocol.name``
-and ``.version``, ``client.address``, ``client.port``) and, on failure, ``error.type`` (the
-JSON-RPC error code, ``tool_error`` for an ``isError`` result, or the exception's class) with
-``rpc.response.status_code``. ``ctx.state`` operations are child spans (``state get`` …).
+add``; ``tools/list`` alone when there is no target). Its attributes, by ``MCP_TELEMETRY_DETAIL``:
+``required``: ``mcp.method.name``, ``jsonrpc.request.id``, for ``tools/call`` ``gen_ai.tool.name``
+(``prompts/get``: ``gen_ai.prompt.name``; ``resources/*``: ``mcp.resource.uri``) and, on failure,
+``error.type`` (the JSON-RPC error code, ``tool_error`` for an ``isError`` result, or the
+exception's class) with ``rpc.response.status_code``; ``standard`` (default) adds
+``mcp.protocol.version``, ``gen_ai.operation.name = "execute_tool"``, ``mcp.session.id`` (2025
+sessions) and ``network.transport`` / ``network.protocol.name`` / ``.version``; ``recommended``
+adds ``client.address`` and ``client.port``. The name and the constant attributes are made once
+per (method, target, protocol version, HTTP version) and reused (:class:`_Shape`).
+``ctx.state`` operations are child spans (``state get`` …).
 
 Parent of the span, in order (known-faults B58):
 
@@ -18,12 +22,14 @@ Parent of the span, in order (known-faults B58):
 4. else a new root. An invalid value is treated as absent, never an error. ``baggage`` is not
    copied into attributes.
 
-Metrics: ``mcp.server.operation.duration`` (histogram, seconds) with the convention's
-low-cardinality attributes (method, tool, operation, protocol version, network, ``error.type``;
-no session or request id), and ``mcp.server.request.size`` / ``mcp.server.response.size``
-(histograms, bytes; the conventions define none for MCP) by ``mcp.method.name`` and
-``gen_ai.tool.name`` only, which keeps the SDK's per-record attribute hashing small
-(``MCP_TELEMETRY_PAYLOAD_METRICS=false`` skips these two).
+With no ``traceparent`` in ``_meta`` nor in the headers (the envelope read both) the current
+context is the parent as it is: no propagator runs.
+
+Metrics: ``mcp.server.operation.duration`` (histogram, seconds) with the low-cardinality
+attributes of the span's set (no session or request id, no client address); with
+``MCP_TELEMETRY_PAYLOAD_METRICS=true`` also ``mcp.server.request.size`` /
+``mcp.server.response.size`` (histograms, bytes; the conventions define none for MCP) by
+``mcp.method.name`` and ``gen_ai.tool.name`` only.
 
 ``MCP_TELEMETRY``: ``auto`` (default) turns this on once the application installed an SDK
 tracer or meter provider (looked for at most once a second; nothing of OpenTelemetry is imported
@@ -36,8 +42,8 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Mapping
-from dataclasses import replace
-from typing import Any, Final
+from types import MappingProxyType
+from typing import Any, Final, NamedTuple
 
 from ._http import BODY_SCOPE_KEY
 from ._jsonrpc import dumps
@@ -49,6 +55,16 @@ __all__ = ["CallSpan", "Telemetry", "TracedBackend"]
 _DURATION_BUCKETS: Final = (0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
 _SIZE_BUCKETS: Final = (128.0, 512.0, 2048.0, 8192.0, 32768.0, 131072.0, 524288.0, 2097152.0)
 _TARGETED: Final = {"tools/call": "name", "prompts/get": "name"}
+_SHAPES_MAX: Final = 1024
+
+
+class _Shape(NamedTuple):
+    """What every request of one ``(method, target, protocol version, HTTP version)`` shares."""
+
+    name: str  # the span name, "tools/call add"
+    span: dict[str, Any]  # its constant span attributes (copied per request)
+    metric: Mapping[str, Any]  # the duration histogram's attributes (shared: the SDK copies)
+    sized: Mapping[str, Any]  # the payload-size histograms' attributes
 
 
 class _Instruments:
@@ -58,6 +74,7 @@ class _Instruments:
         from opentelemetry import context, metrics, propagate, trace
 
         self.trace = trace
+        self.server_kind = trace.SpanKind.SERVER
         self.context = context
         self.propagate = propagate
         self.tracer = trace.get_tracer("fastapi_mcp_ctx", version, tracer_provider=tracer_provider)
@@ -104,6 +121,9 @@ class Telemetry:
         self.mode = settings.telemetry
         self.handler_span = settings.telemetry_handler_span
         self.payload_metrics = settings.telemetry_payload_metrics
+        self.detail = settings.telemetry_detail
+        self._shapes: dict[tuple[str, str | None, str, Any], _Shape] = {}
+        self._traced_states: _TracedStates | None = None
         self._version = settings.server_version
         self._instruments: _Instruments | None = None
         self._next_check = 0.0  # auto mode: when to look for an SDK provider again (monotonic seconds)
@@ -129,50 +149,66 @@ class Telemetry:
         inst = self.instruments()
         if inst is None:
             return None
-        trace = inst.trace
         method: str = message.method
         params: Mapping[str, Any] = message.params
+        shape = self._shape(method, params, envelope.protocol_version, scope.get("http_version"))
+        attributes = shape.span.copy()  # the SDK copies it again into its BoundedAttributes
+        attributes["jsonrpc.request.id"] = str(message.id)  # (jsonrpc.protocol.version: only when not 2.0)
+        if session_id is not None and self.detail != "required":
+            attributes["mcp.session.id"] = session_id
+        if method.startswith("resources/") and isinstance(uri := params.get("uri"), str):
+            attributes["mcp.resource.uri"] = uri  # on the span only: too many values for a metric
+        if self.detail == "recommended" and (client := scope.get("client")):
+            attributes["client.address"] = str(client[0])
+            attributes["client.port"] = int(client[1])
+        # No traceparent in _meta nor in the headers (the envelope read both): the current
+        # context is the parent (FastAPI's span, or none: a new root), no propagator needed.
+        parent, links = self._parent(inst, params, scope) if "traceparent" in envelope.trace else (None, None)
+        span = inst.tracer.start_span(shape.name, context=parent, kind=inst.server_kind, attributes=attributes, links=links)
+        if self.payload_metrics and isinstance(body := scope.get(BODY_SCOPE_KEY), bytes):
+            inst.request_size.record(len(body), shape.sized)
+        return CallSpan(self, inst, span, shape)
+
+    def traced_states(self, factory: Any, inst: _Instruments) -> _TracedStates:
+        """``factory`` (a ``state_factory``) whose states are traced; made once per factory."""
+        traced = self._traced_states
+        if traced is None or traced.factory is not factory:
+            traced = self._traced_states = _TracedStates(factory, inst)
+        return traced
+
+    def _shape(self, method: str, params: Mapping[str, Any], version: str, http_version: Any) -> _Shape:
+        """The span name and the constant attributes of ``(method, target, versions)``, made
+        once and reused (at most ``_SHAPES_MAX`` kept: targets come from the client)."""
         target = params.get(_TARGETED[method]) if method in _TARGETED else None
         target = target if isinstance(target, str) else None
-        metric: dict[str, Any] = {"mcp.method.name": method, "mcp.protocol.version": envelope.protocol_version}
+        key = (method, target, version, http_version)
+        shape = self._shapes.get(key)
+        if shape is not None:
+            return shape
+        standard = self.detail != "required"
+        metric: dict[str, Any] = {"mcp.method.name": method}
+        if standard:
+            metric["mcp.protocol.version"] = version
         if method == "tools/call":
-            metric["gen_ai.operation.name"] = "execute_tool"
+            if standard:
+                metric["gen_ai.operation.name"] = "execute_tool"
             if target is not None:
                 metric["gen_ai.tool.name"] = target
         elif method == "prompts/get" and target is not None:
             metric["gen_ai.prompt.name"] = target
-        metric["network.transport"] = "tcp"
-        metric["network.protocol.name"] = "http"
-        http_version = scope.get("http_version")
-        if isinstance(http_version, str):
-            metric["network.protocol.version"] = http_version
-        attributes = dict(metric)
-        attributes["jsonrpc.request.id"] = str(message.id)  # (jsonrpc.protocol.version: only when not 2.0)
-        if session_id is not None:
-            attributes["mcp.session.id"] = session_id
-        uri = params.get("uri") if method.startswith("resources/") else None
-        if isinstance(uri, str):
-            attributes["mcp.resource.uri"] = uri  # on the span only: too many values for a metric
-        client = scope.get("client")
-        if client:
-            attributes["client.address"] = str(client[0])
-            attributes["client.port"] = int(client[1])
-        parent, links = self._parent(inst, params, scope)
-        span = inst.tracer.start_span(
-            f"{method} {target}" if target else method,
-            context=parent,
-            kind=trace.SpanKind.SERVER,
-            attributes=attributes,
-            links=links,
-        )
+        if standard:
+            metric["network.transport"] = "tcp"
+            metric["network.protocol.name"] = "http"
+            if isinstance(http_version, str):
+                metric["network.protocol.version"] = http_version
         sized = {"mcp.method.name": method, "gen_ai.tool.name": target} if method == "tools/call" and target else {"mcp.method.name": method}
-        body = scope.get(BODY_SCOPE_KEY)
-        if self.payload_metrics and isinstance(body, bytes):
-            inst.request_size.record(len(body), sized)
-        return CallSpan(self, inst, span, metric, sized)
+        shape = _Shape(f"{method} {target}" if target else method, dict(metric), MappingProxyType(metric), MappingProxyType(sized))
+        if len(self._shapes) < _SHAPES_MAX:
+            self._shapes[key] = shape
+        return shape
 
     @staticmethod
-    def _parent(inst: _Instruments, params: Mapping[str, Any], scope: Mapping[str, Any]) -> tuple[Any, list[Any]]:
+    def _parent(inst: _Instruments, params: Mapping[str, Any], scope: Mapping[str, Any]) -> tuple[Any, list[Any] | None]:
         trace = inst.trace
         current = trace.get_current_span().get_span_context()
         meta = params.get("_meta")
@@ -183,11 +219,11 @@ class Telemetry:
                 http = current if current.is_valid else Telemetry._from_headers(inst, scope)
                 return context, [trace.Link(http)] if http is not None and http.is_valid else []
         if current.is_valid:
-            return None, []
+            return None, None
         http = Telemetry._from_headers(inst, scope)
         if http is not None and http.is_valid:
-            return inst.trace.set_span_in_context(inst.trace.NonRecordingSpan(http)), []
-        return None, []
+            return inst.trace.set_span_in_context(inst.trace.NonRecordingSpan(http)), None
+        return None, None
 
     @staticmethod
     def _from_headers(inst: _Instruments, scope: Mapping[str, Any]) -> Any:
@@ -205,14 +241,14 @@ class Telemetry:
 class CallSpan:
     """One request's span and its metric attributes; :meth:`finish` ends both."""
 
-    __slots__ = ("_inst", "_metric", "_sized", "_started", "_telemetry", "span")
+    __slots__ = ("_inst", "_runner", "_shape", "_started", "_telemetry", "span")
 
-    def __init__(self, telemetry: Telemetry, inst: _Instruments, span: Any, metric: dict[str, Any], sized: dict[str, Any]) -> None:
+    def __init__(self, telemetry: Telemetry, inst: _Instruments, span: Any, shape: _Shape) -> None:
         self._telemetry = telemetry
         self._inst = inst
         self.span = span
-        self._metric = metric
-        self._sized = sized
+        self._shape = shape
+        self._runner: Any = None
         self._started = time.perf_counter()
 
     @property
@@ -224,18 +260,18 @@ class CallSpan:
     def finish(self, reply: Reply | None, error_type: str | None = None) -> None:
         """End the span: ``error.type`` from the reply (JSON-RPC error code, ``tool_error``)
         or ``error_type``; record the duration and the response size."""
-        metric = self._metric
+        metric = self._shape.metric
         if reply is not None:
             message = reply.message
-            error = message.get("error")
-            if isinstance(error, dict):
-                code = str(error.get("code"))  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType]
-                error_type = code
-                self.span.set_attribute("rpc.response.status_code", code)
-            elif isinstance(message.get("result"), dict) and message["result"].get("isError") is True:
+            if "error" in message:
+                error = message["error"]
+                if isinstance(error, dict):
+                    error_type = str(error.get("code"))  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType]
+                    self.span.set_attribute("rpc.response.status_code", error_type)
+            elif (result := message.get("result")) is not None and isinstance(result, dict) and result.get("isError") is True:  # pyright: ignore[reportUnknownMemberType]
                 error_type = "tool_error"
             if self._telemetry.payload_metrics:
-                self._inst.response_size.record(len(dumps(message)), self._sized)
+                self._inst.response_size.record(len(dumps(message)), self._shape.sized)
         if error_type is not None:
             metric = {**metric, "error.type": error_type}
             self.span.set_attribute("error.type", error_type)
@@ -250,35 +286,43 @@ class CallSpan:
         if isinstance(outcome, Reply):
             self.finish(outcome)
             return outcome
-        trace, runner = self._inst.trace, outcome.runner
+        self._runner = outcome.runner
         if state is not None:
             state.trace_id, state.span_id = self.ids
-            factory = state.state_factory
-            if factory is not None:
-                inst = self._inst
+            if state.state_factory is not None:
+                state.state_factory = self._telemetry.traced_states(state.state_factory, self._inst)
+        return outcome.with_runner(self._run)
 
-                def traced_state(tenant: str | None) -> Any:
-                    return TracedBackend.wrap(factory(tenant), inst)
+    async def _run(self, outbound: Outbound) -> Reply | None:
+        """The tool's runner with this span current; ends the span with its reply."""
+        inst = self._inst
+        token = inst.context.attach(inst.trace.set_span_in_context(self.span))
+        try:
+            if self._telemetry.handler_span:
+                with inst.tracer.start_as_current_span(f"execute_tool {self._shape.metric.get('gen_ai.tool.name', '')}".strip()):
+                    reply = await self._runner(outbound)
+            else:
+                reply = await self._runner(outbound)
+        except BaseException as exc:
+            self.finish(None, type(exc).__qualname__)
+            raise
+        finally:
+            inst.context.detach(token)
+        self.finish(reply, None if reply is not None else "cancelled")
+        return reply
 
-                state.state_factory = traced_state
 
-        async def traced(outbound: Outbound) -> Reply | None:
-            token = self._inst.context.attach(trace.set_span_in_context(self.span))
-            try:
-                if self._telemetry.handler_span:
-                    with self._inst.tracer.start_as_current_span(f"execute_tool {self._metric.get('gen_ai.tool.name', '')}".strip()):
-                        reply = await runner(outbound)
-                else:
-                    reply = await runner(outbound)
-            except BaseException as exc:
-                self.finish(None, type(exc).__qualname__)
-                raise
-            finally:
-                self._inst.context.detach(token)
-            self.finish(reply, None if reply is not None else "cancelled")
-            return reply
+class _TracedStates:
+    """A ``state_factory`` whose states have their backend traced (:class:`TracedBackend`)."""
 
-        return replace(outcome, runner=traced)
+    __slots__ = ("_inst", "factory")
+
+    def __init__(self, factory: Any, inst: _Instruments) -> None:
+        self.factory = factory
+        self._inst = inst
+
+    def __call__(self, tenant: str | None) -> Any:
+        return TracedBackend.wrap(self.factory(tenant), self._inst)
 
 
 class TracedBackend:

@@ -131,7 +131,11 @@ class McpSettings(BaseSettings):
             an OpenTelemetry SDK provider), ``on``, ``off``. telemetry_handler_span: a child span
             around the handler itself.
         telemetry_payload_metrics: record the ``mcp.server.request.size`` / ``response.size``
-            histograms (two more measurements per request).
+            histograms (two more measurements per request; off by default).
+        telemetry_detail: the span and duration-metric attributes: ``required`` (the semantic
+            convention's required ones), ``standard`` (default: + protocol version, operation
+            name, session id, ``network.*``), ``recommended`` (+ ``client.address`` / ``client.port``
+            on the span). See docs/telemetry.md.
         jwt_cache_seconds: how long a verified token is remembered (seconds, never beyond its
             ``exp``); 0 verifies every request in full.
         gc_freeze: at the router's first request (after any fork), ``gc.collect()`` then
@@ -197,8 +201,9 @@ class McpSettings(BaseSettings):
     telemetry: Literal["auto", "on", "off"] = "auto"
     telemetry_handler_span: bool = False
     jwt_cache_seconds: float = Field(default=60.0, ge=0, le=3600)
-    telemetry_payload_metrics: bool = True
+    telemetry_payload_metrics: bool = False
     gc_freeze: bool = False
+    telemetry_detail: Literal["required", "standard", "recommended"] = "standard"
 
     @property
     def session_owner_quota(self) -> int:

@@ -171,3 +171,39 @@ def test_smoke_run_project_and_ceiling(tmp_path: Path, capsys: pytest.CaptureFix
     out = capsys.readouterr().out
     assert "| workload | conc | fastapi-mcp-ctx | bare FastAPI (ceiling) |" in out
     assert path.with_suffix(".md").exists()
+
+
+def test_project_otel_runs_every_workload_with_the_sdk_configured() -> None:
+    """``-s project-otel``: the project's processes, each with ``BENCH_OTEL=1`` added (the bench
+    app installs the SDK with dropping exporters); opt-in, so a default run is unchanged."""
+    got = {tuple(wls): env for spec, env, wls in plan([SERVERS["project-otel"]], ["a", "b", "d", "s", "p"])}
+    assert got == {("a", "b"): {"BENCH_OTEL": "1"}, ("d", "p"): {"BENCH_OTEL": "1", "BENCH_EXTRA_TOOLS": "1"},
+                   ("s",): {"BENCH_OTEL": "1", "BENCH_STATEFUL": "1"}}  # fmt: skip
+    assert SERVERS["project-otel"].opt_in and SERVERS["project-otel"].project
+
+
+def test_bench_app_with_bench_otel_traces_every_call() -> None:
+    """``BENCH_OTEL=1``: the bench app (its own process: global providers) serves workload a with
+    the SDK configured, and the router's ``MCP_TELEMETRY=auto`` emits the span."""
+    import subprocess
+    import textwrap
+
+    code = textwrap.dedent(
+        """
+        import asyncio
+        from opentelemetry import trace
+        from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+        from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+        from bench.harness.capture import asgi_post
+        from bench.harness.workloads import WORKLOADS
+        from examples.bench_app import app, mcp_router
+        exporter = InMemorySpanExporter()
+        trace.get_tracer_provider().add_span_processor(SimpleSpanProcessor(exporter))  # beside the dropping one
+        status, raw = asyncio.run(asgi_post(app, WORKLOADS["a"].body_bytes(), WORKLOADS["a"].headers))
+        print(status, b'"text":"5"' in raw, [s.name for s in exporter.get_finished_spans()])
+        """
+    )
+    root = Path(__file__).resolve().parents[1]
+    env = {**__import__("os").environ, "BENCH_OTEL": "1", "PYTHONPATH": str(root)}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env, cwd=root)
+    assert out.stdout.split("\n")[0] == "200 True ['tools/call add']", out.stderr

@@ -113,7 +113,7 @@ async def test_one_call_under_fastapi_instrumentor_is_one_trace_nested_under_the
     assert attributes["mcp.protocol.version"] == version
     assert attributes["jsonrpc.request.id"] == str(result_request_id(response))
     assert attributes["network.transport"] == "tcp" and attributes["network.protocol.name"] == "http"
-    assert attributes["client.address"] == "127.0.0.1"
+    assert "client.address" not in attributes and "client.port" not in attributes  # MCP_TELEMETRY_DETAIL=recommended
     assert ("mcp.session.id" in attributes) == (era == "legacy")
     if era == "legacy":
         assert attributes["mcp.session.id"] == wire.session
@@ -190,9 +190,74 @@ async def test_50_concurrent_calls_are_50_traces_and_50_histogram_points(otel: O
         "mcp.method.name": "tools/call", "mcp.protocol.version": "2026-07-28", "gen_ai.operation.name": "execute_tool",
         "gen_ai.tool.name": "echo", "network.transport": "tcp", "network.protocol.name": "http", "network.protocol.version": "1.1",
     }  # fmt: skip
+    assert otel.histogram("mcp.server.request.size") == [] and otel.histogram("mcp.server.response.size") == []
+
+
+async def test_payload_size_histograms_when_asked(otel: Otel) -> None:
+    """``MCP_TELEMETRY_PAYLOAD_METRICS=true``: one request-size and one response-size point per
+    call, by method and tool only."""
+    async with open_client(traced_app(otel, instrument=False, telemetry_payload_metrics=True)) as client:
+        wire = Wire(client)
+        for n in range(50):
+            await wire.call_tool("modern", "echo", {"text": str(n)})
     (requests,) = otel.histogram("mcp.server.request.size")
     (responses,) = otel.histogram("mcp.server.response.size")
     assert requests.count == 50 and responses.count == 50 and responses.sum > 50 * 50
+    assert dict(requests.attributes) == dict(responses.attributes) == {"mcp.method.name": "tools/call", "gen_ai.tool.name": "echo"}
+
+
+async def test_detail_recommended_adds_the_client_address_and_port(otel: Otel, era: str) -> None:
+    async with open_client(traced_app(otel, instrument=False, telemetry_detail="recommended")) as client:
+        wire = Wire(client)
+        if era == "legacy":
+            await wire.initialize()
+        await wire.call_tool(era, "echo", {"text": "hi"})
+    span = next(s for s in otel.mcp_spans() if s.name == "tools/call echo")
+    attributes = dict(span.attributes or {})
+    assert attributes["client.address"] == "127.0.0.1" and isinstance(attributes["client.port"], int)
+    assert attributes["mcp.protocol.version"] and attributes["network.transport"] == "tcp"
+    assert ("mcp.session.id" in attributes) == (era == "legacy")
+    (point,) = [p for p in otel.histogram("mcp.server.operation.duration") if p.attributes.get("gen_ai.tool.name") == "echo"]
+    assert "client.address" not in point.attributes  # never on a metric: one series per client
+    assert otel.histogram("mcp.server.request.size") == []
+
+
+async def test_detail_required_keeps_the_required_attributes_only(otel: Otel, era: str) -> None:
+    async with open_client(traced_app(otel, instrument=False, telemetry_detail="required")) as client:
+        wire = Wire(client)
+        if era == "legacy":
+            await wire.initialize()
+        ok = await wire.call_tool(era, "echo", {"text": "hi"})
+        await wire.call_tool(era, "missing", check=False)
+    by_name = {s.name: dict(s.attributes or {}) for s in otel.mcp_spans()}
+    assert by_name["tools/call echo"] == {
+        "mcp.method.name": "tools/call", "gen_ai.tool.name": "echo", "jsonrpc.request.id": str(result_request_id(ok)),
+    }  # fmt: skip
+    assert by_name["tools/call missing"]["error.type"] == "-32602" and "mcp.session.id" not in by_name["tools/call missing"]
+    points = {p.attributes.get("gen_ai.tool.name"): dict(p.attributes) for p in otel.histogram("mcp.server.operation.duration")}
+    assert points["echo"] == {"mcp.method.name": "tools/call", "gen_ai.tool.name": "echo"}
+    assert points["missing"] == {"mcp.method.name": "tools/call", "gen_ai.tool.name": "missing", "error.type": "-32602"}
+
+
+async def test_constant_attributes_are_shared_per_tool_and_bounded(otel: Otel) -> None:
+    """The span name and constant attributes are made once per (method, tool, versions); a
+    client naming ever new tools cannot grow that table past its bound."""
+    from fastapi_mcp_ctx import _telemetry
+
+    router = McpRouter(settings=mcp_settings())
+    telemetry = Telemetry(router.settings, tracer_provider=otel.tracer_provider, meter_provider=otel.meter_provider)
+    router.dispatcher.telemetry = telemetry
+    app = FastAPI()
+    app.include_router(router)
+    async with open_client(app) as client:
+        wire = Wire(client)
+        for name in ("a", "b", "a", "b"):
+            await wire.call_tool("modern", name, check=False)
+        assert len(telemetry._shapes) == 2  # pyright: ignore[reportPrivateUsage]
+        telemetry._shapes.update({("x", str(n), "v", None): telemetry._shapes[next(iter(telemetry._shapes))] for n in range(_telemetry._SHAPES_MAX)})  # pyright: ignore[reportPrivateUsage]
+        await wire.call_tool("modern", "c", check=False)
+    assert len(telemetry._shapes) == _telemetry._SHAPES_MAX + 2  # pyright: ignore[reportPrivateUsage]
+    assert "tools/call c" in {s.name for s in otel.mcp_spans()}
 
 
 async def test_one_histogram_point_per_call_and_error_types(otel: Otel) -> None:
@@ -316,3 +381,15 @@ def test_the_docs_example_runs_as_written() -> None:
     env = {**__import__("os").environ, "MCP_AUTH_MODE": "none"}
     out = subprocess.run([sys.executable, "-c", match.group(1) + check], capture_output=True, text=True, timeout=60, env=env)
     assert out.stdout.strip() == "ok", out.stderr
+
+
+def test_with_runner_keeps_every_other_field_of_the_prepared_call() -> None:
+    """``PreparedCall.with_runner`` (the cheap ``replace`` telemetry uses) copies every field,
+    including any added later."""
+    from dataclasses import fields, replace
+
+    from fastapi_mcp_ctx._dispatch import PreparedCall
+
+    call = PreparedCall(**{f.name: object() for f in fields(PreparedCall)})  # pyright: ignore[reportArgumentType]
+    runner = object()
+    assert call.with_runner(runner) == replace(call, runner=runner)  # pyright: ignore[reportArgumentType]

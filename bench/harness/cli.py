@@ -41,7 +41,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(prog="python -m bench.harness", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("-w", "--workload", action="append", choices=list(WORKLOADS), help=f"repeatable; default {' '.join(DEFAULT_WORKLOADS)}")
     ap.add_argument("--all", action="store_true", help="every workload: " + " ".join(WORKLOADS))
-    ap.add_argument("-s", "--server", action="append", choices=list(SERVERS), help="repeatable; default all but project-redis (the ceiling is always added)")
+    ap.add_argument("-s", "--server", action="append", choices=list(SERVERS), help="repeatable; default all but the opt-in project-redis and project-otel (the ceiling is always added)")
     ap.add_argument("--no-ceiling", action="store_true", help="do not add the bare-FastAPI ceiling (no ratios)")
     ap.add_argument("--reps", type=int, default=3, help="repetitions; figures are medians (default 3)")
     ap.add_argument("--duration", type=int, default=3, help="seconds per measured run (default 3)")

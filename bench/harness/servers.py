@@ -38,11 +38,13 @@ REDIS_SESSIONS = {"MCP_SESSION_STORE_URL": SESSION_STORE_URL, "MCP_REQUEST_STATE
 # docs/deployment.md's advice for Redis sessions (requests wait mid-flight); BENCH_GC_FREEZE=0 measures without.
 REDIS_SESSIONS["MCP_GC_FREEZE"] = os.environ.get("BENCH_GC_FREEZE", "1")
 ENV_PROJECT_REDIS = {**ENV_PROJECT, "s": {**STATEFUL, **REDIS_SESSIONS}}
+OTEL = {"BENCH_OTEL": "1"}  # the OpenTelemetry SDK, exporters that drop everything (bench/servers/otel.py)
 
 
 @dataclass(frozen=True)
 class ServerSpec:
-    """``name`` (CLI), ``title`` (table), ``app`` (``module:attr``), ``env`` (workload id → variant env)."""
+    """``name`` (CLI), ``title`` (table), ``app`` (``module:attr``), ``env`` (workload id → variant env),
+    ``base_env`` (every process of this server)."""
 
     name: str
     title: str
@@ -50,7 +52,8 @@ class ServerSpec:
     env: dict[str, dict[str, str]] = field(default_factory=dict)
     project: bool = False  # runs with --project-python
     ceiling: bool = False
-    opt_in: bool = False  # only when named with -s (needs a service)
+    opt_in: bool = False  # only when named with -s (needs a service, or measures a variant)
+    base_env: dict[str, str] = field(default_factory=dict)
 
 
 SERVERS: dict[str, ServerSpec] = {
@@ -62,6 +65,9 @@ SERVERS: dict[str, ServerSpec] = {
         ServerSpec("fastapi", "bare FastAPI (ceiling)", "bench.servers.fastapi_ceiling:app", ENV_CEILING, ceiling=True),
         # -s project-redis: sessions in Redis (BENCH_SESSION_STORE_URL, default redis://127.0.0.1:6379/0)
         ServerSpec("project-redis", "fastapi-mcp-ctx, Redis sessions", "examples.bench_app:app", ENV_PROJECT_REDIS, project=True, opt_in=True),
+        # -s project-otel: the OpenTelemetry SDK configured (BENCH_OTEL=1), beside -s project (off)
+        ServerSpec("project-otel", "fastapi-mcp-ctx, OpenTelemetry SDK", "examples.bench_app:app", ENV_PROJECT,
+                   project=True, opt_in=True, base_env=OTEL),  # fmt: skip
     ]
 }
 
@@ -72,7 +78,7 @@ def plan(specs: list[ServerSpec], workload_ids: list[str]) -> list[tuple[ServerS
     for spec in specs:
         groups: dict[tuple[tuple[str, str], ...], list[str]] = {}
         for wl in workload_ids:
-            groups.setdefault(tuple(sorted(spec.env.get(wl, {}).items())), []).append(wl)
+            groups.setdefault(tuple(sorted({**spec.base_env, **spec.env.get(wl, {})}.items())), []).append(wl)
         out += [(spec, dict(env), wls) for env, wls in groups.items()]
     return out
 
