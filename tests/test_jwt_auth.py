@@ -168,6 +168,39 @@ async def test_b30_every_bad_token_is_401_invalid_token(idp: KeyServer, rsa_key:
     assert token not in response.text
 
 
+NUMERIC_DATE_CASES = [
+    ("exp", "1999999999", "a string"), ("exp", True, "a boolean"), ("exp", None, "null"), ("exp", float("inf"), "finite"),
+    ("nbf", "1000", "a string"), ("nbf", False, "a boolean"), ("iat", "1000", "a string"), ("iat", True, "a boolean"),
+    ("iat", [1000], "an array"), ("nbf", float("nan"), "finite"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("claim", "value", "named"), NUMERIC_DATE_CASES)
+async def test_a_numeric_date_claim_that_is_not_a_json_number_is_401_naming_it(
+    idp: KeyServer, rsa_key: RsaKey, claim: str, value: Any, named: str, era: str
+) -> None:
+    """RFC 7519 §2: exp / nbf / iat are JSON numbers; pyjwt alone reads "1999999999" as one
+    (a far-future string exp passed) and lets a boolean nbf / iat through."""
+    values = claims(ISSUER)
+    values[claim] = value  # None stays: an explicit null
+    token = rsa_key.sign(values)
+    async with open_client(app_of(jwt_router(idp))) as client:
+        response = await list_tools(client, era, bearer(token))
+    assert response.status_code == 401, response.text
+    params = challenge_params(response)
+    assert params["error"] == "invalid_token"
+    assert f"the {claim} claim must be a" in params["error_description"] and named in params["error_description"]
+    assert "RFC 7519 NumericDate" in error_of(response)["message"]
+
+
+async def test_a_fractional_numeric_date_is_a_json_number_and_passes(idp: KeyServer, rsa_key: RsaKey) -> None:
+    now = time.time()
+    token = rsa_key.sign(claims(ISSUER, exp=now + 300.5, nbf=now - 1.25, iat=now - 1.25))
+    async with open_client(app_of(jwt_router(idp))) as client:
+        response = await Wire(client).call_tool("modern", "whoami", headers=bearer(token))
+    assert result_of(response)["structuredContent"]["sub"] == "alice"
+
+
 async def test_a_valid_token_fills_ctx_auth_and_tenant(idp: KeyServer, rsa_key: RsaKey, era: str) -> None:
     token = rsa_key.sign(claims(ISSUER, scope="notes:read notes:write"))
     async with open_client(app_of(jwt_router(idp))) as client:
