@@ -33,7 +33,7 @@ from .._envelope import (
     read_modern_envelope,
 )
 from .._gate import build_gate
-from .._http import BODY_SCOPE_KEY, accepted, read_body, reject_repeated
+from .._http import BODY_SCOPE_KEY, accepted, read_body, refuse_content_coding, reject_repeated
 from .._jsonrpc import JsonRpcNotification, JsonRpcRequest, JsonRpcResponse, error_message, parse_message, request_id_of
 from .._logging import install_default_handler
 from .._replicas.relay import Relay
@@ -222,6 +222,8 @@ class McpEndpoint:
         content_type = headers.get("content-type", "")
         if not content_type.split(";", 1)[0].strip().lower() == "application/json":
             raise UnsupportedMediaTypeError()
+        if "content-encoding" in headers:  # RFC 9110 §15.5.16: a coding this server does not decode
+            refuse_content_coding(request.scope["headers"])
         json_ok, sse_allowed = accepted(headers)
         request.scope[JSON_OK_SCOPE_KEY] = json_ok
         if not (json_ok or sse_allowed):
