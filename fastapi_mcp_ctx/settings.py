@@ -132,6 +132,9 @@ class McpSettings(BaseSettings):
             histograms (two more measurements per request).
         jwt_cache_seconds: how long a verified token is remembered (seconds, never beyond its
             ``exp``); 0 verifies every request in full.
+        max_batch_size: messages one JSON-RPC batch (a POST body that is an array, served in
+            sessions negotiated at 2025-03-26 only) may hold; a larger one is refused whole
+            (-32600, HTTP 400). ``max_body_bytes`` bounds its bytes as for any body.
     """
 
     model_config = SettingsConfigDict(env_prefix="MCP_", extra="ignore", hide_input_in_errors=True)  # never echo a secret
@@ -192,6 +195,7 @@ class McpSettings(BaseSettings):
     telemetry_handler_span: bool = False
     jwt_cache_seconds: float = Field(default=60.0, ge=0, le=3600)
     telemetry_payload_metrics: bool = True
+    max_batch_size: int = Field(default=100, ge=1, le=10_000)
 
     @property
     def session_owner_quota(self) -> int:

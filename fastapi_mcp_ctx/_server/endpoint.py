@@ -61,6 +61,7 @@ from ..errors import (
     UnsupportedVersionError,
 )
 from ..settings import McpSettings
+from .batch import BatchHooks, serve_batch, starts_batch
 
 __all__ = ["McpEndpoint"]
 
@@ -228,6 +229,8 @@ class McpEndpoint:
         request.scope[JSON_OK_SCOPE_KEY] = json_ok
         if not (json_ok or sse_allowed):
             raise NotAcceptableError()
+        if starts_batch(request.scope[BODY_SCOPE_KEY]):  # an array: served in 2025-03-26 sessions only (batch.py)
+            return await serve_batch(self._batch_hooks(), request, headers, sse_allowed)
         try:
             message = parse_message(request.scope[BODY_SCOPE_KEY])
         except MalformedAnswerError as exc:
@@ -420,3 +423,12 @@ class McpEndpoint:
         await self.streams.session_ended(session.id)
         await self.relay.session_ended(session.id)  # the other replicas end theirs
         return Response(status_code=200)
+
+    # -- JSON-RPC batches (2025-03-26 sessions; _server/batch.py) -------------------------
+    def _batch_hooks(self) -> BatchHooks:
+        return BatchHooks(self.settings, self.dispatcher, self._session, self._deliver_answer, self._batch_notified)
+
+    async def _batch_notified(self, message: JsonRpcNotification, session: SessionRecord) -> None:
+        """A notification inside a batch: acted on as if POSTed alone."""
+        if not self._legacy_notification(message, session):  # the call may run on another replica
+            await self.relay.forward_cancel(session.id, message.params["requestId"], message.params.get("reason"))
