@@ -19,6 +19,7 @@ from conftest import (
     ACCEPT_BOTH,
     MODERN,
     Wire,
+    asgi_exchange,
     assert_error,
     make_app,
     make_router,
@@ -272,6 +273,21 @@ async def test_a_call_notifying_switches_to_sse_and_a_cancelled_member_gets_3280
     finals = {m["id"]: m for m in messages if "id" in m}
     assert finals[2]["result"] == {}
     assert finals["s"]["error"]["code"] == -32800
+
+
+async def test_a_client_leaving_mid_batch_cancels_its_calls_and_gets_nothing(
+    client: httpx.AsyncClient, gate_app: tuple[Any, Gate]
+) -> None:
+    app, gate = gate_app
+    headers = {**await batch_session(Wire(client)), "content-type": "application/json", "accept": "application/json"}
+    body = json.dumps([call("slow", None, 1), rpc("ping", None, 2)]).encode()
+    async with asgi_exchange(app, "POST", headers=headers, body_chunks=[body], wait_started=False) as exchange:
+        with anyio.fail_after(5):
+            await gate.started.wait()
+        exchange.disconnect.set()
+        with anyio.fail_after(5):  # the 30 s tool was cancelled, not awaited
+            await exchange.finished.wait()
+    assert exchange.status is None and exchange.body == b""
 
 
 @pytest.mark.parametrize("version", ["2024-11-05", "2025-06-18", "2025-11-25"])

@@ -63,6 +63,7 @@ from .._jsonrpc import (
 from .._sessions import SessionRecord
 from .._streams import SSE_HEADERS, Reply, run_background, sse_frame
 from .._transport.requests import BackChannel
+from ..context import CancelSignal
 from ..errors import InvalidRequestError, MalformedAnswerError, McpError, ParseError
 from ..settings import McpSettings
 
@@ -255,18 +256,22 @@ class BatchResponse(Response):
         self.background: BackgroundTasks | None = None
         self._send: Send | None = None
         self._sse_started = False
+        self._gone = False  # the client disconnected: nothing more is sent
+        self._signals: list[CancelSignal] = []
+        self._sending = anyio.Lock()  # concurrent calls' notifications: one ASGI send at a time
         self._after: list[BackgroundTasks] = []
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         self._send = send
-        signals: list[Any] = []
         async with anyio.create_task_group() as outer:
-            outer.start_soon(self._watch, receive, signals)
+            outer.start_soon(self._watch, receive)
             async with anyio.create_task_group() as members:
                 for index, message, member in self._calls:
-                    members.start_soon(self._run, index, message, member, signals)
+                    members.start_soon(self._run, index, message, member)
             outer.cancel_scope.cancel()
         self._send = None
+        if self._gone:
+            return  # as for a single call: a client that left gets nothing more
         answered = [answer for answer in self._answers if answer is not None]
         if self._sse_started or not self._json_allowed:
             await self._start_sse(send)
@@ -283,11 +288,12 @@ class BatchResponse(Response):
             await run_background(background)
         await run_background(self.background)
 
-    async def _watch(self, receive: Receive, signals: list[Any]) -> None:
+    async def _watch(self, receive: Receive) -> None:
         """A disconnect cancels every call still running (as for a single request)."""
         while (await receive())["type"] != "http.disconnect":
             pass
-        for signal in signals:
+        self._gone = True
+        for signal in self._signals:
             signal.cancel("disconnected")
 
     async def _start_sse(self, send: Send) -> None:
@@ -300,12 +306,13 @@ class BatchResponse(Response):
         """A call's notification or server→client request: on the SSE stream (started by the
         first), or dropped when the client accepts JSON only."""
         send = self._send
-        if not self._sse_allowed or send is None:
+        if not self._sse_allowed or send is None or self._gone:
             return
-        await self._start_sse(send)
-        await send({"type": "http.response.body", "body": sse_frame(message), "more_body": True})
+        async with self._sending:
+            await self._start_sse(send)
+            await send({"type": "http.response.body", "body": sse_frame(message), "more_body": True})
 
-    async def _run(self, index: int, message: JsonRpcRequest, member: bytes, signals: list[Any]) -> None:
+    async def _run(self, index: int, message: JsonRpcRequest, member: bytes) -> None:
         dispatcher, session = self._dispatcher, self._session
         scope = dict(self._request.scope)
         scope[BODY_SCOPE_KEY] = member  # a tool reading request.body() gets its own message
@@ -324,16 +331,18 @@ class BatchResponse(Response):
         if span is not None:
             outcome = span.bind(outcome, None if isinstance(outcome, Reply) else outcome.state)
         if isinstance(outcome, PreparedCall):
-            reply = await self._call(outcome, signals)
+            reply = await self._call(outcome)
             if reply is None:
                 return  # the client disconnected: nothing is sent for it
         else:
             reply = outcome
         self._answers[index] = reply.message
 
-    async def _call(self, call: PreparedCall, signals: list[Any]) -> Reply | None:
+    async def _call(self, call: PreparedCall) -> Reply | None:
         signal = call.signal
-        signals.append(signal)
+        self._signals.append(signal)
+        if self._gone:
+            signal.cancel("disconnected")
         outbound = self._emit
         reply: Reply | None = None
         with new_cancel_scope() as handler_scope:
