@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from typing import Any, Protocol, cast
 
 from ._testing_results import McpResponse
+from .errors import McpResponseError
 
 __all__ = ["FeatureRequests"]
 
@@ -37,15 +38,26 @@ class _Requester(Protocol):
 
 
 async def _every_page(client: _Requester, method: str, key: str) -> list[dict[str, Any]]:
-    """The ``key`` items of every page of ``method``, following ``nextCursor``."""
+    """The ``key`` items of every page of ``method``, following ``nextCursor``.
+
+    Raises:
+        McpResponseError: an error answer, or a ``nextCursor`` the server already sent (its
+            pagination does not advance: following it would never end).
+    """
     items: list[dict[str, Any]] = []
     cursor: str | None = None
+    seen: set[str] = set()
     while True:
-        page = (await client.request(method, {"cursor": cursor} if cursor else None)).result
+        answer = await client.request(method, {"cursor": cursor} if cursor else None)
+        page = answer.result
         items.extend(cast(list[dict[str, Any]], page.get(key) or []))
         cursor = page.get("nextCursor")
         if not cursor:
             return items
+        if cursor in seen:
+            message = f"the server sent nextCursor {cursor[:64]!r} twice: its pagination does not advance"
+            raise McpResponseError(code=None, message=message, http_status=answer.http_status, headers=answer.headers, method=method)
+        seen.add(cursor)
 
 
 def _extra_meta(meta: Mapping[str, Any] | None, progress_token: str | int | None) -> dict[str, Any]:

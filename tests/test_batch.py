@@ -164,12 +164,14 @@ async def test_an_empty_batch_is_one_invalid_request_error(wire: Wire) -> None:
 
 async def test_invalid_json_is_one_parse_error(wire: Wire) -> None:
     headers = await batch_session(wire)
-    for content in (b'[{"jsonrpc":"2.0","method":"ping","id":1},{"jsonrpc":"2.0"', b"[1,]", b"[1 2]", b"[NaN]", b"[1] x"):
+    invalid_utf8 = b'[{"jsonrpc":"2.0","id":1,"method":"ping","params":{"t":"a \x97 b"}}]'  # B18 inside a batch
+    for content in (b'[{"jsonrpc":"2.0","method":"ping","id":1},{"jsonrpc":"2.0"', b"[1,]", b"[1 2]", b"[NaN]", b"[1] x", invalid_utf8):
         response = await wire.post(None, headers, content=content)
         assert_error(response, 400, -32700, request_id=None)
 
 
 async def test_invalid_members_are_answered_one_by_one(wire: Wire) -> None:
+    """JSON-RPC 2.0 §6 per member: B18/B19 shapes get their own error, a notification (B20) none."""
     headers = await batch_session(wire)
     body = [
         1,

@@ -138,3 +138,21 @@ async def test_an_app_without_resources_or_prompts_answers_method_not_found(era:
             with pytest.raises(McpResponseError) as caught:
                 await call
             assert caught.value.code == -32601
+
+
+async def test_a_cursor_that_never_advances_is_an_error_not_a_hang() -> None:
+    """Known fault B37 from the client's side: a server repeating its nextCursor."""
+    from fastapi import FastAPI
+
+    app = FastAPI()
+
+    @app.post("/mcp")
+    async def stuck(request: Request) -> dict[str, Any]:
+        body = await request.json()
+        result = {"resources": [{"uri": "mem://again", "name": "again"}], "nextCursor": "same"}
+        return {"jsonrpc": "2.0", "id": body["id"], "result": result}
+
+    async with McpTestClient(app, era="modern", validate=False) as client:  # the stub's result is not 2026-shaped
+        with pytest.raises(McpResponseError) as caught:
+            await client.list_resources()
+    assert "does not advance" in caught.value.message and caught.value.method == "resources/list"
