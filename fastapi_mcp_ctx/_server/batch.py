@@ -1,14 +1,10 @@
-"""JSON-RPC batches (a POST body that is an array) for sessions negotiated at 2025-03-26.
+"""JSON-RPC batches over Streamable HTTP, for sessions negotiated at 2025-03-26.
 
-Protocol 2025-03-26 is the one revision with batches: its ``basic`` §Batching says an
-implementation MUST support receiving them, and its ``basic/transports`` §Sending Messages
-lets a POST body be an array of requests and notifications, or of responses. 2024-11-05 has
-no batches (its ``basic`` pages define single messages only) and 2025-06-18 removed them, as
-does 2026-07-28. So an array is served only in a session whose negotiated version is
-2025-03-26; everywhere else (a later version, the 2026 era, no session: the version cannot be
-told) it gets the single-message refusal of ``_jsonrpc.parse_message`` (-32600, HTTP 400).
-
-In such a session, :func:`serve_batch` answers per JSON-RPC 2.0 §6:
+Which versions batch and how members are judged: ``_batch.py``. Here the HTTP side
+(2025-03-26 ``basic/transports`` §Sending Messages): an array is served only in a session
+(``Mcp-Session-Id``) whose negotiated version is 2025-03-26; a later version, the 2026 era, a
+request without a session (its version cannot be told) or stateless mode keep the
+single-message refusal (-32600, HTTP 400). In such a session :func:`serve_batch` answers:
 
 * invalid JSON: one -32700 error (not an array); ``[]``: one -32600 error; more members than
   ``MCP_MAX_BATCH_SIZE``: one -32600 error naming the bound (HTTP 400); ``MCP_MAX_BODY_BYTES``
@@ -30,12 +26,12 @@ In such a session, :func:`serve_batch` answers per JSON-RPC 2.0 §6:
   in its own event, the stream closed after the last (2025-03-26 ``basic/transports`` item 6).
 
 A batch's calls are not resumable (no event ids); cancelling one member
-(``notifications/cancelled`` with its id) answers it with -32800 and leaves the others running.
+(``notifications/cancelled`` with its id) answers it with -32800 and leaves the others running;
+a client that disconnects cancels them all and is sent nothing.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
@@ -46,7 +42,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
-from .._cancel_scope import new_cancel_scope
+from .._batch import BATCH_VERSION, array_of, refusal, run_call, split_batch
 from .._dispatch import JSON_OK_SCOPE_KEY, Dispatcher, PreparedCall
 from .._envelope import HeaderMap, RequestEnvelope, check_legacy_version, choose_era, read_legacy_envelope
 from .._http import BODY_SCOPE_KEY, reject_repeated
@@ -55,7 +51,6 @@ from .._jsonrpc import (
     JsonRpcRequest,
     JsonRpcResponse,
     RequestId,
-    dumps,
     error_message,
     parse_message,
     request_id_of,
@@ -64,81 +59,12 @@ from .._sessions import SessionRecord
 from .._streams import SSE_HEADERS, Reply, run_background, sse_frame
 from .._transport.requests import BackChannel
 from ..context import CancelSignal
-from ..errors import InvalidRequestError, MalformedAnswerError, McpError, ParseError
+from ..errors import InvalidRequestError, MalformedAnswerError, McpError
 from ..settings import McpSettings
 
-__all__ = ["BATCH_VERSION", "BatchHooks", "serve_batch", "split_batch", "starts_batch"]
+__all__ = ["BatchHooks", "BatchResponse", "serve_batch"]
 
-BATCH_VERSION: Final = "2025-03-26"
-"""The one negotiated protocol version whose sessions may send batches."""
 _SESSION_HEADER: Final = "mcp-session-id"
-_WHITESPACE: Final = b" \t\r\n"
-
-
-def starts_batch(body: bytes) -> bool:
-    """True when ``body`` (JSON text) opens with ``[`` after any whitespace: a batch array."""
-    first = body[:1]
-    if first == b"[":
-        return True
-    return bool(first) and first in _WHITESPACE and body.lstrip(_WHITESPACE)[:1] == b"["
-
-
-def _no_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
-
-
-_STRICT: Final = json.JSONDecoder(parse_constant=_no_constant)
-
-
-def split_batch(body: bytes, limit: int) -> list[bytes]:
-    """The members of the batch array ``body``, each as its own JSON text (UTF-8 bytes), so that
-    each is judged by ``parse_message`` exactly as a single message would be.
-
-    Raises:
-        ParseError: not UTF-8, not JSON, ``NaN`` / ``Infinity``, or nested too deeply (-32700).
-        InvalidRequestError: an empty array, or more than ``limit`` members (-32600, HTTP 400).
-    """
-    try:
-        text = body.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise ParseError("Parse error: body is not valid UTF-8") from exc
-    members: list[bytes] = []
-    try:
-        index = _skip(text, 0)
-        if text[index : index + 1] != "[":
-            raise ValueError("not an array")
-        index += 1
-        index = _skip(text, index)
-        if text[index : index + 1] == "]":
-            if _skip(text, index + 1) != len(text):
-                raise ValueError("text after the array")
-            raise InvalidRequestError("Invalid Request: the batch array is empty (JSON-RPC 2.0 §6)")
-        while True:
-            _, end = _STRICT.raw_decode(text, index)
-            if len(members) == limit:
-                raise InvalidRequestError(
-                    f"Invalid Request: the batch holds more than {limit} messages (MCP_MAX_BATCH_SIZE); send fewer per POST",
-                    reason="batch_too_large",
-                    data={"maxBatchSize": limit},
-                )
-            members.append(text[index:end].encode())
-            index = _skip(text, end)
-            separator = text[index : index + 1]
-            if separator == "]":
-                if _skip(text, index + 1) != len(text):
-                    raise ValueError("text after the array")
-                return members
-            if separator != ",":
-                raise ValueError("expected ',' or ']'")
-            index = _skip(text, index + 1)
-    except (ValueError, RecursionError) as exc:
-        raise ParseError("Parse error: body is not valid JSON (or nests too deeply)") from exc
-
-
-def _skip(text: str, index: int) -> int:
-    while index < len(text) and text[index] in " \t\r\n":
-        index += 1
-    return index
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,16 +79,6 @@ class BatchHooks:
     session: Callable[[HeaderMap, Scope], Awaitable[SessionRecord]]
     deliver: Callable[[JsonRpcResponse, str | None], Awaitable[bool]]
     notified: Callable[[JsonRpcNotification, SessionRecord], Awaitable[None]]
-
-
-def _refusal(body: bytes) -> McpError:
-    """What the single-message front door answers for ``body``: -32700 for bad JSON, else
-    the -32600 of a body that is not one JSON-RPC message."""
-    try:
-        parse_message(body)
-    except McpError as exc:
-        return exc
-    return InvalidRequestError("Body must be a single JSON-RPC request or notification object")
 
 
 async def serve_batch(hooks: BatchHooks, request: Request, headers: HeaderMap, sse_allowed: bool) -> Response:
@@ -181,11 +97,11 @@ async def serve_batch(hooks: BatchHooks, request: Request, headers: HeaderMap, s
     if headers.repeated:
         reject_repeated(headers.repeated)
     if hooks.settings.session_mode == "stateless" or _SESSION_HEADER not in headers or choose_era(headers, None) == "modern":
-        raise _refusal(body)
+        raise refusal(body)
     check_legacy_version(headers)
     session = await hooks.session(headers, request.scope)
     if session.protocol_version != BATCH_VERSION:
-        raise _refusal(body)
+        raise refusal(body)
     members = split_batch(body, hooks.settings.max_batch_size)
     answers: list[dict[str, Any] | None] = [None] * len(members)
     calls: list[tuple[int, JsonRpcRequest, bytes]] = []
@@ -215,11 +131,11 @@ async def serve_batch(hooks: BatchHooks, request: Request, headers: HeaderMap, s
             seen.add(message.id)
             calls.append((index, message, member))
     reply_headers = {_SESSION_HEADER: session.id}
-    errors = [answer for answer in answers if answer is not None]
     if not calls:
-        if not errors:
+        errors = array_of(answers)
+        if errors is None:
             return Response(status_code=202, headers=reply_headers)
-        return Response(b"[" + b",".join(dumps(a) for a in errors) + b"]", 400, reply_headers, media_type="application/json")
+        return Response(errors, 400, reply_headers, media_type="application/json")
     json_ok: bool = request.scope.get(JSON_OK_SCOPE_KEY, True)
     return BatchResponse(hooks.dispatcher, request, headers, session, calls, answers, reply_headers, sse_allowed=sse_allowed, json_allowed=json_ok)
 
@@ -280,7 +196,7 @@ class BatchResponse(Response):
             if not answered:
                 await send({"type": "http.response.body", "body": b"", "more_body": False})
         else:
-            payload = b"[" + b",".join(dumps(answer) for answer in answered) + b"]"
+            payload = array_of(answered) or b"[]"  # not empty: every call left its answer
             raw = [(b"content-type", b"application/json"), *self.raw_headers, (b"content-length", str(len(payload)).encode())]
             await send({"type": "http.response.start", "status": 200, "headers": raw})
             await send({"type": "http.response.body", "body": payload, "more_body": False})
@@ -343,16 +259,7 @@ class BatchResponse(Response):
         self._signals.append(signal)
         if self._gone:
             signal.cancel("disconnected")
-        outbound = self._emit
-        reply: Reply | None = None
-        with new_cancel_scope() as handler_scope:
-            signal.bind(handler_scope)
-            if signal.cancelled:
-                handler_scope.cancel()
-            try:
-                reply = await call.runner(outbound)
-            finally:
-                signal.bind(None)
+        reply = await run_call(call, self._emit)
         if call.background.tasks:
             self._after.append(call.background)
         if signal.reason == "disconnected":

@@ -22,6 +22,7 @@ from starlette.responses import Response
 from starlette.types import Scope
 
 from .._authn import AuthOutcome, resolve_principal
+from .._batch import starts_batch
 from .._dispatch import JSON_OK_SCOPE_KEY, PRINCIPAL_SCOPE_KEY, Dispatcher, error_reply, json_reply
 from .._envelope import (
     HeaderMap,
@@ -61,7 +62,7 @@ from ..errors import (
     UnsupportedVersionError,
 )
 from ..settings import McpSettings
-from .batch import BatchHooks, serve_batch, starts_batch
+from .batch import BatchHooks, serve_batch
 
 __all__ = ["McpEndpoint"]
 
