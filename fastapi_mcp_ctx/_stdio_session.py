@@ -41,7 +41,7 @@ from mcp_types.version import LATEST_HANDSHAKE_VERSION, MODERN_PROTOCOL_VERSIONS
 from starlette.requests import Request
 from starlette.types import Message
 
-from ._batch import BATCH_VERSION, starts_batch
+from ._batch import BATCH_VERSION, run_call, starts_batch
 from ._dispatch import PreparedCall
 from ._envelope import Era, HeaderMap, RequestEnvelope, choose_era, read_legacy_envelope, read_modern_envelope
 from ._http import BODY_SCOPE_KEY
@@ -363,15 +363,7 @@ class StdioSession:
             if not signal.cancelled:
                 await self._send(message)
 
-        reply: Reply | None = None
-        with anyio.CancelScope() as scope:
-            signal.bind(scope)
-            if signal.cancelled:
-                scope.cancel()
-            try:
-                reply = await call.runner(outbound)
-            finally:
-                signal.bind(None)
+        reply = await run_call(call, outbound)
         if signal.cancelled:  # never answered (spec: SHOULD NOT; 2026: MUST NOT)
             logger.debug("stdio: request %r cancelled (%s); no answer sent", request_id, signal.reason)
             return
