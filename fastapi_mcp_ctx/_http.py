@@ -2,13 +2,15 @@
 
 Spec 2025-11-25 ``basic/transports`` §Sending Messages to the Server (``Accept`` lists
 ``application/json`` and ``text/event-stream``); RFC 9110 §12.5.1 (``Accept``, ``q=0``) and
-§5.3 (a field that must appear once).
+§5.3 (a field that must appear once); RFC 9110 §8.4 / §15.5.16 (a content coding the server
+does not decode is answered 415, naming what it accepts in ``Accept-Encoding``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import re
+from collections.abc import Iterable
 
 import anyio
 from starlette.requests import ClientDisconnect, Request
@@ -25,9 +27,10 @@ from .errors import (
     OriginNotAllowedError,
     PayloadTooLargeError,
     RequestTimeoutError,
+    UnsupportedContentEncodingError,
 )
 
-__all__ = ["BODY_SCOPE_KEY", "accepted", "read_body", "reject_repeated", "replaying_receive"]
+__all__ = ["BODY_SCOPE_KEY", "accepted", "read_body", "refuse_content_coding", "reject_repeated", "replaying_receive"]
 
 BODY_SCOPE_KEY = "fastapi_mcp_ctx.body"
 """Request-scope key of the POST body, read once by the endpoint and replayed to dependencies."""
@@ -93,6 +96,29 @@ def reject_repeated(repeated: set[str]) -> None:
     params = sorted(name for name in repeated if name.startswith("mcp-param-"))
     if params:
         raise HeaderMismatchError(f"The {params[0]} header must appear exactly once")
+
+
+def refuse_content_coding(raw_headers: Iterable[tuple[bytes, bytes]]) -> None:
+    """Refuse a POST whose ``Content-Encoding`` (every copy of the header, each comma-separated
+    coding) names anything but ``identity``: the body would be parsed as if plain. Call it only
+    when the header is present (the common request has none).
+
+    Raises:
+        UnsupportedContentEncodingError: HTTP 415 with ``Accept-Encoding: identity`` and
+            ``data.contentEncoding`` (the first coding refused, at most 64 characters).
+    """
+    for name, value in raw_headers:
+        if name.lower() != b"content-encoding":
+            continue
+        for coding in value.decode("latin-1").split(","):
+            coding = coding.strip().lower()
+            if coding and coding != "identity":
+                shown = coding if len(coding) <= 64 else coding[:63] + "…"
+                raise UnsupportedContentEncodingError(
+                    f"Unsupported Media Type: Content-Encoding {shown!r} is not supported (send the body uncompressed)",
+                    data={"contentEncoding": shown},
+                    headers={"Accept-Encoding": "identity"},
+                )
 
 
 async def read_body(request: Request, headers: HeaderMap, limit: int, timeout: float) -> bytes:

@@ -1,9 +1,12 @@
 """Signing keys of an identity provider: a JWKS fetched off the event loop and cached.
 
 :class:`JwksCache` holds the keys by ``kid``. They are fetched at first use and again once
-``ttl`` seconds passed; a token naming an unknown ``kid`` triggers one refetch, at most once
-every ``refetch_interval`` seconds (so a flood of made-up key ids never becomes a flood of
-requests to the provider); concurrent callers share one fetch. When the provider cannot be
+``ttl`` seconds passed: stale-while-revalidate, the request that finds the set expired is served
+with the keys known while one refresh runs in the background (no request waits on the provider
+once a key set was fetched; with none yet, the first requests wait for it). A token naming an
+unknown ``kid`` triggers one refetch, at most once every ``refetch_interval`` seconds (so a
+flood of made-up key ids never becomes a flood of requests to the provider), and waits for the
+background refresh instead when one is under way; concurrent callers share one fetch. When the provider cannot be
 reached the keys already known are kept (logged once per failure) and the next attempt waits
 ``refetch_interval``; with no key known at all, verification answers 503
 (:class:`~fastapi_mcp_ctx.errors.IdentityProviderUnavailableError`).
@@ -20,6 +23,7 @@ pyjwt is imported here, so only an application that verifies JWTs loads it.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import time
@@ -146,6 +150,7 @@ class JwksCache:
         self._fetched_at = float("-inf")  # last successful fetch (monotonic)
         self._attempted_at = float("-inf")  # last attempt, successful or not
         self._lock = anyio.Lock()
+        self._background: asyncio.Task[None] | None = None  # the refresh of an expired set, while it runs
         self.fetches = 0
         """Fetches attempted so far (a test and an operator can watch it)."""
 
@@ -156,17 +161,42 @@ class JwksCache:
             IdentityProviderUnavailableError: no key known and the JWKS cannot be fetched.
         """
         now = time.monotonic()
-        fetched = False
-        if now - self._fetched_at >= self._ttl and now - self._attempted_at >= self._interval:
+        due = now - self._fetched_at >= self._ttl and now - self._attempted_at >= self._interval
+        if due and self._keys:
+            await self._revalidate()  # the known keys serve now; one refresh runs meanwhile
+        elif due:
             await self._refresh(stale_ok=True)
-            fetched = True
         found = self._lookup(kid)
-        if found is None and not fetched and time.monotonic() - self._attempted_at >= self._interval:
-            await self._refresh(stale_ok=True)  # a key published since: one refetch, rate-limited
-            found = self._lookup(kid)
+        if found is None:
+            background = self._background
+            if background is not None:  # a refresh is under way: its keys are this kid's refetch
+                await asyncio.wait({background})  # its failure is logged by _refresh; a waiter's cancel spares it
+                found = self._lookup(kid)
+            elif not due and time.monotonic() - self._attempted_at >= self._interval:
+                await self._refresh(stale_ok=True)  # a key published since: one refetch, rate-limited
+                found = self._lookup(kid)
         if not self._keys and found is None:
             raise IdentityProviderUnavailableError(retry_after=max(1, int(self._interval) or 1))
         return found
+
+    async def _revalidate(self) -> None:
+        """Start the one background refresh of an expired set (none while one runs); without an
+        asyncio loop (trio) the refresh runs inline instead."""
+        if self._background is not None:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            await self._refresh(stale_ok=True)
+            return
+        task = loop.create_task(self._refresh(stale_ok=True))
+        self._background = task
+        task.add_done_callback(self._background_done)
+
+    def _background_done(self, task: asyncio.Task[None]) -> None:
+        self._background = None
+        if not task.cancelled() and task.exception() is not None:
+            logger.warning("JWKS %s background refresh failed: %r", self._url, task.exception())
 
     def _lookup(self, kid: str | None) -> Any | None:
         if kid is None:

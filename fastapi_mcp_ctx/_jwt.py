@@ -23,13 +23,17 @@ once, and for tokens already seen within ``MCP_JWT_CACHE_SECONDS``.
 
 Every refusal is :class:`InvalidTokenError` (401, ``WWW-Authenticate: Bearer
 error="invalid_token", resource_metadata="…"``) with a generic message; the cause is logged at
-debug level. The token itself is never logged, stored or forwarded.
+debug level. One cause is named on the wire, because it is the token's shape and no secret: an
+``exp``, ``nbf`` or ``iat`` that is not a finite JSON number (a numeric string, a boolean,
+``Infinity``) breaks RFC 7519 §2 NumericDate (pyjwt would read ``"1999999999"`` as a number), so
+it is refused before the signature check with ``error_description`` naming the claim. The token itself is never logged, stored or forwarded.
 Spec 2025-11-25 ``basic/authorization`` §Token Handling, §Access Token Privilege Restriction.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections.abc import Callable, Iterable
 from types import MappingProxyType
@@ -48,6 +52,7 @@ logger = logging.getLogger("fastapi_mcp_ctx")
 ASYMMETRIC: Final = ("RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA")
 HMAC: Final = ("HS256", "HS384", "HS512")
 MIN_SECRET_BYTES: Final = 32
+NUMERIC_DATE_CLAIMS: Final = ("exp", "nbf", "iat")
 _CACHE_ENTRIES: Final = 4096
 _CACHEABLE_BYTES: Final = 8192  # longer tokens are verified every time (the cache stays small)
 
@@ -76,6 +81,12 @@ def _algorithms(settings: McpSettings, asymmetric: bool) -> tuple[str, ...]:
         if not asymmetric and alg not in HMAC:
             raise ConfigurationError(f"MCP_JWT_ALGORITHMS holds {alg}, which needs MCP_JWT_JWKS_URL; MCP_JWT_SECRET signs HS* only")
     return allowed
+
+
+def _json_kind(value: Any) -> str:
+    """How a JSON value that is not a number reads in an error: ``a string``, ``null``..."""
+    kinds = ((bool, "a boolean"), (str, "a string"), (list, "an array"), (dict, "an object"))
+    return next((name for kind, name in kinds if isinstance(value, kind)), "null")
 
 
 def _scopes(claims: dict[str, Any]) -> frozenset[str]:
@@ -156,9 +167,37 @@ class JwtVerifier:
         self._cache_seconds = settings.jwt_cache_seconds
         self._verified: dict[str, tuple[Principal, float]] = {}
 
-    def _refuse(self, cause: str) -> InvalidTokenError:
+    def _refuse(self, cause: str, description: str | None = None) -> InvalidTokenError:
+        """The 401; ``description`` (sent as ``error_description`` and the message) only for a
+        fault of the token's shape, never of a key or a secret."""
         logger.debug("bearer token refused: %s", cause)
-        return InvalidTokenError(headers={"WWW-Authenticate": challenge(self.settings, error="invalid_token")})
+        value = challenge(self.settings, error="invalid_token", description=description)
+        return InvalidTokenError(f"Invalid token: {description}" if description else None, headers={"WWW-Authenticate": value})
+
+    def _check_numeric_dates(self, token: str) -> None:
+        """Refuse an ``exp`` / ``nbf`` / ``iat`` that is not a finite JSON number (RFC 7519 §2
+        NumericDate): a string, a boolean, null, ``Infinity`` / ``NaN`` or ``1e400``.
+
+        Raises:
+            InvalidTokenError: naming the claim in ``error_description``.
+        """
+        jwt = self._jwt
+        try:
+            payload: Any = jwt.decode(token, options={"verify_signature": False})
+        except (jwt.PyJWTError, ValueError, TypeError) as exc:
+            raise self._refuse(f"unreadable payload: {exc}") from exc
+        if not isinstance(payload, dict):
+            raise self._refuse("the payload is not a JSON object")
+        claims: dict[str, Any] = payload  # pyright: ignore[reportUnknownVariableType]
+        for name in NUMERIC_DATE_CLAIMS:
+            if name not in claims:
+                continue
+            value = claims[name]
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                kind = _json_kind(value)
+                raise self._refuse(f"{name} is {kind}", f"the {name} claim must be a JSON number (RFC 7519 NumericDate) but is {kind}")
+            if isinstance(value, float) and not math.isfinite(value):
+                raise self._refuse(f"{name} is {value}", f"the {name} claim must be a finite JSON number (RFC 7519 NumericDate)")
 
     def missing(self) -> AuthenticationError:
         """The 401 for a request without a bearer token (the challenge, no ``error``)."""
@@ -211,6 +250,7 @@ class JwtVerifier:
             key: Any = jwk.key
         else:
             key = self._secret
+        self._check_numeric_dates(token)
         try:
             claims: dict[str, Any] = jwt.decode(
                 token,

@@ -40,6 +40,7 @@ from mcp_types.version import LATEST_HANDSHAKE_VERSION, MODERN_PROTOCOL_VERSIONS
 from starlette.requests import Request
 from starlette.types import Message
 
+from ._batch import BATCH_VERSION, run_call, starts_batch
 from ._dispatch import PreparedCall
 from ._envelope import Era, HeaderMap, RequestEnvelope, choose_era, read_legacy_envelope, read_modern_envelope
 from ._http import BODY_SCOPE_KEY
@@ -55,6 +56,7 @@ from ._jsonrpc import (
     result_message,
 )
 from ._sessions import SessionRecord, check_client_metadata
+from ._stdio_batch import StdioBatchHooks, serve_stdio_batch
 from ._stdio_framing import LineFramer, pump, write_all
 from ._stdio_notifications import StdioNotifications
 from ._streams import Reply
@@ -169,6 +171,10 @@ class StdioSession:
             await self._send(error_message(None, PayloadTooLargeError(f"Payload Too Large: a message exceeds {self._limit} bytes")))
             return
         if not line.strip():
+            return
+        record = self._record
+        if record is not None and record.protocol_version == BATCH_VERSION and starts_batch(line):  # _stdio_batch.py
+            await serve_stdio_batch(self._batch_hooks(), record, line, self.router.settings.max_batch_size, requests)
             return
         try:
             message = parse_message(line)
@@ -305,15 +311,7 @@ class StdioSession:
             if not signal.cancelled:
                 await self._send(message)
 
-        reply: Reply | None = None
-        with anyio.CancelScope() as scope:
-            signal.bind(scope)
-            if signal.cancelled:
-                scope.cancel()
-            try:
-                reply = await call.runner(outbound)
-            finally:
-                signal.bind(None)
+        reply = await run_call(call, outbound)
         if signal.cancelled:  # never answered (spec: SHOULD NOT; 2026: MUST NOT)
             logger.debug("stdio: request %r cancelled (%s); no answer sent", request_id, signal.reason)
             return
@@ -325,11 +323,15 @@ class StdioSession:
             except Exception:
                 logger.exception("stdio: a background task of request %r failed", request_id)
 
+    def _batch_hooks(self) -> StdioBatchHooks:
+        return StdioBatchHooks(self.router.dispatcher, self.pending, self._in_flight, self._send, self._envelope, self._request, self._on_notification)
+
     # -- output -------------------------------------------------------------------------
-    async def _send(self, message: dict[str, Any]) -> None:
+    async def _send(self, message: dict[str, Any] | bytes) -> None:
+        """Write one message (bytes: a JSON text already encoded, a batch's answer array)."""
         assert self._out is not None
         try:
-            await self._out.send(dumps(message) + b"\n")
+            await self._out.send((message if isinstance(message, bytes) else dumps(message)) + b"\n")
         except (anyio.BrokenResourceError, anyio.ClosedResourceError):
             logger.debug("stdio: output closed; message dropped")
 

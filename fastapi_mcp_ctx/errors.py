@@ -18,6 +18,7 @@ Tree::
     │   ├── InvalidEventIdError      -32600  400  2025 era: a Last-Event-ID that is malformed or names no stream of the session
     │   ├── NotAcceptableError       -32600  406  Accept lacks application/json / text/event-stream
     │   ├── UnsupportedMediaTypeError -32600 415  POST Content-Type is not application/json
+    │   │   └── UnsupportedContentEncodingError -32600 415  POST Content-Encoding other than identity (Accept-Encoding: identity)
     │   ├── PayloadTooLargeError     -32600  413  body larger than MCP_MAX_BODY_BYTES
     │   ├── RequestTimeoutError      -32600  408  body not complete within MCP_BODY_TIMEOUT_SECONDS
     │   ├── UnsupportedVersionHeaderError -32600 400 2025 era: MCP-Protocol-Version not served (data.supported)
@@ -130,6 +131,7 @@ __all__ = [
     "TenantRequiredError",
     "ToolError",
     "UnknownToolError",
+    "UnsupportedContentEncodingError",
     "UnsupportedMediaTypeError",
     "UnsupportedVersionError",
     "UnsupportedVersionHeaderError",
@@ -986,3 +988,14 @@ class DeclarationError(TypeError):
     ``mimeType`` that is not ``image/*``...). Inside a call it is a crash: the model sees the generic ``internal_error``
     result, the server log gets the message and the traceback.
     """
+
+
+class UnsupportedContentEncodingError(UnsupportedMediaTypeError):
+    """A POST body sent with a ``Content-Encoding`` other than ``identity`` (``gzip``, ``br``...):
+    this server decodes no content coding, so the body is refused rather than parsed as if plain
+    (-32600, HTTP 415, ``Accept-Encoding: identity``; ``data.contentEncoding`` names the coding).
+    RFC 9110 §8.4 and §15.5.16."""
+
+    default_message = "Unsupported Media Type: the body must not be content-encoded"
+    default_reason = "unsupported_content_encoding"
+    default_hint = "Send the body uncompressed (no Content-Encoding header, or Content-Encoding: identity)."

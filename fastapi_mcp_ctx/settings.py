@@ -111,8 +111,9 @@ class McpSettings(BaseSettings):
             (seconds) without renewal, so after a replica dies its sessions' GET streams can be
             reopened elsewhere (409 meanwhile) at most this much later.
         jwt_jwks_url: the identity provider's JWKS (https, or http on loopback); keys are cached
-            ``jwt_jwks_cache_seconds``, refetched at most once per ``jwt_jwks_refetch_seconds`` for an
-            unknown ``kid``, and kept while the provider is unreachable.
+            ``jwt_jwks_cache_seconds`` (then refreshed in the background while they keep serving),
+            refetched at most once per ``jwt_jwks_refetch_seconds`` for an unknown ``kid``, and kept
+            while the provider is unreachable.
         jwt_issuer: the exact ``iss`` tokens must carry (default under ``oauth``: ``oauth_issuer``).
         jwt_audience: accepted ``aud`` values, one or more (``a,b`` or a JSON list); default
             ``[resource_url]``.
@@ -142,6 +143,9 @@ class McpSettings(BaseSettings):
             ``gc.freeze()``: full garbage collections walk only what requests made, not the
             application's start-up objects (worth it with Redis sessions, where requests wait
             mid-flight: ``fastapi_mcp_ctx/_gcfreeze.py``). Process-wide; off by default.
+        max_batch_size: messages one JSON-RPC batch (a POST body that is an array, served in
+            sessions negotiated at 2025-03-26 only) may hold; a larger one is refused whole
+            (-32600, HTTP 400). ``max_body_bytes`` bounds its bytes as for any body.
     """
 
     model_config = SettingsConfigDict(env_prefix="MCP_", extra="ignore", hide_input_in_errors=True)  # never echo a secret
@@ -204,6 +208,7 @@ class McpSettings(BaseSettings):
     telemetry_payload_metrics: bool = False
     gc_freeze: bool = False
     telemetry_detail: Literal["required", "standard", "recommended"] = "standard"
+    max_batch_size: int = Field(default=100, ge=1, le=10_000)
 
     @property
     def session_owner_quota(self) -> int:

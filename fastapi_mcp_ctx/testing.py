@@ -40,6 +40,7 @@ except ImportError as exc:  # pragma: no cover - depends on the installed extras
 
 from . import __version__
 from ._discovery import find_targets
+from ._testing_features import FeatureRequests
 from ._testing_input import ElicitationCallback, InputAnswerer, RootsCallback, SamplingCallback, answer_rounds
 from ._testing_results import Asked, McpResponse, Notified, ToolResult
 from ._testing_transport import exchange, messages_of
@@ -58,7 +59,7 @@ for _member in (Asked, McpResponse, ToolResult):  # documented here, as httpx do
     _member.__module__ = __name__
 
 
-class McpTestClient(Notified):
+class McpTestClient(Notified, FeatureRequests):
     """An in-process MCP client for ``app``: ``async with McpTestClient(app) as client``.
 
     ``era="legacy"``: ``initialize`` + ``notifications/initialized`` on entry, ``Mcp-Session-Id``
@@ -67,6 +68,8 @@ class McpTestClient(Notified):
     ``Mcp-Method`` / ``Mcp-Name`` headers on each request, and ``Mcp-Param-*`` for the
     ``x-mcp-header`` arguments of tools seen by :meth:`list_tools` (as the official client does).
     Answers are read as JSON or SSE; results are checked against the official wire models.
+    Resources, prompts and completions: ``list_resources``, ``list_resource_templates``,
+    ``read_resource``, ``list_prompts``, ``get_prompt``, ``complete`` (``_testing_features``).
 
     Args:
         app: the ASGI app (your ``FastAPI`` app including an ``McpRouter``).

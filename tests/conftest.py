@@ -94,6 +94,7 @@ def mcp_settings(**overrides: Any) -> McpSettings:
         "session_store_url": "memory://",
         "session_store_namespace": "mcp:",
         "session_lease_seconds": 10.0,
+        "max_batch_size": 100,
     }
     values.update(overrides)
     return McpSettings(**values)

@@ -82,6 +82,8 @@ class KeyServer:
     keys: list[RsaKey] = field(default_factory=list)
     hits: Counter[str] = field(default_factory=Counter)
     down: bool = False
+    delay: float = 0.0
+    """Seconds each answer waits (a slow identity provider)."""
     url: str = ""
     _server: ThreadingHTTPServer | None = None
 
@@ -106,6 +108,8 @@ def key_server(*keys: RsaKey, issuer_path: str = "") -> Iterator[KeyServer]:
 
         def do_GET(self) -> None:
             state.hits[self.path] += 1
+            if state.delay:
+                time.sleep(state.delay)
             if self.path == "/moved.json":  # a redirect off https/loopback: must not be followed
                 self.send_response(302)
                 self.send_header("Location", "http://203.0.113.9/jwks.json")

@@ -73,6 +73,12 @@ class StdioProcess:
         assert isinstance(message, dict) and message.get("jsonrpc") == "2.0", line[:200]
         return message
 
+    async def recv_json(self, timeout: float = 5.0) -> Any:
+        """The next stdout line as JSON of any shape (a batch's answer is an array)."""
+        with anyio.fail_after(timeout):
+            line = await self._stdout.receive_until(b"\n", MAX_LINE)
+        return json.loads(line)
+
     async def expect_silence(self, seconds: float) -> None:
         """Nothing arrives on stdout for ``seconds``."""
         with anyio.move_on_after(seconds):

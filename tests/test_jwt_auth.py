@@ -13,6 +13,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+import anyio
 import httpx
 import jwt
 import pytest
@@ -168,6 +169,39 @@ async def test_b30_every_bad_token_is_401_invalid_token(idp: KeyServer, rsa_key:
     assert token not in response.text
 
 
+NUMERIC_DATE_CASES = [
+    ("exp", "1999999999", "a string"), ("exp", True, "a boolean"), ("exp", None, "null"), ("exp", float("inf"), "finite"),
+    ("nbf", "1000", "a string"), ("nbf", False, "a boolean"), ("iat", "1000", "a string"), ("iat", True, "a boolean"),
+    ("iat", [1000], "an array"), ("nbf", float("nan"), "finite"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("claim", "value", "named"), NUMERIC_DATE_CASES)
+async def test_a_numeric_date_claim_that_is_not_a_json_number_is_401_naming_it(
+    idp: KeyServer, rsa_key: RsaKey, claim: str, value: Any, named: str, era: str
+) -> None:
+    """RFC 7519 §2: exp / nbf / iat are JSON numbers; pyjwt alone reads "1999999999" as one
+    (a far-future string exp passed) and lets a boolean nbf / iat through."""
+    values = claims(ISSUER)
+    values[claim] = value  # None stays: an explicit null
+    token = rsa_key.sign(values)
+    async with open_client(app_of(jwt_router(idp))) as client:
+        response = await list_tools(client, era, bearer(token))
+    assert response.status_code == 401, response.text
+    params = challenge_params(response)
+    assert params["error"] == "invalid_token"
+    assert f"the {claim} claim must be a" in params["error_description"] and named in params["error_description"]
+    assert "RFC 7519 NumericDate" in error_of(response)["message"]
+
+
+async def test_a_fractional_numeric_date_is_a_json_number_and_passes(idp: KeyServer, rsa_key: RsaKey) -> None:
+    now = time.time()
+    token = rsa_key.sign(claims(ISSUER, exp=now + 300.5, nbf=now - 1.25, iat=now - 1.25))
+    async with open_client(app_of(jwt_router(idp))) as client:
+        response = await Wire(client).call_tool("modern", "whoami", headers=bearer(token))
+    assert result_of(response)["structuredContent"]["sub"] == "alice"
+
+
 async def test_a_valid_token_fills_ctx_auth_and_tenant(idp: KeyServer, rsa_key: RsaKey, era: str) -> None:
     token = rsa_key.sign(claims(ISSUER, scope="notes:read notes:write"))
     async with open_client(app_of(jwt_router(idp))) as client:
@@ -214,7 +248,42 @@ async def test_known_keys_are_kept_while_the_provider_is_unreachable(idp: KeySer
         time.sleep(0.1)  # the cached set is stale: the refetch fails, the known key still serves
         again = await wire.call_tool("modern", "whoami", headers=bearer(token))
         assert again.status_code == 200, again.text
-        assert idp.hits["/jwks.json"] >= 2
+        await wait_for_hits(idp, 2)  # the refresh ran (in the background) and failed
+
+
+async def wait_for_hits(idp: KeyServer, count: int, timeout: float = 5.0) -> None:
+    """Wait until the JWKS was fetched ``count`` times (a background refresh is under way)."""
+    with anyio.fail_after(timeout):
+        while idp.hits["/jwks.json"] < count:
+            await anyio.sleep(0.01)
+
+
+async def test_an_expired_key_set_serves_while_one_background_refresh_runs(idp: KeyServer, rsa_key: RsaKey, other_key: RsaKey) -> None:
+    """Stale-while-revalidate: past jwt_jwks_cache_seconds no request waits on a slow provider;
+    one refresh runs; a token for a key published since waits for that refresh (no second fetch)."""
+    router = jwt_router(idp, jwt_jwks_cache_seconds=0.2, jwt_cache_seconds=0.0)
+    async with open_client(app_of(router)) as client:
+        wire = Wire(client)
+        token = rsa_key.sign(claims(ISSUER))
+        assert (await wire.call_tool("modern", "whoami", headers=bearer(token))).status_code == 200
+        assert idp.hits["/jwks.json"] == 1
+        time.sleep(0.25)  # the key set is stale now
+        idp.delay = 1.5  # and the provider slow
+        idp.keys.append(other_key)
+        started = time.monotonic()
+        for _ in range(5):
+            assert (await wire.call_tool("modern", "whoami", headers=bearer(token))).status_code == 200
+        assert time.monotonic() - started < 1.0, "a request waited on the provider"
+        rotated = await wire.call_tool("modern", "whoami", headers=bearer(other_key.sign(claims(ISSUER, sub="bob"))))
+        assert rotated.status_code == 200, rotated.text
+        assert result_of(rotated)["structuredContent"]["sub"] == "bob"
+        assert idp.hits["/jwks.json"] == 2  # one background refresh served all of them
+        idp.delay = 0.0
+        for n in range(3):  # fresh again, no refresh under way: the unknown-kid rule refetches inline
+            forged = RsaKey(f"bogus-{n}", other_key.private).sign(claims(ISSUER))
+            assert (await wire.call_tool("modern", "whoami", headers=bearer(forged), check=False)).status_code == 401
+    assert idp.hits["/jwks.json"] == 2 + 3  # jwt_router's refetch interval is 0: one refetch per unknown kid
+    # (the interval's bound on those refetches: test_a_key_published_after_start_up_passes_after_one_refetch)
 
 
 async def test_no_key_ever_fetched_is_503_not_401(idp: KeyServer, rsa_key: RsaKey) -> None:

@@ -22,6 +22,7 @@ from starlette.responses import Response
 from starlette.types import Scope
 
 from .._authn import AuthOutcome, resolve_principal
+from .._batch import starts_batch
 from .._dispatch import JSON_OK_SCOPE_KEY, PRINCIPAL_SCOPE_KEY, Dispatcher, error_reply, json_reply
 from .._envelope import (
     HeaderMap,
@@ -34,7 +35,7 @@ from .._envelope import (
 )
 from .._gate import build_gate
 from .._gcfreeze import freeze_startup_objects
-from .._http import BODY_SCOPE_KEY, accepted, read_body, reject_repeated
+from .._http import BODY_SCOPE_KEY, accepted, read_body, refuse_content_coding, reject_repeated
 from .._jsonrpc import JsonRpcNotification, JsonRpcRequest, JsonRpcResponse, error_message, parse_message, request_id_of
 from .._logging import install_default_handler
 from .._replicas.relay import Relay
@@ -62,6 +63,7 @@ from ..errors import (
     UnsupportedVersionError,
 )
 from ..settings import McpSettings
+from .batch import BatchHooks, serve_batch
 
 __all__ = ["McpEndpoint"]
 
@@ -225,10 +227,14 @@ class McpEndpoint:
         content_type = headers.get("content-type", "")
         if not content_type.split(";", 1)[0].strip().lower() == "application/json":
             raise UnsupportedMediaTypeError()
+        if "content-encoding" in headers:  # RFC 9110 §15.5.16: a coding this server does not decode
+            refuse_content_coding(request.scope["headers"])
         json_ok, sse_allowed = accepted(headers)
         request.scope[JSON_OK_SCOPE_KEY] = json_ok
         if not (json_ok or sse_allowed):
             raise NotAcceptableError()
+        if starts_batch(request.scope[BODY_SCOPE_KEY]):  # an array: served in 2025-03-26 sessions only (batch.py)
+            return await serve_batch(self._batch_hooks(), request, headers, sse_allowed)
         try:
             message = parse_message(request.scope[BODY_SCOPE_KEY])
         except MalformedAnswerError as exc:
@@ -421,3 +427,12 @@ class McpEndpoint:
         await self.streams.session_ended(session.id)
         await self.relay.session_ended(session.id)  # the other replicas end theirs
         return Response(status_code=200)
+
+    # -- JSON-RPC batches (2025-03-26 sessions; _server/batch.py) -------------------------
+    def _batch_hooks(self) -> BatchHooks:
+        return BatchHooks(self.settings, self.dispatcher, self._session, self._deliver_answer, self._batch_notified)
+
+    async def _batch_notified(self, message: JsonRpcNotification, session: SessionRecord) -> None:
+        """A notification inside a batch: acted on as if POSTed alone."""
+        if not self._legacy_notification(message, session):  # the call may run on another replica
+            await self.relay.forward_cancel(session.id, message.params["requestId"], message.params.get("reason"))
