@@ -17,12 +17,12 @@ from conftest import Wire, final_message, make_app, make_router, open_client
 from starlette.requests import Request
 
 from fastapi_mcp_ctx import McpRouter, _http
-from fastapi_mcp_ctx._envelope import header_map
+from fastapi_mcp_ctx._envelope import _decode_header_value, decode_header_value, encode_header_value, header_map  # pyright: ignore[reportPrivateUsage]
 from fastapi_mcp_ctx._first_step import first_step
 from fastapi_mcp_ctx._http import _parse_accept, _read_before, accepted  # pyright: ignore[reportPrivateUsage]
 from fastapi_mcp_ctx._jsonrpc import EncodedResult, _each_key_once, dumps, may_overflow, parse_message, result_message  # pyright: ignore[reportPrivateUsage]
 from fastapi_mcp_ctx._security import loopback_security
-from fastapi_mcp_ctx.errors import HostNotAllowedError, InvalidRequestError, OriginNotAllowedError, PayloadTooLargeError
+from fastapi_mcp_ctx.errors import HeaderMismatchError, HostNotAllowedError, InvalidRequestError, OriginNotAllowedError, PayloadTooLargeError
 
 
 def _strict_refuses(body: bytes) -> bool:
@@ -259,3 +259,17 @@ def test_an_encoded_result_that_gained_a_key_is_encoded_afresh() -> None:
     assert dumps(result_message(1, result)) == b'{"jsonrpc":"2.0","id":1,"result":{"tools":[]}}'
     result["_meta"] = {"k": "v"}
     assert json.loads(dumps(result_message("x", result))) == {"jsonrpc": "2.0", "id": "x", "result": {"tools": [], "_meta": {"k": "v"}}}
+
+
+@pytest.mark.parametrize("name", ["add", "naïve tool", " padded ", "=?base64?x?=", "a" * 300])
+def test_a_remembered_header_value_is_the_decoded_one(name: str) -> None:
+    raw = encode_header_value(name)
+    for _ in range(3):  # first decode, then the remembered answer (values over 256 characters: never kept)
+        assert decode_header_value(raw) == _decode_header_value(raw) == name
+
+
+@pytest.mark.parametrize("raw", ["=?base64?bm9wZQ?=", "=?base64?//79?=", "bad\x01value"])
+def test_a_refused_header_value_is_refused_every_time(raw: str) -> None:
+    for _ in range(3):
+        with pytest.raises(HeaderMismatchError):
+            decode_header_value(raw)
