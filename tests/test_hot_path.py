@@ -22,7 +22,13 @@ from fastapi_mcp_ctx._first_step import first_step
 from fastapi_mcp_ctx._http import _parse_accept, _read_before, accepted  # pyright: ignore[reportPrivateUsage]
 from fastapi_mcp_ctx._jsonrpc import EncodedResult, _each_key_once, dumps, may_overflow, parse_message, result_message  # pyright: ignore[reportPrivateUsage]
 from fastapi_mcp_ctx._security import loopback_security
-from fastapi_mcp_ctx.errors import HeaderMismatchError, HostNotAllowedError, InvalidRequestError, OriginNotAllowedError, PayloadTooLargeError
+from fastapi_mcp_ctx.errors import (
+    HeaderMismatchError,
+    HostNotAllowedError,
+    InvalidRequestError,
+    OriginNotAllowedError,
+    PayloadTooLargeError,
+)
 
 
 def _strict_refuses(body: bytes) -> bool:
