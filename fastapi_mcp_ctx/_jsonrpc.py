@@ -54,9 +54,13 @@ RequestId = str | int
 _BATCH_MESSAGE: Final = "Body must be a single JSON-RPC request or notification object"
 # A number overflows a double only with a 3-digit exponent or 200+ digits before it (the
 # value is below 10**(digits + exponent)): bodies without either skip the walk.
+_BIG_EXPONENT: Final = re.compile(rb"[eE][+-]?[0-9]{3}")
+_LONG_DIGITS: Final = re.compile(rb"[0-9]{200}")  # two searches: twice as fast as one alternation
 _NUMBER_SHAPE: Final = bytes.maketrans(b"0123456789E+", b"0000000000e-")
-"""``may_overflow``'s view of a body: ``[0-9]{200}`` becomes 200 zeros, ``[eE][+-]?[0-9]{3}``
-``e000`` or ``e-000`` (found by ``in``, about 4× faster than the two regular expressions)."""
+"""``may_overflow``'s view of a longer body: ``[0-9]{200}`` becomes 200 zeros, ``[eE][+-]?[0-9]{3}``
+``e000`` or ``e-000`` (callgrind, a 2026 envelope's 279 bytes: 39.2k → 14.7k instructions; on a
+2025 call's ~100 bytes and its arguments the regular expressions cost ~4k less a call)."""
+_SHAPE_FROM: Final = 160
 _LONG_RUN: Final = b"0" * 200
 OUT_OF_RANGE: Final = (
     "number out of range (JSON numbers must fit a finite IEEE 754 double, integers at most 4300 digits)"
@@ -174,7 +178,9 @@ def parse_message(body: bytes) -> Message:
 def may_overflow(data: bytes) -> bool:
     """True when ``data`` (JSON text) may hold a number that overflows a double: a 3-digit
     exponent or a run of 200+ digits; False means it holds none (the walks can be skipped)."""
-    shape = data.translate(_NUMBER_SHAPE)  # digits → "0", "E" → "e", "+" → "-": two substring searches
+    if len(data) < _SHAPE_FROM:  # short: the two regular expressions cost less than the translated copy
+        return _LONG_DIGITS.search(data) is not None or _BIG_EXPONENT.search(data) is not None
+    shape = data.translate(_NUMBER_SHAPE)  # digits → "0", "E" → "e", "+" → "-": three substring searches
     return (shape.count(48) >= 200 and _LONG_RUN in shape) or b"e000" in shape or b"e-000" in shape  # 48: "0"
 
 
