@@ -10,7 +10,8 @@ figures are the framework's own work per call, repeatable enough to decide betwe
 
 Workloads (as in the shared harness): ``d`` = ``tools/call lookup {"key": "k1"}`` with a yield
 dependency (``get_db``) and the ``X-Tenant`` header; ``a`` = ``tools/call add(2, 3)``; both
-2025-11-25 era, no session; ``s`` = the a call in a 2025 session (a stateful app,
+2025-11-25 era, no session; ``b`` = the a call in the 2026-07-28 era (``_meta`` envelope,
+``Mcp-Method`` / ``Mcp-Name`` headers; the ceiling answers it as a); ``s`` = the a call in a 2025 session (a stateful app,
 ``initialize`` once, every call carrying its ``Mcp-Session-Id``). The FastAPI app is the harness's ceiling: one POST route declaring
 ``Depends(get_db)`` and ``Header()`` for d (a dependency-free one for a), answering the same bytes.
 The project app is ``app.include_router(McpRouter(...))`` as in the harness's ``project_ref.py``;
@@ -135,16 +136,26 @@ def _request(workload: str, app: Any = None) -> tuple[dict[str, Any], bytes]:
         params: dict[str, Any] = {"name": "lookup", "arguments": {"key": "k1"}}
     else:
         params = {"name": "add", "arguments": {"a": 2, "b": 3}}
+    version = b"2025-11-25"
+    if workload == "b":  # the 2026-07-28 era: the _meta envelope and the Mcp-Method / Mcp-Name headers
+        version = b"2026-07-28"
+        params["_meta"] = {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientInfo": {"name": "bench", "version": "1.0"},
+            "io.modelcontextprotocol/clientCapabilities": {},
+        }
     body = _dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}).encode()
     headers = [
         (b"host", b"127.0.0.1:8000"),
         (b"user-agent", b"wrk"),
         (b"content-type", b"application/json"),
         (b"accept", b"application/json, text/event-stream"),
-        (b"mcp-protocol-version", b"2025-11-25"),
+        (b"mcp-protocol-version", version),
         (b"x-tenant", b"acme"),
         (b"content-length", str(len(body)).encode()),
     ]
+    if workload == "b":
+        headers[5:5] = [(b"mcp-method", b"tools/call"), (b"mcp-name", b"add")]
     scope: dict[str, Any] = {
         "type": "http", "asgi": {"version": "3.0", "spec_version": "2.3"}, "http_version": "1.1",
         "method": "POST", "scheme": "http", "path": "/mcp", "raw_path": b"/mcp", "query_string": b"",
@@ -183,7 +194,7 @@ async def call(app: Any, scope: dict[str, Any], body: bytes, expect: bytes) -> N
         raise AssertionError(f"unexpected answer {status}: {b''.join(out)[:300]!r}")
 
 
-EXPECT = {"d": b'{"value":"v1","tenant":"acme"}', "a": b'"text":"5"', "s": b'"text":"5"'}
+EXPECT = {"d": b'{"value":"v1","tenant":"acme"}', "a": b'"text":"5"', "b": b'"text":"5"', "s": b'"text":"5"'}
 
 
 async def per_call_us(app: Any, workload: str, calls: int) -> float:
@@ -276,10 +287,10 @@ async def main(args: argparse.Namespace) -> None:
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    parser.add_argument("workloads", nargs="*", default=["d", "a"], help="d, a, s (default: d and a)")
+    parser.add_argument("workloads", nargs="*", default=["d", "a"], help="d, a, b, s (default: d and a)")
     parser.add_argument("--calls", type=int, default=2000)
     parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--profile", choices=["d", "a", "s"])
+    parser.add_argument("--profile", choices=["d", "a", "b", "s"])
     parser.add_argument("--sort", default="cumulative")
     parser.add_argument("--top", type=int, default=60)
     parser.add_argument("--gc", action="store_true")

@@ -168,13 +168,30 @@ def _refuse_unknown_version(headers: HeaderMap) -> None:
         raise UnsupportedVersionError(header_version.strip(" \t")[:64], list(MODERN_PROTOCOL_VERSIONS))
 
 
+_DECODED: dict[str, str] = {}
+_DECODED_SIZE: Final = 256  # a client names the same few tools on every request: remember their headers
+
+
 def decode_header_value(raw: str) -> str:
     """Decode an ``Mcp-Name`` / ``Mcp-Param-*`` value: literal, or ``=?base64?<b64 utf-8>?=``.
+
+    Values decoded once are remembered (at most 256 values of at most 256 characters; refused
+    ones are judged every time).
 
     Raises:
         HeaderMismatchError: the sentinel holds malformed base64 (bad padding or alphabet,
             non-canonical) or bytes that are not UTF-8, or the value has control characters.
     """
+    known = _DECODED.get(raw)
+    if known is not None:
+        return known
+    value = _decode_header_value(raw)
+    if len(_DECODED) < _DECODED_SIZE and len(raw) <= 256:
+        _DECODED[raw] = value
+    return value
+
+
+def _decode_header_value(raw: str) -> str:
     value = raw.strip(" \t")
     match = _SENTINEL.fullmatch(value)
     if match is None:

@@ -18,15 +18,18 @@ Chosen once from ``MCP_AUTH_MODE`` (:func:`build_gate`):
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING
 
 from starlette.requests import Request
 
 from ._fastapi_compat import LEAN_SCOPE_KEY
-from ._jwt import JwtVerifier
 from ._security import is_loopback_host
 from .auth import Principal
 from .errors import RemoteAccessDeniedError
 from .settings import McpSettings
+
+if TYPE_CHECKING:
+    from ._jwt import JwtVerifier
 
 __all__ = ["RequestGate", "build_gate", "is_local"]
 
@@ -72,6 +75,8 @@ def build_gate(settings: McpSettings, authenticated: bool, scopes_supported: Cal
     """
     if authenticated or settings.auth_mode == "none":
         return None
-    if settings.auth_mode in ("jwt", "oauth"):
+    if settings.auth_mode in ("jwt", "oauth"):  # the verifier (and urllib for JWKS) loads only in these modes
+        from ._jwt import JwtVerifier  # noqa: PLC0415 - deferred on purpose: JWT modes only
+
         return RequestGate(JwtVerifier(settings, scopes_supported))
     return RequestGate(None)

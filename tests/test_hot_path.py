@@ -10,18 +10,25 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import re
 
 import pytest
 from conftest import Wire, final_message, make_app, make_router, open_client
 from starlette.requests import Request
 
 from fastapi_mcp_ctx import McpRouter, _http
-from fastapi_mcp_ctx._envelope import header_map
+from fastapi_mcp_ctx._envelope import _decode_header_value, decode_header_value, encode_header_value, header_map  # pyright: ignore[reportPrivateUsage]
 from fastapi_mcp_ctx._first_step import first_step
 from fastapi_mcp_ctx._http import _parse_accept, _read_before, accepted  # pyright: ignore[reportPrivateUsage]
-from fastapi_mcp_ctx._jsonrpc import EncodedResult, _each_key_once, dumps, parse_message, result_message  # pyright: ignore[reportPrivateUsage]
+from fastapi_mcp_ctx._jsonrpc import EncodedResult, _each_key_once, dumps, may_overflow, parse_message, result_message  # pyright: ignore[reportPrivateUsage]
 from fastapi_mcp_ctx._security import loopback_security
-from fastapi_mcp_ctx.errors import HostNotAllowedError, InvalidRequestError, OriginNotAllowedError, PayloadTooLargeError
+from fastapi_mcp_ctx.errors import (
+    HeaderMismatchError,
+    HostNotAllowedError,
+    InvalidRequestError,
+    OriginNotAllowedError,
+    PayloadTooLargeError,
+)
 
 
 def _strict_refuses(body: bytes) -> bool:
@@ -64,6 +71,35 @@ def test_the_fast_path_answers_alone_only_when_no_string_repeats() -> None:
     assert not _each_key_once(twice, json.loads(twice))  # the parser kept one "a": the strict re-read decides
     with pytest.raises(InvalidRequestError):
         parse_message(twice.encode())
+
+
+_ENVELOPE_PIECES = ['"name":"t"', '"name":"é"', '"version":"t"', '"c":{"name":"t"}', '"name":"t","name":"u"']
+
+
+@pytest.mark.parametrize("combo", list(itertools.permutations(_ENVELOPE_PIECES, 2)))
+def test_a_2026_envelope_repeating_a_name_agrees_with_the_strict_parse(combo: tuple[str, ...]) -> None:
+    """clientInfo.name beside params.name (every 2026 tools/call): counted on the re-encoded message."""
+    info = "{" + ",".join(combo) + "}"
+    meta = '{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":' + info + "}"
+    body = ('{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t","arguments":{"é":1},"_meta":' + meta + "}}").encode()
+    # served whatever clientInfo holds (repeats inside it are not in a checked object), as the stdlib reads it
+    assert parse_message(body).params == json.loads(body)["params"]  # type: ignore[union-attr]
+    twice = body.replace(b'{"name":"t",', b'{"name":"t","name":"t",', 1)  # params.name really twice
+    with pytest.raises(InvalidRequestError, match="Duplicate key 'name' in the params object"):
+        parse_message(twice)
+
+
+_LONG_DIGITS = re.compile(rb"[0-9]{200}")
+_BIG_EXPONENT = re.compile(rb"[eE][+-]?[0-9]{3}")
+_NUMBERS = [b"1e400", b"1E+400", b"1e-400", b"1e40", b"1E-99", b"2e+0001", b"1" * 199, b"9" * 200, b"1.5", b"-0", b"e1000"]
+
+
+@pytest.mark.parametrize("number", _NUMBERS)
+def test_may_overflow_answers_as_the_two_regular_expressions(number: bytes) -> None:
+    short = (number, b'{"a":' + number + b',"b":"2026-07-28","e":"E+12"}', b'["x' + number + b'"]')
+    for body in (*short, *(b" " * 200 + body for body in short)):  # both ways: regex below 160 bytes, translated above
+        expected = _LONG_DIGITS.search(body) is not None or _BIG_EXPONENT.search(body) is not None
+        assert may_overflow(body) is expected, body
 
 
 # -- tools/list: encoded once per registry version, era and page ---------------------------------
@@ -230,3 +266,17 @@ def test_an_encoded_result_that_gained_a_key_is_encoded_afresh() -> None:
     assert dumps(result_message(1, result)) == b'{"jsonrpc":"2.0","id":1,"result":{"tools":[]}}'
     result["_meta"] = {"k": "v"}
     assert json.loads(dumps(result_message("x", result))) == {"jsonrpc": "2.0", "id": "x", "result": {"tools": [], "_meta": {"k": "v"}}}
+
+
+@pytest.mark.parametrize("name", ["add", "naïve tool", " padded ", "=?base64?x?=", "a" * 300])
+def test_a_remembered_header_value_is_the_decoded_one(name: str) -> None:
+    raw = encode_header_value(name)
+    for _ in range(3):  # first decode, then the remembered answer (values over 256 characters: never kept)
+        assert decode_header_value(raw) == _decode_header_value(raw) == name
+
+
+@pytest.mark.parametrize("raw", ["=?base64?bm9wZQ?=", "=?base64?//79?=", "bad\x01value"])
+def test_a_refused_header_value_is_refused_every_time(raw: str) -> None:
+    for _ in range(3):
+        with pytest.raises(HeaderMismatchError):
+            decode_header_value(raw)

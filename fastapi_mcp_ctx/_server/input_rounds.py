@@ -98,12 +98,14 @@ def first_round(context: Context, call: CallState, params: Mapping[str, Any], ta
             (-32602, ``reason: "invalid_request_state"``).
     """
     responses = params.get("inputResponses")
+    token = params.get("requestState")
+    if responses is None and token is None:  # most calls: no answer to admit, no state to open
+        return InputRound()
     if responses is not None and not isinstance(responses, dict):
         raise InvalidParamsError("inputResponses must be an object of answers keyed as the input requests were")
     handler_state: str | None = None
     carried: dict[str, Any] = {}
     asked: dict[str, str] = {}
-    token = params.get("requestState")
     if call.envelope.era == "modern" and token is not None:
         if not isinstance(token, str):
             raise InvalidRequestStateError()
