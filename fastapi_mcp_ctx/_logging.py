@@ -70,11 +70,11 @@ _NAME: Final = (
     r"|cookie|credentials?|private[_-]?key|access[_-]?key|jwt)"
 )
 _INLINE_PAIR: Final = re.compile(
-    rf"(?i)\b(?P<name>{_NAME})(?P<sep>[\"']?\s*[=:]\s*[\"']?)"
+    rf"(?i)(?<![A-Za-z0-9_.\-])(?P<name>{_NAME})(?P<sep>[\"']?\s*[=:]\s*[\"']?)"
     r"(?P<value>(?:(?:bearer|basic|token)\s+)?(?!\[REDACTED\])(?:(?<=\")[^\"]*|(?<=')[^']*|[^\s,;&\"'<>(){}\[\]]+))"
 )
 _INLINE_SCHEME: Final = re.compile(r"(?i)\b(?P<scheme>bearer|basic)\s+(?!\[REDACTED\])[A-Za-z0-9\-._~+/]+=*")
-_URL_PASSWORD: Final = re.compile(r"(?P<head>[A-Za-z][A-Za-z0-9+.\-]*://[^:/@\s]*:)[^@/\s]+@")
+_URL_PASSWORD: Final = re.compile(r"(?P<head>(?<![A-Za-z0-9+.\-])[A-Za-z][A-Za-z0-9+.\-]*://[^:/@\s]*:)[^@/\s]+@")
 _WORD_SPLIT: Final = re.compile(r"[_\-\s.]+|(?<=[a-z0-9])(?=[A-Z])")
 REDACTED: Final = "[REDACTED]"
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import logging
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -101,3 +102,35 @@ def test_redact_leaves_the_callers_data_and_other_types() -> None:
     data = {"note": "password=hunter2", "n": 3, "ok": True, "list": ["Bearer abc.DEF-123"]}
     assert redact(data) == {"note": "password=[REDACTED]", "n": 3, "ok": True, "list": ["Bearer [REDACTED]"]}
     assert data["note"] == "password=hunter2"
+
+
+ADVERSARIAL = [
+    "x" * 400_000,  # a run the URL scheme pattern used to re-scan from every position
+    "1" * 400_000,
+    "a." * 200_000,  # many word boundaries inside one name-like run
+    "a-" * 200_000 + "password=hunter2",
+    "password" * 50_000,
+    "x://" + "a" * 400_000,
+    "ab:" * 130_000,
+]
+
+
+def test_redaction_is_linear_on_adversarial_strings() -> None:
+    """A client-controlled string in ctx.log once took seconds per 100k characters (quadratic
+    backtracking) and blocked the event loop. Run in a child process bounded at 60 s: linear
+    scanning takes well under a second for these 3 MB; the old patterns took hours."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        f"sys.path.insert(0, {str(Path(__file__).resolve().parent)!r})\n"
+        "from test_log_redaction import ADVERSARIAL\n"
+        "from fastapi_mcp_ctx._logging import redact_text\n"
+        "out = [redact_text(text) for text in ADVERSARIAL]\n"
+        "assert out[3].endswith('password=[REDACTED]'), out[3][-40:]\n"
+        "assert out[:3] == ADVERSARIAL[:3]\n"
+        "print('ok')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]
