@@ -24,6 +24,8 @@ from redis.exceptions import (
     AuthorizationError,
     NoPermissionError,
     NoScriptError,
+    OutOfMemoryError,
+    ReadOnlyError,
     RedisError,
     ResponseError,
 )
@@ -119,8 +121,8 @@ def refusal(exc: BaseException) -> str | None:
         return "Redis refused the credentials: check the user and password in MCP_STORAGE_URL"
     if isinstance(exc, NoPermissionError):
         return "the Redis user lacks a permission (ACL): allow GET, MGET, EVALSHA, EVAL and PING on the namespace's keys"
-    if not isinstance(exc, ResponseError):
-        return None
+    if not isinstance(exc, ResponseError) or isinstance(exc, (OutOfMemoryError, ReadOnlyError)):
+        return None  # redis-py strips the OOM / READONLY prefix of these replies: they pass, as the others above
     text = str(exc)
     if text.split(" ", 1)[0].upper() in _TRANSIENT_REPLIES:
         return None

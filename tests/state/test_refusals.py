@@ -47,6 +47,9 @@ def _assert_permanent(error: BaseException, needle: str) -> None:
         (rex.ResponseError("TRYAGAIN Multiple keys request during rehashing of slot"), False),
         (rex.ResponseError("CLUSTERDOWN The cluster is down"), False),
         (rex.ResponseError("OOM command not allowed when used memory > 'maxmemory'"), False),
+        # what redis-py really raises for a full Redis (noeviction) and a replica: the prefix stripped
+        (rex.OutOfMemoryError("command not allowed when used memory > 'maxmemory'. script: 219b, on @user_script:1."), False),
+        (rex.ReadOnlyError("You can't write against a read only replica."), False),
         (rex.BusyLoadingError("Redis is loading the dataset in memory"), False),
         (rex.ConnectionError("Error 111 connecting to 127.0.0.1:1. Connection refused."), False),
         (rex.TimeoutError("Timeout reading from socket"), False),
