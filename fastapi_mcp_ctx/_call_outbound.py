@@ -9,15 +9,17 @@ The :class:`~fastapi_mcp_ctx.context.Context` members delegate here and keep the
 from __future__ import annotations
 
 import functools
+import logging
 import math
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from ._call_state import CallState
 from ._jsonrpc import notification_message
 from ._logging import ContextLogger
+from .errors import StateUnavailableError
 
-__all__ = ["call_logger", "notify", "report_progress", "send_if_live"]
+__all__ = ["call_logger", "notify", "publish_change", "report_progress", "send_if_live"]
 
 
 async def report_progress(call: CallState, progress: float, total: float | None, message: str | None) -> bool:
@@ -78,3 +80,16 @@ def call_logger(call: CallState, trace_id: str | None) -> ContextLogger:
         },
         logger_name=call.logger_name or call.settings.server_name,
     )
+
+
+async def publish_change(publish: Awaitable[None], what: str) -> None:
+    """``ctx.notify_*``: publish a change notification, best effort.
+
+    A bus that cannot be reached (``StateUnavailableError``: Redis down or full) is logged at
+    WARNING and the call goes on: the handler's work is done, and failing the call would invite
+    a retry that repeats it. Programming errors (an undeclared kind, a bad URI) still raise.
+    """
+    try:
+        await publish
+    except StateUnavailableError as exc:
+        logging.getLogger("fastapi_mcp_ctx").warning("%s was not published (the call goes on): %s", what, exc.message)

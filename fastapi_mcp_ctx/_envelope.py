@@ -243,16 +243,20 @@ def _trace(headers: HeaderMap, meta: dict[str, Any] | None) -> dict[str, str]:
 def _progress_token(meta: dict[str, Any] | None) -> str | int | None:
     if meta is None:
         return None
-    token = meta.get("progressToken")
-    if isinstance(token, bool) or not isinstance(token, (str, int)):
+    if "progressToken" not in meta:
         return None
+    token = meta["progressToken"]
+    if isinstance(token, bool) or not isinstance(token, (str, int)):
+        raise InvalidParamsError("params._meta.progressToken must be a string or an integer (schema: ProgressToken)")
     return token
 
 
 def read_legacy_envelope(headers: HeaderMap, params: dict[str, Any], protocol_version: str) -> RequestEnvelope:
     """The envelope of a handshake-era request (progress token and trace from ``_meta``)."""
     raw_meta = _meta_of(params)
-    meta: dict[str, Any] | None = raw_meta if isinstance(raw_meta, dict) else None  # pyright: ignore[reportUnknownVariableType]
+    if raw_meta is not None and not isinstance(raw_meta, dict):
+        raise InvalidParamsError("params._meta must be an object (schema: RequestParams._meta)")
+    meta: dict[str, Any] | None = raw_meta  # pyright: ignore[reportUnknownVariableType]
     return RequestEnvelope(
         era="legacy",
         protocol_version=protocol_version,
@@ -323,6 +327,8 @@ def read_modern_envelope(
     if log_level is not None and log_level not in LOG_LEVELS:
         raise InvalidParamsError(f"Invalid {META_LOG_LEVEL}: expected one of {', '.join(LOG_LEVELS)}")
     client_info = meta.get(META_CLIENT_INFO)
+    if client_info is not None and not (isinstance(client_info, dict) and isinstance(client_info.get("name"), str)):  # pyright: ignore[reportUnknownMemberType]
+        raise InvalidParamsError(f"params._meta['{META_CLIENT_INFO}'] must be an object with a string 'name' (schema: Implementation)")
     return RequestEnvelope(
         era="modern",
         protocol_version=version,

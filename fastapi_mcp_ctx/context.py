@@ -258,32 +258,41 @@ class Context(_Reasons[ReasonT]):
         their ``subscriptions/listen`` streams that asked for it, on every replica. A no-op
         when the context is not served by a router.
 
+        Best effort: when the replica bus cannot be reached (Redis down or full) the loss is
+        logged at WARNING and the call goes on (its work is done: a failed call would invite a
+        retry that repeats it); ``await mcp_router.notify_tools_list_changed()`` outside a
+        request raises :class:`~fastapi_mcp_ctx.errors.StateUnavailableError` instead.
+
         Raises:
             RuntimeError: the router did not declare ``list_changed={"tools", ...}``.
         """
         if self._call.notifications is not None:
-            await self._call.notifications.list_changed("tools")
+            await _call_outbound.publish_change(self._call.notifications.list_changed("tools"), "notifications/tools/list_changed")
 
     async def notify_prompts_list_changed(self) -> None:
         """Like :meth:`notify_tools_list_changed`, for prompts (needs ``list_changed={"prompts"}``)."""
         if self._call.notifications is not None:
-            await self._call.notifications.list_changed("prompts")
+            await _call_outbound.publish_change(self._call.notifications.list_changed("prompts"), "notifications/prompts/list_changed")
 
     async def notify_resources_list_changed(self) -> None:
         """Like :meth:`notify_tools_list_changed`, for resources (needs ``list_changed={"resources"}``)."""
         if self._call.notifications is not None:
-            await self._call.notifications.list_changed("resources")
+            await _call_outbound.publish_change(
+                self._call.notifications.list_changed("resources"), "notifications/resources/list_changed"
+            )
 
     async def notify_resource_updated(self, uri: str) -> None:
         """Send ``notifications/resources/updated {uri}`` to the clients subscribed to ``uri`` only
         (2025: sessions that called ``resources/subscribe``; 2026: listen streams naming it).
+
+        Best effort, as :meth:`notify_tools_list_changed`.
 
         Raises:
             RuntimeError: the router did not declare ``resources_subscribe=True``.
             TypeError: ``uri`` is not a non-empty string.
         """
         if self._call.notifications is not None:
-            await self._call.notifications.resource_updated(uri)
+            await _call_outbound.publish_change(self._call.notifications.resource_updated(uri), "notifications/resources/updated")
 
     async def send_request(self, method: str, params: Mapping[str, Any] | None = None, *, timeout: float | None = None) -> dict[str, Any]:
         """Send a JSON-RPC request to the client on this call's own stream; return its ``result``.

@@ -128,9 +128,7 @@ class McpRouter(ToolRoutes, FeatureRoutes, APIRouter):
         self.live = LiveSessions()
         self.replica_stores = replica_stores(self.settings, pinned=self._get_stream_open)  # MCP_SESSION_STORE_URL
         self.sessions: SessionStore = session_store or self.replica_stores.sessions
-        self.state_backend: StateBackend = state_backend or backend_from_url(
-            self.settings.storage_url, create_tables=self.settings.storage_create_tables
-        )
+        self.state_backend: StateBackend = state_backend or self._backend_from_settings()
         self.request_state = request_state_sealer(self.settings, state_backend=self.state_backend, session_store=session_store)
         cursor_key = derive_cursor_key(self.settings.request_state_key)
         backend = self.state_backend
@@ -196,6 +194,14 @@ class McpRouter(ToolRoutes, FeatureRoutes, APIRouter):
             )
         )
         self.routes.extend(self.endpoint.metadata_routes)  # RFC 9728 at root paths (_resource_metadata)
+
+    def _backend_from_settings(self) -> StateBackend:
+        """``ctx.state``'s backend from ``MCP_STORAGE_URL``; a scheme no backend serves is a
+        :class:`ConfigurationError` naming the setting (raised by ``McpRouter(...)``)."""
+        try:
+            return backend_from_url(self.settings.storage_url, create_tables=self.settings.storage_create_tables)
+        except ValueError as exc:
+            raise ConfigurationError(f"MCP_STORAGE_URL: {exc}") from None
 
     def _get_stream_open(self, session_id: str) -> bool:
         """Whether ``session_id``'s GET stream has a connection in this process (plain or resumable)."""

@@ -154,11 +154,11 @@ class McpSettings(BaseSettings):
     server_version: str = "0.1.0"
     instructions: str | None = None
     path: str = "/mcp"
-    max_body_bytes: int = Field(default=4 * 1024 * 1024, ge=1)
+    max_body_bytes: int = Field(default=4 * 1024 * 1024, ge=1, le=1 << 30)
     page_size: int = Field(default=100, ge=1, le=10_000)
     session_mode: SessionMode = "stateful"
-    session_idle_seconds: float = Field(default=1800.0, gt=0)
-    max_sessions: int = Field(default=10_000, ge=1)
+    session_idle_seconds: float = Field(default=1800.0, gt=0, le=31_536_000, allow_inf_nan=False)
+    max_sessions: int = Field(default=10_000, ge=1, le=10_000_000)
     allowed_hosts: Annotated[list[str] | None, NoDecode] = None
     allowed_origins: Annotated[list[str] | None, NoDecode] = None
     dns_rebinding_protection: bool | None = None
@@ -167,44 +167,44 @@ class McpSettings(BaseSettings):
     auth_mode: AuthMode | None = None
     request_state_key: str | None = None
     log_level: LogLevel = "debug"
-    cache_ttl_ms: int = Field(default=0, ge=0)
+    cache_ttl_ms: int = Field(default=0, ge=0, le=31_536_000_000)
     cache_scope: Literal["public", "private"] = "private"
-    body_timeout_seconds: float = Field(default=10.0, gt=0)
-    listen_max_streams: int = Field(default=1024, ge=1)
-    stream_buffer_size: int = Field(default=1024, ge=1)
-    keepalive_seconds: float = Field(default=15.0, gt=0)
+    body_timeout_seconds: float = Field(default=10.0, gt=0, le=3600, allow_inf_nan=False)
+    listen_max_streams: int = Field(default=1024, ge=1, le=1_000_000)
+    stream_buffer_size: int = Field(default=1024, ge=1, le=1_000_000)
+    keepalive_seconds: float = Field(default=15.0, gt=0, le=3600, allow_inf_nan=False)
     expose_stateless_session_id: bool = False
-    server_request_timeout_seconds: float = Field(default=60.0, gt=0, allow_inf_nan=False)
+    server_request_timeout_seconds: float = Field(default=60.0, gt=0, allow_inf_nan=False, le=86_400)
     http_resumability: bool = True
-    event_retention_count: int = Field(default=1000, ge=1)
-    event_retention_seconds: float = Field(default=300.0, gt=0)
+    event_retention_count: int = Field(default=1000, ge=1, le=10_000_000)
+    event_retention_seconds: float = Field(default=300.0, gt=0, le=31_536_000, allow_inf_nan=False)
     sse_retry_ms: int = Field(default=1000, ge=0, le=86_400_000)
-    shutdown_grace_seconds: float = Field(default=3.0, ge=0)
+    shutdown_grace_seconds: float = Field(default=3.0, ge=0, le=3600, allow_inf_nan=False)
     shutdown_signals: bool = True
-    max_client_metadata_bytes: int = Field(default=64 * 1024, ge=2)
-    max_sessions_per_owner: int | None = Field(default=None, ge=1)
-    listen_max_streams_per_owner: int | None = Field(default=None, ge=1)
-    request_state_ttl_seconds: float = Field(default=900.0, gt=0, allow_inf_nan=False)
-    request_state_max_bytes: int = Field(default=64 * 1024, ge=256)
+    max_client_metadata_bytes: int = Field(default=64 * 1024, ge=2, le=16 * 1024 * 1024)
+    max_sessions_per_owner: int | None = Field(default=None, ge=1, le=10_000_000)
+    listen_max_streams_per_owner: int | None = Field(default=None, ge=1, le=1_000_000)
+    request_state_ttl_seconds: float = Field(default=900.0, gt=0, allow_inf_nan=False, le=31_536_000)
+    request_state_max_bytes: int = Field(default=64 * 1024, ge=256, le=16 * 1024 * 1024)
     input_max_rounds: int = Field(default=10, ge=1, le=1000)
     session_store_url: str = "memory://"
     session_store_namespace: str = "mcp:"
-    session_lease_seconds: float = Field(default=10.0, gt=0, allow_inf_nan=False)
+    session_lease_seconds: float = Field(default=10.0, gt=0, allow_inf_nan=False, le=3600)
     jwt_jwks_url: str | None = None
     jwt_issuer: str | None = None
     jwt_audience: Annotated[list[str] | None, NoDecode] = None
     jwt_algorithms: Annotated[list[str] | None, NoDecode] = None
-    jwt_leeway: float = Field(default=30.0, ge=0, le=300)
+    jwt_leeway: float = Field(default=30.0, ge=0, le=300, allow_inf_nan=False)
     jwt_tenant_claim: str = Field(default="tid", min_length=1)
     jwt_secret: str | None = Field(default=None, repr=False)
-    jwt_jwks_cache_seconds: float = Field(default=300.0, gt=0)
-    jwt_jwks_refetch_seconds: float = Field(default=30.0, ge=0)
+    jwt_jwks_cache_seconds: float = Field(default=300.0, gt=0, le=2_592_000, allow_inf_nan=False)
+    jwt_jwks_refetch_seconds: float = Field(default=30.0, ge=0, le=86_400, allow_inf_nan=False)
     resource_url: str | None = None
     oauth_issuer: str | None = None
     hide_unauthorized_tools: bool = True
     telemetry: Literal["auto", "on", "off"] = "auto"
     telemetry_handler_span: bool = False
-    jwt_cache_seconds: float = Field(default=60.0, ge=0, le=3600)
+    jwt_cache_seconds: float = Field(default=60.0, ge=0, le=3600, allow_inf_nan=False)
     telemetry_payload_metrics: bool = False
     gc_freeze: bool = False
     telemetry_detail: Literal["required", "standard", "recommended"] = "standard"
@@ -234,6 +234,8 @@ class McpSettings(BaseSettings):
     def _comma_list(cls, value: object) -> object:
         if isinstance(value, str):  # MCP_ALLOWED_HOSTS=a,b or a JSON list
             text = value.strip()
+            if text[:1] in ("{", '"'):
+                raise ValueError("takes a comma-separated list (a,b) or a JSON list ([\"a\", \"b\"])")
             return json.loads(text) if text.startswith("[") else [part.strip() for part in text.split(",") if part.strip()]
         return value
 

@@ -140,3 +140,130 @@ async def test_an_unknown_session_id_with_memory_sessions_hints_at_the_shared_st
                 assert response.status_code == 404
     hints = [r for r in caplog.records if "MCP_SESSION_STORE_URL=redis://" in r.getMessage()]
     assert len(hints) == 1 and "several uvicorn workers" in hints[0].getMessage()
+
+
+def _numeric_fields() -> list[str]:
+    from fastapi_mcp_ctx import McpSettings
+
+    return [
+        name
+        for name, info in McpSettings.model_fields.items()
+        if any(t in str(info.annotation) for t in ("int", "float")) and info.annotation is not bool and "bool" not in str(info.annotation)
+    ]
+
+
+def test_every_numeric_setting_is_bounded_and_finite() -> None:
+    """A value a store cannot hold (MCP_SESSION_IDLE_SECONDS=inf, 1e300, a 20-digit count) once
+    passed validation and failed later, at start-up with a traceback or as a 500 per request."""
+    from annotated_types import Le, Lt
+
+    from fastapi_mcp_ctx import McpSettings
+
+    names = _numeric_fields()
+    assert len(names) >= 25, names
+    for name in names:
+        info = McpSettings.model_fields[name]
+        assert any(isinstance(m, (Le, Lt)) for m in info.metadata), f"{name} has no upper bound"
+        if "float" in str(info.annotation):
+            assert any(getattr(m, "allow_inf_nan", None) is False for m in info.metadata), f"{name} admits inf/nan"
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("MCP_SESSION_IDLE_SECONDS", "inf"),
+        ("MCP_SESSION_IDLE_SECONDS", "1e300"),
+        ("MCP_EVENT_RETENTION_SECONDS", "nan"),
+        ("MCP_EVENT_RETENTION_COUNT", "99999999999999999999"),
+        ("MCP_KEEPALIVE_SECONDS", "-inf"),
+    ],
+)
+def test_out_of_range_values_are_refused_at_start_naming_the_variable(
+    monkeypatch: pytest.MonkeyPatch, fresh_settings: Any, name: str, value: str
+) -> None:
+    monkeypatch.setenv(name, value)
+    with pytest.raises(ConfigurationError) as caught:
+        fresh_settings()
+    assert caught.value.message.startswith(f"Invalid settings: {name}: "), caught.value.message
+
+
+def test_an_unknown_storage_scheme_names_the_setting_never_the_url() -> None:
+    with pytest.raises(ConfigurationError) as caught:
+        McpRouter(settings=mcp_settings(storage_url="bogus://user:pw@host/db"))
+    message = caught.value.message
+    assert message.startswith("MCP_STORAGE_URL: unsupported storage URL scheme 'bogus'") and "pw" not in message
+
+
+def test_allow_lists_refuse_a_json_value_that_is_not_a_list(monkeypatch: pytest.MonkeyPatch, fresh_settings: Any) -> None:
+    for value in ('{"evil.com": 1}', '"evil.com"'):
+        monkeypatch.setenv("MCP_ALLOWED_HOSTS", value)
+        with pytest.raises(ConfigurationError, match="MCP_ALLOWED_HOSTS"):
+            fresh_settings()
+        fresh_settings.cache_clear()
+
+
+async def test_a_change_notification_the_bus_cannot_take_never_fails_a_call_whose_work_is_done(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A tool that changed something, then could not publish the change (Redis down): the call
+    used to answer 503 "retry later", so a client following Retry-After repeated the change."""
+    from fastapi_mcp_ctx._transport.bus import MemoryBus
+    from fastapi_mcp_ctx.errors import StateUnavailableError
+
+    class DownBus(MemoryBus):
+        async def publish(self, channel: str, message: Any) -> int:
+            raise StateUnavailableError("The replica bus (redis) is unavailable, retry later")
+
+    router = McpRouter(settings=mcp_settings(), list_changed={"tools"}, resources_subscribe=True, bus=DownBus())
+    effects: list[str] = []
+
+    @router.tool()
+    async def effect(ctx: Context = Depends(mcp_context)) -> int:
+        """Change something, then say so."""
+        effects.append("done")
+        await ctx.notify_tools_list_changed()
+        await ctx.notify_resource_updated("notes://a")
+        return len(effects)
+
+    app = FastAPI()
+    app.include_router(router)
+    async with open_client(app) as client:
+        with caplog.at_level(logging.WARNING, "fastapi_mcp_ctx"):
+            for era in ("modern", "legacy"):
+                response = await Wire(client).call_tool(era, "effect", {})
+                assert response.status_code == 200, response.text
+                assert "isError" not in result_of(response) or not result_of(response)["isError"]
+    assert effects == ["done", "done"]
+    lost = [r.getMessage() for r in caplog.records if "was not published" in r.getMessage()]
+    assert any("tools/list_changed" in m for m in lost) and any("resources/updated" in m for m in lost)
+    with pytest.raises(StateUnavailableError):  # outside a request the caller decides
+        await router.notify_tools_list_changed()
+
+
+@pytest.mark.parametrize(
+    ("era", "meta", "needle"),
+    [
+        ("legacy", "x", "params._meta must be an object"),
+        ("legacy", {"progressToken": {"a": 1}}, "progressToken"),
+        ("legacy", {"progressToken": 1.5}, "progressToken"),
+        ("legacy", {"progressToken": True}, "progressToken"),
+        ("modern", {"progressToken": [1]}, "progressToken"),
+        ("modern", {"io.modelcontextprotocol/clientInfo": 5}, "clientInfo"),
+        ("modern", {"io.modelcontextprotocol/clientInfo": {"version": "1"}}, "clientInfo"),
+    ],
+)
+async def test_meta_members_of_the_wrong_type_are_invalid_params(era: str, meta: Any, needle: str) -> None:
+    router = McpRouter(settings=mcp_settings())
+
+    @router.tool()
+    async def ping_tool() -> str:
+        """Answer."""
+        return "pong"
+
+    app = FastAPI()
+    app.include_router(router)
+    async with open_client(app) as client:
+        wire = Wire(client)
+        response = await wire.call_tool(era, "ping_tool", {}, meta=meta, check=False)
+    body = response.json()
+    assert body["error"]["code"] == -32602 and needle in body["error"]["message"], body
