@@ -358,7 +358,7 @@ class McpTestClient(Notified, FeatureRequests):
         outgoing = Outgoing(self.era, self.protocol_version, self.client_capabilities, self.client_info, self.log_level, self._legacy_headers())
         message, sent = outgoing.message(method, params, meta, request_id)
         sent.update(headers or {})
-        request = self.http.build_request("POST", self.path, content=json.dumps(message).encode(), headers=sent)
+        request = self.http.build_request("POST", self.path, content=json.dumps(message, allow_nan=False).encode(), headers=sent)
 
         async def on_message(received: dict[str, Any]) -> None:
             if "method" in received and "id" in received:  # a server->client request on this stream
@@ -374,7 +374,7 @@ class McpTestClient(Notified, FeatureRequests):
         """Answer a 2025 server→client request: a POST of the JSON-RPC response on the session."""
         reply = await self.answerer.reply_to(request, asked)
         sent = {"Content-Type": "application/json", "Accept": ACCEPT, **self._legacy_headers()}
-        response = await self.http.post(self.path, content=json.dumps(reply).encode(), headers=sent)
+        response = await self.http.post(self.path, content=json.dumps(reply, allow_nan=False).encode(), headers=sent)
         if response.status_code != 202:
             final = next(iter(messages_of(response.headers.get("content-type", ""), response.content)), None)
             raise response_error(str(request["method"]), response, final)

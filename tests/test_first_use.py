@@ -267,3 +267,21 @@ async def test_meta_members_of_the_wrong_type_are_invalid_params(era: str, meta:
         response = await wire.call_tool(era, "ping_tool", {}, meta=meta, check=False)
     body = response.json()
     assert body["error"]["code"] == -32602 and needle in body["error"]["message"], body
+
+
+async def test_the_test_client_refuses_non_json_numbers_before_sending() -> None:
+    from fastapi_mcp_ctx.testing import McpTestClient
+
+    router = McpRouter(settings=mcp_settings())
+
+    @router.tool()
+    async def add(a: float, b: float) -> float:
+        """Add."""
+        return a + b
+
+    app = FastAPI()
+    app.include_router(router)
+    async with McpTestClient(app) as client:
+        with pytest.raises(ValueError, match="JSON compliant"):
+            await client.call_tool("add", {"a": float("nan"), "b": 1})
+        assert (await client.call_tool("add", {"a": 1.5, "b": 1})).result["structuredContent"] == {"result": 2.5}
