@@ -4,6 +4,7 @@ shared store needs, and the development-token recipe of docs/auth.md working as 
 from __future__ import annotations
 
 import logging
+import os
 import re
 import subprocess
 import sys
@@ -48,7 +49,7 @@ def test_a_settings_error_is_one_line_in_the_cli(tmp_path: Path) -> None:
         "from fastapi import FastAPI\nfrom fastapi_mcp_ctx import McpRouter\napp = FastAPI()\napp.include_router(McpRouter())\n",
         encoding="utf-8",
     )
-    env = {"PATH": "/usr/bin:/bin", "MCP_SESSION_MODE": "bogus", "PYTHONPATH": str(REPO)}
+    env = {"PATH": os.environ.get("PATH", ""), "MCP_SESSION_MODE": "bogus", "PYTHONPATH": str(REPO)}
     done = subprocess.run(
         [sys.executable, "-m", "fastapi_mcp_ctx", "serve", "app_mod:app", "--app-dir", str(tmp_path)],
         capture_output=True,

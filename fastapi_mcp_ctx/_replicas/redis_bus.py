@@ -57,6 +57,7 @@ class _Subscriber:
         self.waiters: dict[str, asyncio.Event] = {}
         self.pubsub: Any = None
         self.connected = asyncio.Event()
+        self.failed = asyncio.Event()  # the last connection attempt failed (cleared once connected)
         self.task = asyncio.get_running_loop().create_task(self._run(), name="fastapi-mcp-ctx replica bus")
 
     async def _run(self) -> None:
@@ -82,6 +83,7 @@ class _Subscriber:
             except (RedisError, OSError) as exc:
                 if self.connected.is_set():
                     logger.warning("replica bus lost Redis (%s: %s); reconnecting", type(exc).__name__, exc)
+                self.failed.set()  # subscribers waiting for a connection give up now, not at their timeout
             finally:
                 self.pubsub = None
                 self.connected.clear()
@@ -97,6 +99,7 @@ class _Subscriber:
         if kind == "subscribe":
             if channel == _ALIVE:
                 self.connected.set()
+                self.failed.clear()
                 logger.debug("replica bus connected")
             self.live.add(channel)
             waiter = self.waiters.pop(channel, None)
@@ -130,11 +133,28 @@ class _Subscriber:
             async with asyncio.timeout(timeout):
                 if first and self.pubsub is not None and self.connected.is_set():
                     await self.pubsub.subscribe(self.bus.prefix + channel)
-                await waiter.wait()  # when disconnected, the reader subscribes on reconnect
+                if not await self._confirmed(waiter):  # when disconnected, the reader subscribes on reconnect
+                    raise ConnectionError("the replica bus's last connection attempt failed")
         except (TimeoutError, RedisError, OSError) as exc:
             unsubscribe()
             raise StateUnavailableError("The replica bus (redis) is unavailable, retry later") from exc
         return unsubscribe
+
+    async def _confirmed(self, waiter: asyncio.Event) -> bool:
+        """True once Redis confirmed the subscription; False as soon as a connection attempt
+        fails while not connected (an outage answers at once, not after the whole timeout)."""
+        if waiter.is_set():
+            return True
+        if self.failed.is_set() and not self.connected.is_set():
+            return False
+        confirmed = asyncio.ensure_future(waiter.wait())
+        failed = asyncio.ensure_future(self.failed.wait())
+        try:
+            await asyncio.wait((confirmed, failed), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            confirmed.cancel()
+            failed.cancel()
+        return waiter.is_set()
 
     def _emptied(self, channel: str) -> None:
         if self.pubsub is not None:
