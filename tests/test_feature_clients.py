@@ -114,7 +114,7 @@ def test_the_docs_example_is_the_tested_file() -> None:
 
 
 async def test_library_over_stdio_in_both_eras(tmp_path: Path) -> None:
-    """The same handlers on stdio: no HTTP, the same dispatcher (no subscribe advertised there)."""
+    """The same handlers on stdio: no HTTP, the same dispatcher (subscribe advertised: stdout carries the updates)."""
     async with spawn(tmp_path, app="examples.library:app", cwd=ROOT) as server:
         await server.send(rpc("initialize", {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}, 1))
         caps = (await server.recv(timeout=60))["result"]["capabilities"]  # a loaded machine starts Python slowly
@@ -125,7 +125,7 @@ async def test_library_over_stdio_in_both_eras(tmp_path: Path) -> None:
     async with spawn(tmp_path, app="examples.library:app", cwd=ROOT) as server:  # a 2026 connection
         await server.send(rpc("resources/read", {"uri": "library://books/99", "_meta": envelope()}, 5))
         modern = await server.recv(timeout=60)
-    assert caps["resources"] == {"listChanged": False, "subscribe": False} and caps["completions"] == {}
+    assert caps["resources"] == {"listChanged": False, "subscribe": True} and caps["completions"] == {}
     assert json.loads(read["result"]["contents"][0]["text"])["title"] == "Dracula"
     assert prompt["result"]["messages"][1]["content"]["text"] == "Write a short summary of Emma by Jane Austen."
     assert missing["error"]["code"] == -32002
