@@ -114,3 +114,20 @@ async def test_an_answer_to_a_server_request_during_an_outage_is_503_and_can_be_
                 assert accepted.status_code == 202, accepted.text
                 await running.wait_for(lambda ex: ex.finished.is_set(), 5.0)
             assert frames(running)[-1]["result"]["structuredContent"]["asked_from"] == "a"
+
+
+async def test_a_bus_that_cannot_connect_answers_subscribers_at_once_not_at_its_timeout() -> None:
+    """Every request of a replica whose Redis is down used to wait the whole subscribe timeout
+    (3 s) before its 503; the supervisor's failed connection attempt now answers them."""
+    from fastapi_mcp_ctx._replicas.link import RedisLink
+    from fastapi_mcp_ctx._replicas.redis_bus import RedisBus
+    from fastapi_mcp_ctx.errors import StateUnavailableError
+
+    bus = RedisBus(RedisLink("redis://127.0.0.1:1/0", timeout=2.0), timeout=60.0)
+    try:
+        for _ in range(3):  # the first (no attempt made yet) and the later ones alike
+            with anyio.fail_after(10):
+                with pytest.raises(StateUnavailableError):
+                    await bus.subscribe("some-channel", lambda message: None)
+    finally:
+        await bus.aclose()
