@@ -25,6 +25,7 @@ from typing import Any, Final, Literal
 
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
 
+from ._memo import BoundedMemo
 from .errors import HeaderMismatchError, InvalidParamsError, UnsupportedVersionError, UnsupportedVersionHeaderError
 
 __all__ = [
@@ -168,8 +169,7 @@ def _refuse_unknown_version(headers: HeaderMap) -> None:
         raise UnsupportedVersionError(header_version.strip(" \t")[:64], list(MODERN_PROTOCOL_VERSIONS))
 
 
-_DECODED: dict[str, str] = {}
-_DECODED_SIZE: Final = 256  # a client names the same few tools on every request: remember their headers
+_DECODED: Final = BoundedMemo[str](256)  # a client names the same few tools on every request: remember their headers
 
 
 def decode_header_value(raw: str) -> str:
@@ -182,13 +182,7 @@ def decode_header_value(raw: str) -> str:
         HeaderMismatchError: the sentinel holds malformed base64 (bad padding or alphabet,
             non-canonical) or bytes that are not UTF-8, or the value has control characters.
     """
-    known = _DECODED.get(raw)
-    if known is not None:
-        return known
-    value = _decode_header_value(raw)
-    if len(_DECODED) < _DECODED_SIZE and len(raw) <= 256:
-        _DECODED[raw] = value
-    return value
+    return _DECODED.get(raw, _decode_header_value)
 
 
 def _decode_header_value(raw: str) -> str:

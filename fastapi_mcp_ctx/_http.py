@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import re
 from collections.abc import Iterable
+from typing import Final
 
 import anyio
 from starlette.requests import ClientDisconnect, Request
@@ -19,6 +20,7 @@ from starlette.types import Message, Receive
 from ._envelope import HeaderMap
 from ._fastapi_compat import LEAN_SCOPE_KEY
 from ._first_step import Rest, first_step
+from ._memo import BoundedMemo
 from .errors import (
     HeaderMismatchError,
     HostNotAllowedError,
@@ -38,8 +40,7 @@ BODY_SCOPE_KEY = "fastapi_mcp_ctx.body"
 _Q_ZERO = re.compile(r"(?:^|;)\s*q\s*=\s*0(?:\.0{0,3})?\s*(?:;|$)", re.IGNORECASE)
 
 
-_ACCEPT_CACHE: dict[str, tuple[bool, bool]] = {}
-_ACCEPT_CACHE_SIZE = 128  # a client sends the same Accept on every request: remember a few
+_ACCEPT_CACHE: Final = BoundedMemo[tuple[bool, bool]](128)  # a client sends the same Accept on every request
 
 
 def accepted(headers: HeaderMap) -> tuple[bool, bool]:
@@ -47,13 +48,7 @@ def accepted(headers: HeaderMap) -> tuple[bool, bool]:
     accept = headers.get("accept")
     if accept is None:
         return True, True
-    known = _ACCEPT_CACHE.get(accept)
-    if known is not None:
-        return known
-    answer = _parse_accept(accept)
-    if len(_ACCEPT_CACHE) < _ACCEPT_CACHE_SIZE and len(accept) <= 256:
-        _ACCEPT_CACHE[accept] = answer
-    return answer
+    return _ACCEPT_CACHE.get(accept, _parse_accept)
 
 
 def _parse_accept(accept: str) -> tuple[bool, bool]:

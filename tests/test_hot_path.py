@@ -280,3 +280,26 @@ def test_a_refused_header_value_is_refused_every_time(raw: str) -> None:
     for _ in range(3):
         with pytest.raises(HeaderMismatchError):
             decode_header_value(raw)
+
+
+def test_the_bounded_memo_stops_at_its_bounds_and_never_keeps_a_refusal() -> None:
+    from fastapi_mcp_ctx._memo import BoundedMemo
+
+    calls: list[str] = []
+
+    def judge(key: str) -> int:
+        calls.append(key)
+        if key.startswith("bad"):
+            raise ValueError(key)
+        return len(key)
+
+    memo = BoundedMemo[int](2, max_key_chars=5)
+    assert [memo.get(k, judge) for k in ("a", "a", "bb", "ccc", "ccc")] == [1, 1, 2, 3, 3]
+    assert len(memo) == 2 and calls == ["a", "bb", "ccc", "ccc"]  # full at two: "ccc" judged each time
+    long = BoundedMemo[int](10, max_key_chars=5)
+    long.get("abcdef", judge)
+    assert len(long) == 0  # a key over max_key_chars is never kept
+    for _ in range(2):
+        with pytest.raises(ValueError):
+            long.get("bad", judge)
+    assert calls.count("bad") == 2 and len(long) == 0
