@@ -38,7 +38,7 @@ from ._transport.requests import BackChannel
 from .context import CancelSignal
 from .errors import InvalidRequestError, McpError
 
-__all__ = ["StdioBatchHooks", "serve_stdio_batch"]
+__all__ = ["StdioBatchHooks", "serve_stdio_batch", "take_non_request"]
 
 logger = logging.getLogger("fastapi_mcp_ctx.stdio")
 
@@ -58,6 +58,18 @@ class StdioBatchHooks:
     envelope: Callable[[JsonRpcRequest], RequestEnvelope]
     make_request: Callable[[bytes], Request]
     notified: Callable[[JsonRpcNotification], None]
+
+
+def take_non_request(
+    message: JsonRpcResponse | JsonRpcNotification, pending: PendingRequests, notified: Callable[[JsonRpcNotification], None]
+) -> None:
+    """A line's (or a batch member's) response answers the server→client request it names; a
+    notification goes to ``notified``. Neither is answered."""
+    if isinstance(message, JsonRpcResponse):
+        if not pending.resolve(message):
+            logger.debug("stdio: ignored a response to an unknown request id %r", message.id)
+        return
+    notified(message)
 
 
 @dataclass(slots=True)
@@ -90,12 +102,8 @@ async def serve_stdio_batch(hooks: StdioBatchHooks, record: SessionRecord, line:
         except McpError as exc:
             answers[index] = error_message(request_id_of(exc), exc)
             continue
-        if isinstance(message, JsonRpcResponse):
-            if not hooks.pending.resolve(message):
-                logger.debug("stdio: ignored a response to an unknown request id %r", message.id)
-            continue
-        if isinstance(message, JsonRpcNotification):
-            hooks.notified(message)
+        if not isinstance(message, JsonRpcRequest):
+            take_non_request(message, hooks.pending, hooks.notified)
             continue
         if message.method == "initialize":
             refused = InvalidRequestError("Invalid Request: initialize must not be part of a JSON-RPC batch (2025-03-26 basic/lifecycle)")

@@ -47,7 +47,6 @@ from ._http import BODY_SCOPE_KEY
 from ._jsonrpc import (
     JsonRpcNotification,
     JsonRpcRequest,
-    JsonRpcResponse,
     RequestId,
     dumps,
     error_message,
@@ -56,7 +55,7 @@ from ._jsonrpc import (
     result_message,
 )
 from ._sessions import SessionRecord, check_client_metadata
-from ._stdio_batch import StdioBatchHooks, serve_stdio_batch
+from ._stdio_batch import StdioBatchHooks, serve_stdio_batch, take_non_request
 from ._stdio_framing import LineFramer, pump, write_all
 from ._stdio_notifications import StdioNotifications
 from ._streams import Reply
@@ -181,12 +180,8 @@ class StdioSession:
         except McpError as exc:
             await self._send(error_message(request_id_of(exc), exc))
             return
-        if isinstance(message, JsonRpcResponse):
-            if not self.pending.resolve(message):
-                logger.debug("stdio: ignored a response to an unknown request id %r", message.id)
-            return
-        if isinstance(message, JsonRpcNotification):
-            self._on_notification(message)
+        if not isinstance(message, JsonRpcRequest):
+            take_non_request(message, self.pending, self._on_notification)
             return
         if message.id in self._in_flight:
             await self._send(error_message(message.id, InvalidRequestError(f"Request id {message.id!r} is already in flight")))
