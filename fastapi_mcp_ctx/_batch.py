@@ -117,8 +117,6 @@ async def run_call(call: PreparedCall, outbound: Outbound) -> Reply | None:
     reply: Reply | None = None
     with new_cancel_scope() as handler_scope:
         signal.bind(handler_scope)
-        if signal.cancelled:
-            handler_scope.cancel()
         try:
             reply = await call.runner(outbound)
         finally:

@@ -29,8 +29,11 @@ class CancelSignal:
         self.reason: str | None = None
 
     def bind(self, scope: anyio.CancelScope | None) -> None:
-        """Cancel ``scope`` (the handler's) when this signal fires; None unbinds."""
+        """Cancel ``scope`` (the handler's) when this signal fires, at once when it already has;
+        None unbinds."""
         self._scope = scope
+        if scope is not None and self.reason is not None:
+            scope.cancel()
 
     @property
     def cancelled(self) -> bool:

@@ -102,8 +102,6 @@ class StdioNotifications:
             await self._send(stream.acknowledgement())
             with anyio.CancelScope() as scope:
                 signal.bind(scope)
-                if signal.cancelled:
-                    scope.cancel()
                 try:
                     async with stream.messages:
                         async for frame in stream.messages:

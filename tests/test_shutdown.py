@@ -203,3 +203,19 @@ def test_default_dispositions_are_left_alone() -> None:
     finally:
         for sig, handler in originals.items():
             signal.signal(sig, handler)
+
+
+async def test_a_signal_cancelled_before_its_scope_is_bound_cancels_the_scope_at_once() -> None:
+    import anyio
+
+    from fastapi_mcp_ctx.context import CancelSignal
+
+    signal = CancelSignal()
+    signal.cancel("cancelled by the client")
+    reached = False
+    with anyio.CancelScope() as scope:
+        signal.bind(scope)
+        await anyio.sleep(5)
+        reached = True
+    signal.bind(None)
+    assert scope.cancelled_caught and not reached
