@@ -21,8 +21,8 @@ from collections.abc import Sequence
 from typing import Any, Final
 
 from ._cancel_scope import new_cancel_scope
-from ._dispatch import PreparedCall
 from ._jsonrpc import dumps, parse_message
+from ._outcomes import PreparedCall
 from ._streams import Outbound, Reply
 from .errors import InvalidRequestError, McpError, ParseError
 

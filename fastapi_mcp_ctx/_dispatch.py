@@ -10,10 +10,8 @@ for ``tools/call``. ``Dispatcher.serve`` is the transport-neutral core (stdio us
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from decimal import Decimal, InvalidOperation
 from typing import Any, Final
 
 from fastapi.background import BackgroundTasks
@@ -25,10 +23,11 @@ from mcp_types.version import (
 from starlette.requests import Request
 from starlette.responses import Response
 
-from ._envelope import LOG_LEVELS, RequestEnvelope, decode_header_value
+from ._envelope import LOG_LEVELS, RequestEnvelope, check_header_params
 from ._features import CALL_METHODS, Features, Run, per_caller
 from ._http import BODY_SCOPE_KEY, replaying_receive
-from ._jsonrpc import EncodedResult, JsonRpcRequest, RequestId, dumps, error_message, result_message
+from ._jsonrpc import EncodedResult, JsonRpcRequest, dumps, error_message, result_message
+from ._outcomes import PreparedCall, error_reply, json_reply
 from ._pages import decode_cursor, paginate
 from ._registry import ToolDef, ToolRegistry
 from ._resolve import run_tool
@@ -36,8 +35,8 @@ from ._results import error_result, merge_outputs
 from ._scopes import may_use, require_scopes
 from ._sealing import RequestStateSealer
 from ._server.input_rounds import run_rounds
-from ._sessions import LiveSessions, SessionRecord, SessionStore, new_session_id
-from ._streams import SSE_HEADERS, CallResponse, Outbound, Reply, Runner, sse_frame
+from ._sessions import LiveSessions, SessionRecord, SessionStore, check_initialize_params, new_session_id
+from ._streams import CallResponse, Outbound, Reply
 from ._telemetry import Telemetry
 from ._transport.listen import ListenResponse, parse_filter
 from ._transport.notifications import Notifier
@@ -51,25 +50,20 @@ from .auth import Principal
 from .context import CallState, CancelSignal, Context
 from .contracts import ErrorContracts
 from .errors import (
-    AuthenticationError,
-    ConfigurationError,
-    HeaderMismatchError,
     InternalError,
     InvalidParamsError,
     InvalidRequestError,
     McpError,
     MethodNotFoundError,
     MissingCapabilityError,
-    PermissionDeniedError,
     RequestCancelledError,
     ServerShuttingDownError,
-    StateUnavailableError,
     UnknownToolError,
 )
 from .settings import McpSettings
 from .state import ContextState
 
-__all__ = ["Dispatcher", "PreparedCall", "json_reply"]
+__all__ = ["Dispatcher"]
 
 logger = logging.getLogger("fastapi_mcp_ctx")
 
@@ -79,7 +73,6 @@ PRINCIPAL_SCOPE_KEY: Final = "fastapi_mcp_ctx.principal"
 _ECHO_LIMIT: Final = 256
 LEGACY_METHODS: Final = frozenset({"ping", "tools/list", "tools/call", "logging/setLevel"})
 MODERN_METHODS: Final = frozenset({"server/discover", "tools/list", "tools/call", "subscriptions/listen"})
-_DECIMAL: Final = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?")
 
 
 def _no_log_level() -> str | None:
@@ -87,67 +80,9 @@ def _no_log_level() -> str | None:
     return None
 
 
-def reply_status(exc: McpError, era: str) -> int:
-    """HTTP status of a JSON-RPC error: mapped in 2026; in 2025 200, except for request-shape
-    (-32600), authentication and availability errors (a 2025 client reads 404 as "session gone").
-    A misconfigured server is 500 in both eras: the operator must act, a retry does not help."""
-    if isinstance(exc, ConfigurationError):
-        return exc.http_status
-    if era == "modern" or isinstance(
-        exc, (AuthenticationError, PermissionDeniedError, StateUnavailableError, InvalidRequestError)
-    ):
-        return 200 if exc.http_status == 500 else exc.http_status
-    return 200
-
-
-def error_reply(request_id: RequestId | None, exc: McpError, era: str) -> Reply:
-    """The :class:`Reply` carrying ``exc`` as a JSON-RPC error."""
-    return Reply(error_message(request_id, exc), reply_status(exc, era), exc.headers)
-
-
-def json_reply(reply: Reply, headers: Mapping[str, str] | None = None, *, json_ok: bool = True) -> Response:
-    """The response of ``reply``: ``application/json``, or one SSE event when the client's
-    ``Accept`` admits ``text/event-stream`` only."""
-    if not json_ok:
-        return Response(sse_frame(reply.message), reply.status, {**SSE_HEADERS, **(headers or {}), **reply.headers}, media_type="text/event-stream")
-    return Response(dumps(reply.message), reply.status, {**(headers or {}), **reply.headers}, media_type="application/json")
-
-
 def _echo(value: str) -> str:
     """A client-supplied name echoed in an error, bounded to 256 characters."""
     return value if len(value) <= _ECHO_LIMIT else value[:_ECHO_LIMIT] + "…"
-
-
-def _numbers_equal(header: str, value: int | float) -> bool:
-    if not _DECIMAL.fullmatch(header):
-        return False
-    try:
-        return Decimal(header) == Decimal(value)
-    except InvalidOperation:
-        return False
-
-
-@dataclass(frozen=True, slots=True)
-class PreparedCall:
-    """A ``tools/call`` ready to run on any transport.
-
-    ``runner(outbound)`` runs the tool and returns its final :class:`Reply` (``outbound``
-    carries the call's notifications); ``signal`` cancels it; ``background`` runs after the
-    result is sent; ``cancelled_message()`` is what HTTP sends after a client cancel (2025: -32800)
-    or once the shutdown grace ran out (503); ``state`` is the call's state (the transport sets
-    its ``stream_control``).
-    """
-
-    runner: Runner
-    signal: CancelSignal
-    background: BackgroundTasks
-    cancelled_message: Callable[[], Reply | None]
-    state: CallState | None = None
-
-    def with_runner(self, runner: Runner) -> PreparedCall:
-        """This call with ``runner`` instead (telemetry wraps it; ``dataclasses.replace`` costs
-        twice as much per request)."""
-        return PreparedCall(runner, self.signal, self.background, self.cancelled_message, self.state)
 
 
 @dataclass(slots=True)
@@ -229,7 +164,7 @@ class Dispatcher:
                 ``clientInfo`` not an object with a string ``name`` (-32602; schema
                 ``InitializeRequestParams``).
         """
-        _check_initialize(params)
+        check_initialize_params(params)
         requested = params.get("protocolVersion")
         version = requested if requested in HANDSHAKE_PROTOCOL_VERSIONS else LATEST_HANDSHAKE_VERSION
         result: dict[str, Any] = {
@@ -406,27 +341,6 @@ class Dispatcher:
         return self._finish(per_caller(page, envelope.era, filtered), envelope, cacheable=True)
 
     # -- tools/call ----------------------------------------------------------------------
-    def _check_header_params(self, tool: ToolDef, arguments: dict[str, Any], request: Request) -> None:
-        """2026-07-28 ``Mcp-Param-*`` headers must mirror the annotated arguments (else -32020)."""
-        for prop, token in tool.header_params.items():
-            raw = request.headers.get(f"mcp-param-{token}")
-            value = arguments.get(prop)
-            if value is None:
-                if raw is not None:
-                    raise HeaderMismatchError(f"Mcp-Param-{token} header present but argument {prop!r} is absent")
-                continue
-            if raw is None:
-                raise HeaderMismatchError(f"Missing Mcp-Param-{token} header for argument {prop!r}")
-            decoded = decode_header_value(raw)
-            if isinstance(value, bool):
-                matches = decoded == ("true" if value else "false")
-            elif isinstance(value, (int, float)):
-                matches = _numbers_equal(decoded, value)  # exact: 42 == 42.0, never 1e1 or 1_0
-            else:
-                matches = decoded == value
-            if not matches:
-                raise HeaderMismatchError(f"Mcp-Param-{token} header does not match argument {prop!r}")
-
     async def _tools_call(
         self,
         message: JsonRpcRequest,
@@ -452,7 +366,7 @@ class Dispatcher:
         if tool.scopes:
             require_scopes(tool.scopes, request.scope.get(PRINCIPAL_SCOPE_KEY), self.settings)
         if envelope.era == "modern" and tool.header_params and http_headers:
-            self._check_header_params(tool, arguments, request)  # pyright: ignore[reportUnknownArgumentType]
+            check_header_params(tool.header_params, arguments, request.headers)  # pyright: ignore[reportUnknownArgumentType]
 
         async def run(context: Context, call_request: Request, background: BackgroundTasks) -> dict[str, Any]:
             return await run_tool(tool, arguments, context, call_request, background, message.out_of_range)  # pyright: ignore[reportUnknownArgumentType]
@@ -565,17 +479,3 @@ class Dispatcher:
         if envelope.era == "legacy" and self.settings.expose_stateless_session_id:
             return new_session_id()
         return None
-
-
-def _check_initialize(params: Mapping[str, Any]) -> None:
-    """The required members of ``InitializeRequestParams``, with their JSON types."""
-    if not isinstance(params.get("protocolVersion"), str):
-        raise InvalidParamsError("initialize requires a string 'protocolVersion'")
-    if not isinstance(params.get("capabilities"), dict):
-        raise InvalidParamsError("initialize requires a 'capabilities' object")
-    info = params.get("clientInfo")
-    if not isinstance(info, dict):
-        raise InvalidParamsError("initialize requires a 'clientInfo' object")
-    client: dict[str, Any] = info  # pyright: ignore[reportUnknownVariableType]
-    if not isinstance(client.get("name"), str) or not isinstance(client.get("version", ""), str):
-        raise InvalidParamsError("initialize 'clientInfo' needs a string 'name' (and 'version')")

@@ -21,6 +21,7 @@ import binascii
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from decimal import Decimal, InvalidOperation
 from typing import Any, Final, Literal
 
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
@@ -33,6 +34,7 @@ __all__ = [
     "Era",
     "RequestEnvelope",
     "HeaderMap",
+    "check_header_params",
     "check_legacy_version",
     "choose_era",
     "header_map",
@@ -333,3 +335,43 @@ def read_modern_envelope(
         trace=_trace(headers, meta),
         meta=meta,
     )
+
+
+def check_header_params(header_params: Mapping[str, str], arguments: Mapping[str, Any], headers: Mapping[str, str]) -> None:
+    """2026-07-28 ``Mcp-Param-*`` headers must mirror the arguments a tool marks with
+    ``x-mcp-header`` (``header_params``: argument name -> header token).
+
+    Raises:
+        HeaderMismatchError: a header missing, present without its argument, or different from
+            it (-32020); numbers compare exactly (42 == 42.0, never 1e1 or 1_0).
+    """
+    for prop, token in header_params.items():
+        raw = headers.get(f"mcp-param-{token}")
+        value = arguments.get(prop)
+        if value is None:
+            if raw is not None:
+                raise HeaderMismatchError(f"Mcp-Param-{token} header present but argument {prop!r} is absent")
+            continue
+        if raw is None:
+            raise HeaderMismatchError(f"Missing Mcp-Param-{token} header for argument {prop!r}")
+        decoded = decode_header_value(raw)
+        if isinstance(value, bool):
+            matches = decoded == ("true" if value else "false")
+        elif isinstance(value, (int, float)):
+            matches = _numbers_equal(decoded, value)  # exact: 42 == 42.0, never 1e1 or 1_0
+        else:
+            matches = decoded == value
+        if not matches:
+            raise HeaderMismatchError(f"Mcp-Param-{token} header does not match argument {prop!r}")
+
+
+_DECIMAL: Final = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?")
+
+
+def _numbers_equal(header: str, value: int | float) -> bool:
+    if not _DECIMAL.fullmatch(header):
+        return False
+    try:
+        return Decimal(header) == Decimal(value)
+    except InvalidOperation:
+        return False

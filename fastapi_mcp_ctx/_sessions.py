@@ -13,7 +13,7 @@ import json
 import logging
 import secrets
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -31,6 +31,7 @@ __all__ = [
     "SessionRecord",
     "SessionStore",
     "check_client_metadata",
+    "check_initialize_params",
     "new_session_id",
 ]
 
@@ -270,3 +271,22 @@ class LiveSessions:
         live.close_standalone()
         for signal in live.in_flight.values():
             signal.cancel("session ended")
+
+
+def check_initialize_params(params: Mapping[str, Any]) -> None:
+    """The required members of ``InitializeRequestParams``, with their JSON types.
+
+    Raises:
+        InvalidParamsError: ``protocolVersion`` not a string, ``capabilities`` not an object,
+            ``clientInfo`` not an object with a string ``name`` (and ``version``) (-32602).
+    """
+    if not isinstance(params.get("protocolVersion"), str):
+        raise InvalidParamsError("initialize requires a string 'protocolVersion'")
+    if not isinstance(params.get("capabilities"), dict):
+        raise InvalidParamsError("initialize requires a 'capabilities' object")
+    info = params.get("clientInfo")
+    if not isinstance(info, dict):
+        raise InvalidParamsError("initialize requires a 'clientInfo' object")
+    client: dict[str, Any] = info  # pyright: ignore[reportUnknownVariableType]
+    if not isinstance(client.get("name"), str) or not isinstance(client.get("version", ""), str):
+        raise InvalidParamsError("initialize 'clientInfo' needs a string 'name' (and 'version')")

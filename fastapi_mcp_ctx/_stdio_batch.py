@@ -29,9 +29,10 @@ from starlette.background import BackgroundTasks
 from starlette.requests import Request
 
 from ._batch import array_of, run_call, split_batch
-from ._dispatch import Dispatcher, PreparedCall
+from ._dispatch import Dispatcher
 from ._envelope import RequestEnvelope
 from ._jsonrpc import JsonRpcNotification, JsonRpcRequest, JsonRpcResponse, RequestId, error_message, parse_message, request_id_of
+from ._outcomes import PreparedCall
 from ._sessions import SessionRecord
 from ._transport.pending import PendingRequests
 from ._transport.requests import BackChannel

@@ -41,7 +41,6 @@ from starlette.requests import Request
 from starlette.types import Message
 
 from ._batch import BATCH_VERSION, run_call, starts_batch
-from ._dispatch import PreparedCall
 from ._envelope import Era, HeaderMap, RequestEnvelope, choose_era, read_legacy_envelope, read_modern_envelope
 from ._http import BODY_SCOPE_KEY
 from ._jsonrpc import (
@@ -54,6 +53,7 @@ from ._jsonrpc import (
     request_id_of,
     result_message,
 )
+from ._outcomes import PreparedCall
 from ._sessions import SessionRecord, check_client_metadata
 from ._stdio_batch import StdioBatchHooks, serve_stdio_batch, take_non_request
 from ._stdio_framing import LineFramer, pump, write_all

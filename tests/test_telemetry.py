@@ -388,7 +388,7 @@ def test_with_runner_keeps_every_other_field_of_the_prepared_call() -> None:
     including any added later."""
     from dataclasses import fields, replace
 
-    from fastapi_mcp_ctx._dispatch import PreparedCall
+    from fastapi_mcp_ctx._outcomes import PreparedCall
 
     call = PreparedCall(**{f.name: object() for f in fields(PreparedCall)})  # pyright: ignore[reportArgumentType]
     runner = object()

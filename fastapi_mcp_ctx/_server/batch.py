@@ -43,7 +43,7 @@ from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
 from .._batch import BATCH_VERSION, array_of, refusal, run_call, split_batch
-from .._dispatch import JSON_OK_SCOPE_KEY, Dispatcher, PreparedCall
+from .._dispatch import JSON_OK_SCOPE_KEY, Dispatcher
 from .._envelope import HeaderMap, RequestEnvelope, check_legacy_version, choose_era, read_legacy_envelope
 from .._http import BODY_SCOPE_KEY, reject_repeated
 from .._jsonrpc import (
@@ -55,6 +55,7 @@ from .._jsonrpc import (
     parse_message,
     request_id_of,
 )
+from .._outcomes import PreparedCall
 from .._sessions import SessionRecord
 from .._streams import SSE_HEADERS, Reply, run_background, sse_frame
 from .._transport.requests import BackChannel

@@ -23,7 +23,7 @@ from starlette.types import Scope
 
 from .._authn import AuthOutcome, resolve_principal
 from .._batch import starts_batch
-from .._dispatch import JSON_OK_SCOPE_KEY, PRINCIPAL_SCOPE_KEY, Dispatcher, error_reply, json_reply
+from .._dispatch import JSON_OK_SCOPE_KEY, PRINCIPAL_SCOPE_KEY, Dispatcher
 from .._envelope import (
     HeaderMap,
     RequestEnvelope,
@@ -38,6 +38,7 @@ from .._gcfreeze import freeze_startup_objects
 from .._http import BODY_SCOPE_KEY, accepted, read_body, refuse_content_coding, reject_repeated
 from .._jsonrpc import JsonRpcNotification, JsonRpcRequest, JsonRpcResponse, error_message, parse_message, request_id_of
 from .._logging import install_default_handler
+from .._outcomes import error_reply, json_reply
 from .._replicas.relay import Relay
 from .._resource_metadata import challenge, ensure_root_routes, metadata_routes
 from .._security import TransportSecurity, is_loopback_host, loopback_security
