@@ -162,12 +162,11 @@ def _out_of_range(paths: Iterable[str]) -> str:
     return _problems(f"{path}: {OUT_OF_RANGE}" for path in paths)
 
 
-def _shaped(tool: ToolDef, value: Any, request_id: str | int) -> tuple[dict[str, Any], bool]:
-    """``(result, shaped)``: ``shaped`` is False when the output broke the tool's outputSchema."""
-    try:
-        return shape_result(tool, value), True
-    except ToolError as exc:  # output breaking its schema: yield dependencies still see a normal exit
-        return error_result(exc, request_id, tool), False
+def _shaped(tool: ToolDef, value: Any) -> tuple[dict[str, Any], bool]:
+    """``(result, True)``; an output breaking the tool's outputSchema raises its
+    :class:`ToolError` inside the dependency scope, so a yield dependency sees the failure (and
+    rolls back) as it sees FastAPI's ``ResponseValidationError`` on a path operation."""
+    return shape_result(tool, value), True
 
 
 async def run_tool(
@@ -213,7 +212,7 @@ async def run_tool(
             context,
             request,
             background_tasks,
-            lambda value: _shaped(tool, value, request_id),
+            lambda value: _shaped(tool, value),
             lambda problems: error_result(
                 ToolError(f"Invalid request for tool {tool.name!r}: {problems}", code=-32600, reason="invalid_request"), request_id, tool
             ),
@@ -283,10 +282,16 @@ async def call_handler(
         if dependant is None:
             result, ok = finish(await _invoke(target, kwargs))
             return result
+        shaped = False
         async with solve(dependant, request, app, background_tasks) as solved:
             if solved.errors:
                 return invalid(dependency_problems(solved.errors))
             result, shaped = finish(await _invoke(target, {**kwargs, **solved.values}))
+        if not shaped:  # the handler raised and a yield dependency swallowed the exception
+            raise RuntimeError(
+                "a dependency with yield caught the handler's exception and did not raise it again: re-raise it"
+                " after rolling back (FastAPI's rule for dependencies with yield)"
+            )
         ok = shaped
         return result
     finally:

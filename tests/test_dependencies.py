@@ -453,3 +453,55 @@ async def test_background_tasks_run_only_when_the_tool_returned(outcome: str, er
     else:
         assert result_of(response)["isError"] is (outcome != "returns")
     assert ran == (["returns"] if outcome == "returns" else [])
+
+
+@pytest.mark.parametrize("outcome", ["returns", "bad_output"])
+async def test_a_yield_dependency_rolls_back_when_the_output_breaks_its_schema(outcome: str, era: str) -> None:
+    """As FastAPI throws ``ResponseValidationError`` into a path operation's yield dependencies,
+    an output that breaks the tool's outputSchema is thrown into the tool's: a transaction it
+    opened rolls back instead of committing work the model is told failed."""
+    events: list[str] = []
+    router = make_router()
+
+    async def transaction() -> AsyncIterator[None]:
+        try:
+            yield
+            events.append("commit")
+        except Exception as exc:
+            events.append(f"rollback({type(exc).__name__})")
+            raise
+
+    @router.tool()
+    async def write(kind: str, tx: None = Depends(transaction)) -> int:
+        """Write, then answer as told."""
+        return "not an int" if kind == "bad_output" else 1  # type: ignore[return-value]
+
+    async with open_client(make_app(router)) as client:
+        result = result_of(await Wire(client).call_tool(era, "write", {"kind": outcome}))
+    if outcome == "returns":
+        assert result["isError"] is False and events == ["commit"]
+    else:
+        assert result["isError"] is True
+        assert "does not match its outputSchema" in result["content"][0]["text"]
+        assert events == ["rollback(ToolError)"]
+
+
+async def test_a_yield_dependency_that_swallows_the_exception_is_an_internal_error(era: str, caplog: pytest.LogCaptureFixture) -> None:
+    router = make_router()
+
+    async def swallowing() -> AsyncIterator[None]:
+        try:
+            yield
+        except Exception:
+            pass  # the mistake: no raise
+
+    @router.tool()
+    async def fails(tx: None = Depends(swallowing)) -> int:
+        """Raise."""
+        raise ToolError("refused")
+
+    async with open_client(make_app(router)) as client:
+        result = result_of(await Wire(client).call_tool(era, "fails", {}))
+    assert result["isError"] is True
+    assert result["content"][0]["text"].startswith("Tool 'fails' failed with an internal error")
+    assert "did not raise it again" in caplog.text
