@@ -33,7 +33,14 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute
 from starlette.websockets import WebSocket
 
-__all__ = ["LeanRoute", "SolveScope", "SolvedCall", "build_dependant", "dependency_of", "flat_routes", "is_dependency_parameter", "solve"]
+from .errors import DeclarationError
+
+__all__ = [
+    "LeanRoute",
+    "SolveScope",
+    "SolvedCall",
+    "argument_path_params",
+    "build_dependant", "dependency_of", "flat_routes", "is_dependency_parameter", "solve"]
 
 LEAN_SCOPE_KEY = "fastapi_mcp_ctx.lean"
 _SPECIAL_TYPES: tuple[type, ...] = (Request, HTTPConnection, WebSocket, BackgroundTasks, SecurityScopes, Response)
@@ -79,6 +86,7 @@ def build_dependant(
     dependency_parameters: Sequence[inspect.Parameter],
     dependencies: Sequence[params.Depends],
     path: str,
+    argument_names: Sequence[str] = (),
 ) -> Dependant | None:
     """Build the dependency graph of a tool once, at registration.
 
@@ -87,11 +95,20 @@ def build_dependant(
         dependency_parameters: the handler parameters FastAPI resolves.
         dependencies: ``dependencies=[Depends(...)]`` of the router then the tool, run first.
         path: the MCP endpoint path (for FastAPI's messages).
+        argument_names: the handler's arguments; a dependency's parameter of one of these names
+            is a path parameter of the graph (FastAPI's rule for ``/items/{item_id}``), filled per
+            call with the validated argument (:func:`argument_path_params`).
     Returns:
         The ``Dependant``, or None when the tool has no dependency at all (fast path).
+
+    Raises:
+        DeclarationError: a dependency's parameter named like an argument has a type a path
+            parameter cannot have (a list, a model) or a ``Query()``/``Header()``/... marker.
     """
     if not dependency_parameters and not dependencies:
         return None
+    if argument_names:
+        path = path.rstrip("/") + "".join(f"/{{{argument}}}" for argument in argument_names)
 
     def _signature_holder() -> None:  # the signature is replaced below
         return None
@@ -100,10 +117,31 @@ def build_dependant(
         [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in dependency_parameters]
     )
     _signature_holder.__name__ = f"tool_{name}"
-    dependant = get_dependant(path=path, call=_signature_holder)
-    for depends in reversed(dependencies):
-        dependant.dependencies.insert(0, get_parameterless_sub_dependant(depends=depends, path=path))
+    try:
+        dependant = get_dependant(path=path, call=_signature_holder)
+        for depends in reversed(dependencies):
+            dependant.dependencies.insert(0, get_parameterless_sub_dependant(depends=depends, path=path))
+    except AssertionError as exc:  # FastAPI: "Path params must be of one of the supported types", "Cannot use `Query` for path param"
+        raise DeclarationError(
+            f"{name}: a dependency's parameter named like one of the arguments ({', '.join(argument_names)}) receives that"
+            f" argument, as a path parameter would: it must be a scalar (str, int, float, bool, an enum...) without a"
+            f" Query()/Header()/Cookie()/Body() marker ({exc}). Rename the parameter or the argument"
+        ) from exc
     return dependant
+
+
+def argument_path_params(dependant: Dependant | None, argument_names: Sequence[str]) -> tuple[str, ...]:
+    """The arguments some dependency of ``dependant`` (built with ``argument_names``) reads as
+    a path parameter, in argument order; empty for most handlers, so their calls skip the copy."""
+    if dependant is None or not argument_names:
+        return ()
+    found: set[str] = set()
+    stack = [dependant]
+    while stack:
+        node = stack.pop()
+        found.update(param.name for param in node.path_params)
+        stack.extend(node.dependencies)
+    return tuple(name for name in argument_names if name in found)
 
 
 @dataclass(slots=True)

@@ -68,6 +68,7 @@ class FeatureHandler:
     lean_dependant: Dependant | None
     signature: SignatureParts
     contracts: ErrorContracts | None = None
+    argument_params: tuple[str, ...] = ()
 
 
 def build_handler(
@@ -98,7 +99,9 @@ def build_handler(
         __config__=ConfigDict(extra="ignore", arbitrary_types_allowed=True),
         **parts.plain,  # pyright: ignore[reportArgumentType]
     )
-    dependant, context_params, lean = build_dependants(f"{kind}:{name}", parts.dependency_parameters, dependencies, path)
+    dependant, context_params, lean, argument_params = build_dependants(
+        f"{kind}:{name}", parts.dependency_parameters, dependencies, path, tuple(parts.plain)
+    )
     return FeatureHandler(
         kind=kind,
         name=name,
@@ -110,6 +113,7 @@ def build_handler(
         dependant=dependant,
         context_params=context_params,
         lean_dependant=lean,
+        argument_params=argument_params,
         signature=parts,
         contracts=contracts,
     )

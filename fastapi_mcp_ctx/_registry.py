@@ -15,16 +15,16 @@ import types as pytypes
 import typing
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final, Union, get_args, get_origin
+from typing import Annotated, Any, Final, Union, get_args, get_origin
 
 import mcp_types as types
-from fastapi import params
+from fastapi import Depends, params
 from fastapi.dependencies.models import Dependant
 from pydantic import BaseModel, ConfigDict, PydanticUserError, TypeAdapter, create_model
 
-from ._fastapi_compat import build_dependant, dependency_of, is_dependency_parameter
+from ._fastapi_compat import argument_path_params, build_dependant, dependency_of, is_dependency_parameter
 from ._tool_declarations import declare
-from .context import mcp_context
+from .context import Context, mcp_context
 from .contracts import ErrorContract, ErrorContracts
 from .enrichment import EnrichmentSpec
 
@@ -95,6 +95,8 @@ class ToolDef:
     """``scopes=`` of the registration: all are needed to call it (``_scopes.require_scopes``)."""
     enrichment: EnrichmentSpec | None = None
     contracts: ErrorContracts | None = None
+    argument_params: tuple[str, ...] = ()
+    """Arguments a dependency reads by name, as FastAPI's path parameters (``_resolve.call_handler``)."""
 
 
 def _is_content_annotation(annotation: Any) -> bool:
@@ -178,6 +180,24 @@ class SignatureParts:
     dependency_parameters: list[inspect.Parameter]
 
 
+def _context_by_type(parameter: inspect.Parameter) -> inspect.Parameter:
+    """``ctx: Context`` (and ``ctx: Context = Depends()``, which FastAPI would turn into a call of
+    the class) mean ``Depends(mcp_context)``, as ``request: Request`` needs no marker: the
+    spelling of FastMCP and the official SDK works unchanged. A ``Depends(other)`` is kept."""
+    annotation = parameter.annotation
+    metadata = get_args(annotation)[1:] if get_origin(annotation) is Annotated else ()
+    base = get_args(annotation)[0] if metadata else annotation
+    origin = get_origin(base) or base
+    if not (inspect.isclass(origin) and issubclass(origin, Context)):
+        return parameter
+    markers = [m for m in (parameter.default, *metadata) if isinstance(m, params.Depends)]
+    if any(m.dependency is not None for m in markers):
+        return parameter
+    if parameter.default is not inspect.Parameter.empty and not markers:
+        return parameter  # a plain default on a Context parameter: left for FastAPI to refuse
+    return parameter.replace(annotation=base, default=Depends(mcp_context))
+
+
 def split_signature(handler: Callable[..., Any], what: str) -> SignatureParts:
     """Split ``handler``'s parameters into arguments and dependencies (``what`` names the
     handler in errors, e.g. ``"tool 'add'"``).
@@ -192,7 +212,7 @@ def split_signature(handler: Callable[..., Any], what: str) -> SignatureParts:
     for parameter in signature.parameters.values():
         if parameter.kind in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD):
             raise ValueError(f"{what}: *args / **kwargs parameters are not supported")
-        resolved = parameter.replace(annotation=hints.get(parameter.name, parameter.annotation))
+        resolved = _context_by_type(parameter.replace(annotation=hints.get(parameter.name, parameter.annotation)))
         if is_dependency_parameter(resolved):
             dependency_parameters.append(resolved)
             continue
@@ -203,15 +223,21 @@ def split_signature(handler: Callable[..., Any], what: str) -> SignatureParts:
 
 
 def build_dependants(
-    name: str, dependency_parameters: Sequence[inspect.Parameter], dependencies: Sequence[params.Depends], path: str
-) -> tuple[Dependant | None, tuple[str, ...], Dependant | None]:
-    """``(dependant, context_params, lean_dependant)`` of a handler (see :class:`ToolDef`)."""
+    name: str,
+    dependency_parameters: Sequence[inspect.Parameter],
+    dependencies: Sequence[params.Depends],
+    path: str,
+    argument_names: Sequence[str] = (),
+) -> tuple[Dependant | None, tuple[str, ...], Dependant | None, tuple[str, ...]]:
+    """``(dependant, context_params, lean_dependant, argument_params)`` of a handler (see
+    :class:`ToolDef`; ``argument_params``: the arguments a dependency reads by name)."""
     context_params = tuple(p.name for p in dependency_parameters if dependency_of(p) is mcp_context)
-    dependant = build_dependant(name, dependency_parameters, dependencies, path)
+    dependant = build_dependant(name, dependency_parameters, dependencies, path, argument_names)
+    argument_params = argument_path_params(dependant, argument_names)
     if not context_params:
-        return dependant, context_params, dependant
+        return dependant, context_params, dependant, argument_params
     lean_parameters = [p for p in dependency_parameters if p.name not in context_params]
-    return dependant, context_params, build_dependant(name, lean_parameters, dependencies, path)
+    return dependant, context_params, build_dependant(name, lean_parameters, dependencies, path, argument_names), argument_params
 
 
 def build_tool(
@@ -271,7 +297,9 @@ def build_tool(
         listing["icons"] = icons
     if meta:
         listing["_meta"] = meta
-    dependant, context_params, lean_dependant = build_dependants(tool_name, dependency_parameters, dependencies, path)
+    dependant, context_params, lean_dependant, argument_params = build_dependants(
+        tool_name, dependency_parameters, dependencies, path, tuple(plain)
+    )
     return ToolDef(
         name=tool_name,
         handler=handler,
@@ -281,6 +309,7 @@ def build_tool(
         dependant=dependant,
         context_params=context_params,
         lean_dependant=lean_dependant,
+        argument_params=argument_params,
         output_adapter=adapter,
         output_passthrough=adapter is not None and not _rebuilt_by_validation(adapter.core_schema),
         wrap_output=wrap,

@@ -95,6 +95,8 @@ class Invocable(Protocol):
     def lean_dependant(self) -> Dependant | None: ...
     @property
     def context_params(self) -> tuple[str, ...]: ...
+    @property
+    def argument_params(self) -> tuple[str, ...]: ...
 
 
 async def _invoke(tool: Invocable, kwargs: dict[str, Any]) -> Any:
@@ -275,7 +277,12 @@ async def call_handler(
         dependant = target.lean_dependant
         for name in target.context_params:
             kwargs[name] = context
-    request.scope[SCOPE_KEY] = context
+    scope = request.scope
+    scope[SCOPE_KEY] = context
+    if target.argument_params and dependant is not None:
+        # a dependency's ``item_id`` reads the argument ``item_id``, as a path operation's
+        # dependency reads the path's ``{item_id}`` (``_fastapi_compat.build_dependant``)
+        scope["path_params"] = {**scope.get("path_params", {}), **{name: kwargs[name] for name in target.argument_params}}
     token = bind_context(context)
     ok = False
     try:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator, Iterator
-from typing import Any
+from typing import Annotated, Any
 
 import anyio
 import pytest
@@ -32,10 +32,11 @@ from conftest import (
     rpc,
     tool_text,
 )
-from fastapi import BackgroundTasks, Depends, FastAPI, Header, HTTPException, Request, Security
+from fastapi import BackgroundTasks, Depends, FastAPI, Header, HTTPException, Query, Request, Security
 from fastapi.security import SecurityScopes
 
 from fastapi_mcp_ctx import Context, McpRouter, ToolError, mcp_context
+from fastapi_mcp_ctx.errors import DeclarationError
 
 EVENTS: list[str] = []
 COUNTS: dict[str, int] = {}
@@ -505,3 +506,149 @@ async def test_a_yield_dependency_that_swallows_the_exception_is_an_internal_err
     assert result["isError"] is True
     assert result["content"][0]["text"].startswith("Tool 'fails' failed with an internal error")
     assert "did not raise it again" in caplog.text
+
+
+async def test_a_context_parameter_needs_no_marker(era: str) -> None:
+    """``ctx: Context`` (FastMCP's and the official SDK's spelling), ``ctx: Context = Depends()``
+    and ``Annotated[Context, Depends()]`` all get the call's Context, as ``Depends(mcp_context)``
+    does, in tools, resources and prompts; none of them is a tool argument."""
+
+    router = make_router()
+
+    @router.tool()
+    async def bare(ctx: Context) -> str:
+        """The request id, read through a bare annotation."""
+        return str(ctx.request_id)
+
+    @router.tool()
+    async def empty_depends(x: int, ctx: Context = Depends()) -> str:  # noqa: B008
+        """The request id, read through Depends()."""
+        return f"{x}:{ctx.request_id}"
+
+    @router.tool()
+    async def annotated(ctx: Annotated[Context, Depends()]) -> str:
+        """The request id, read through Annotated."""
+        return str(ctx.request_id)
+
+    @router.resource("note://one")
+    async def note(ctx: Context) -> str:
+        """A resource reading the Context."""
+        return f"tenant={ctx.tenant_id}"
+
+    @router.prompt()
+    async def greet(who: str, ctx: Context) -> str:
+        """A prompt reading the Context."""
+        return f"Hello {who} ({ctx.tenant_id})"
+
+    async with open_client(make_app(router)) as client:
+        wire = Wire(client)
+        tools = {t["name"]: t for t in result_of(await wire.request(era, "tools/list"))["tools"]}
+        assert tools["bare"]["inputSchema"].get("properties", {}) == {}
+        assert set(tools["empty_depends"]["inputSchema"]["properties"]) == {"x"}
+        assert tools["annotated"]["inputSchema"].get("properties", {}) == {}
+        for name, arguments, expected in (("bare", {}, ""), ("empty_depends", {"x": 4}, "4:"), ("annotated", {}, "")):
+            result = result_of(await wire.call_tool(era, name, arguments))
+            assert result["isError"] is False, result
+            assert result["structuredContent"]["result"].startswith(expected)
+        read = result_of(await wire.request(era, "resources/read", {"uri": "note://one"}))
+        assert read["contents"][0]["text"] == "tenant=default"
+        prompt = result_of(await wire.request(era, "prompts/get", {"name": "greet", "arguments": {"who": "Ada"}}))
+        assert prompt["messages"][0]["content"]["text"] == "Hello Ada (default)"
+
+
+ITEMS = {1: "one", 2: "two"}
+
+
+def load_item(item_id: int) -> str:
+    """An existing FastAPI dependency: on a path operation ``/items/{item_id}`` it reads the path."""
+    if item_id not in ITEMS:
+        raise HTTPException(404, f"no item {item_id}")
+    return ITEMS[item_id]
+
+
+def item_label(item: str = Depends(load_item), suffix: str = "") -> str:
+    return item + suffix
+
+
+async def test_a_dependency_reads_the_arguments_it_is_named_after(era: str) -> None:
+    """A dependency's unmarked parameter named like an argument gets the validated argument, as a
+    path operation's dependency gets ``{item_id}`` from the path (also through sub-dependencies,
+    with the argument's default, and for resource template variables)."""
+    router = make_router()
+
+    @router.tool()
+    async def show_item(item_id: int, item: str = Depends(load_item)) -> str:
+        """Show one item."""
+        return f"{item_id}={item}"
+
+    @router.tool()
+    async def label(item_id: int = 2, suffix: str = "!", text: str = Depends(item_label)) -> str:
+        """A sub-dependency reading two arguments, one left at its default."""
+        return text
+
+    @router.resource("items://{item_id}")
+    async def item_resource(item_id: int, item: str = Depends(load_item)) -> str:
+        """An item as a resource."""
+        return item
+
+    async with open_client(make_app(router)) as client:
+        wire = Wire(client)
+        tools = {t["name"]: t for t in result_of(await wire.request(era, "tools/list"))["tools"]}
+        assert set(tools["show_item"]["inputSchema"]["properties"]) == {"item_id"}
+        assert result_of(await wire.call_tool(era, "show_item", {"item_id": 1}))["structuredContent"] == {"result": "1=one"}
+        assert result_of(await wire.call_tool(era, "label", {}))["structuredContent"] == {"result": "two!"}
+        assert result_of(await wire.call_tool(era, "label", {"item_id": 1, "suffix": "?"}))["structuredContent"] == {"result": "one?"}
+        missing = result_of(await wire.call_tool(era, "show_item", {"item_id": 3}))
+        assert missing["isError"] is True and "no item 3" in missing["content"][0]["text"]
+        read = result_of(await wire.request(era, "resources/read", {"uri": "items://2"}))
+        assert read["contents"][0]["text"] == "two"
+
+
+def test_a_dependency_parameter_named_like_an_argument_must_be_a_plain_scalar() -> None:
+    router = make_router()
+
+    def tagged(tags: list[str]) -> list[str]:
+        return tags
+
+    def from_query(item_id: int = Query(7)) -> int:
+        return item_id
+
+    with pytest.raises(DeclarationError, match="must be a scalar"):
+
+        @router.tool()
+        async def by_tags(tags: list[str], seen: list[str] = Depends(tagged)) -> int:  # pyright: ignore[reportUnusedFunction]
+            """Never registered."""
+            return len(seen)
+
+    with pytest.raises(DeclarationError, match="Rename the parameter or the argument"):
+
+        @router.tool()
+        async def queried(item_id: int, seen: int = Depends(from_query)) -> int:  # pyright: ignore[reportUnusedFunction]
+            """Never registered: FastAPI's rule, no Query() for a path parameter."""
+            return seen
+
+
+async def test_a_sync_tool_reaches_the_context_through_anyio(era: str) -> None:
+    """The README's recipe: a sync tool runs in a worker thread and awaits the Context's
+    coroutines with ``anyio.from_thread.run`` (a log message and a ctx.state write arrive)."""
+    import functools
+
+    import anyio.from_thread
+
+    router = make_router()
+
+    @router.tool()
+    def remember(text: str, ctx: Context) -> str:
+        """Log and store from a worker thread."""
+        anyio.from_thread.run(functools.partial(ctx.log.info, "storing", size=len(text)))
+        anyio.from_thread.run(ctx.state.set, "last", text)
+        return str(anyio.from_thread.run(ctx.state.get, "last"))
+
+    async with open_client(make_app(router)) as client:
+        wire = Wire(client)
+        if era == "legacy":
+            await wire.request(era, "logging/setLevel", {"level": "info"})
+        response = await wire.call_tool(era, "remember", {"text": "hello"})
+        assert result_of(response)["structuredContent"] == {"result": "hello"}
+        if era == "legacy":
+            assert "storing" in response.text
