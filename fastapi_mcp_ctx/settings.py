@@ -62,7 +62,8 @@ class McpSettings(BaseSettings):
             least 32 bytes written as base64url or hex (``fastapi-mcp-ctx keygen``); a comma-
             separated list rotates: the first seals, every one opens (see ``request_state_keys``).
         log_level: floor for both log sinks (server log and ``notifications/message``), and the
-            level of the stderr handler the library adds when the application configured none.
+            level of the stderr handler the library adds when the application configured none (default
+            ``info``: ``ctx.log.debug`` reaches neither sink until it is lowered).
         cache_ttl_ms / cache_scope: 2026 cache hints (``ttlMs``, ``cacheScope``) on list results.
         listen_max_streams: open 2026 ``subscriptions/listen`` streams per process at most; one
             more gets HTTP 503 (``-32603``, ``Retry-After``).
@@ -166,7 +167,7 @@ class McpSettings(BaseSettings):
     storage_create_tables: bool = False
     auth_mode: AuthMode | None = None
     request_state_key: str | None = None
-    log_level: LogLevel = "debug"
+    log_level: LogLevel = "info"
     cache_ttl_ms: int = Field(default=0, ge=0, le=31_536_000_000)
     cache_scope: Literal["public", "private"] = "private"
     body_timeout_seconds: float = Field(default=10.0, gt=0, le=3600, allow_inf_nan=False)
@@ -219,6 +220,12 @@ class McpSettings(BaseSettings):
     def listen_owner_quota(self) -> int:
         """``listen_max_streams_per_owner``, or its default ``max(1, listen_max_streams // 10)``."""
         return self.listen_max_streams_per_owner or max(1, self.listen_max_streams // 10)
+
+    @field_validator("session_mode", "log_level", "cache_scope", "telemetry", "telemetry_detail", mode="before")
+    @classmethod
+    def _word_in_any_case(cls, value: object) -> object:
+        """``MCP_LOG_LEVEL=INFO`` is ``info``: every word-valued setting ignores case and spaces."""
+        return value.strip().lower() if isinstance(value, str) else value
 
     @field_validator("auth_mode", mode="before")
     @classmethod
