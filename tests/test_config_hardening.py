@@ -74,3 +74,20 @@ async def test_401_on_a_notification_or_garbage_has_a_null_id() -> None:
         for content in (b'{"jsonrpc":"2.0","method":"notifications/initialized"}', b"{not json"):
             response = await client.post("/mcp", content=content, headers=headers)
             assert response.status_code == 401 and response.json()["id"] is None
+
+
+def test_word_valued_settings_ignore_case_and_the_log_floor_defaults_to_info(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("MCP_LOG_LEVEL", "MCP_SESSION_MODE", "MCP_TELEMETRY", "MCP_TELEMETRY_DETAIL", "MCP_CACHE_SCOPE"):
+        monkeypatch.delenv(name, raising=False)
+    assert McpSettings().log_level == "info"
+    monkeypatch.setenv("MCP_LOG_LEVEL", " WARNING ")
+    monkeypatch.setenv("MCP_SESSION_MODE", "Auto")
+    monkeypatch.setenv("MCP_TELEMETRY", "OFF")
+    monkeypatch.setenv("MCP_TELEMETRY_DETAIL", "Required")
+    monkeypatch.setenv("MCP_CACHE_SCOPE", "PUBLIC")
+    settings = McpSettings()
+    assert (settings.log_level, settings.session_mode, settings.telemetry) == ("warning", "auto", "off")
+    assert (settings.telemetry_detail, settings.cache_scope) == ("required", "public")
+    monkeypatch.setenv("MCP_LOG_LEVEL", "loud")
+    with pytest.raises(ValidationError):
+        McpSettings()
