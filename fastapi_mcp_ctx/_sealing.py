@@ -49,6 +49,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "RequestStateSealer",
+    "announce_process_key",
     "StateBinding",
     "arguments_digest",
     "request_state_sealer",
@@ -310,9 +311,10 @@ def request_state_sealer(settings: McpSettings, *, state_backend: object, sessio
         ConfigurationError: a store is shared by replicas and ``MCP_REQUEST_STATE_KEY`` is unset;
             the message names the stores and ``fastapi-mcp-ctx keygen``.
 
-    Without a key and without shared stores, logs once a process at INFO (nothing is wrong with
-    one process): states are sealed with a per-process key, so a retry that reaches another
-    replica gets ``invalid_request_state``; ``fastapi-mcp-ctx serve --workers N`` refuses it.
+    Without a key and without shared stores, states are sealed with a per-process key (nothing
+    is wrong with one process; :func:`announce_process_key` says so at the first request), so a
+    retry that reaches another replica gets ``invalid_request_state``; ``fastapi-mcp-ctx serve
+    --workers N`` refuses it.
     """
     if settings.request_state_key is None:
         shared = shared_store_names(settings, state_backend=state_backend, session_store=session_store)
@@ -322,12 +324,19 @@ def request_state_sealer(settings: McpSettings, *, state_backend: object, sessio
                 "replicas, and a 2026 requestState sealed by one of them must open on every other. Set it once, the same "
                 "for every process (one process too): export MCP_REQUEST_STATE_KEY=$(fastapi-mcp-ctx keygen)"
             )
-        global _warned
-        if not _warned:
-            _warned = True
-            logger.info(
-                "MCP_REQUEST_STATE_KEY is not set: 2026 requestState is sealed with a random key of this process (fine "
-                "for one process; with several replicas a retry reaching another one is refused: give every replica the "
-                "same key, made by fastapi-mcp-ctx keygen)"
-            )
     return RequestStateSealer.from_settings(settings)
+
+
+def announce_process_key(settings: McpSettings) -> None:
+    """Log once a process, at INFO, that ``requestState`` is sealed with a random key of this
+    process when ``MCP_REQUEST_STATE_KEY`` is unset. Called at the endpoint's first request, once
+    the application's logging (or the library's default handler) exists: a notice logged when
+    the router is built, at import, reached no handler."""
+    global _warned
+    if settings.request_state_key is None and not _warned:
+        _warned = True
+        logger.info(
+            "MCP_REQUEST_STATE_KEY is not set: 2026 requestState is sealed with a random key of this process (fine "
+            "for one process; with several replicas a retry reaching another one is refused: give every replica the "
+            "same key, made by fastapi-mcp-ctx keygen)"
+        )

@@ -16,7 +16,7 @@ from typing import Any
 import anyio
 import httpx
 import pytest
-from conftest import MODERN, Wire, mcp_settings, modern_meta, open_client
+from conftest import MODERN, Wire, make_app, mcp_settings, modern_meta, open_client
 from fastapi import Depends, FastAPI, Header
 from pydantic import BaseModel
 from serving import uvicorn_process
@@ -192,13 +192,21 @@ def test_shared_sessions_count_as_shared() -> None:
         McpRouter(settings=settings, session_store=RedisSessionStore())  # type: ignore[arg-type]
 
 
-def test_router_without_a_key_logs_once_at_info_and_seals_with_the_process_key(caplog: pytest.LogCaptureFixture) -> None:
+async def test_router_without_a_key_logs_once_at_its_first_request_and_seals_with_the_process_key(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The notice waits for the first request (the application's logging exists by then; at
+    import, when the router is built, it reached no handler) and is logged once a process."""
     import fastapi_mcp_ctx._sealing as sealing
 
     sealing._warned = False  # pyright: ignore[reportPrivateUsage]
     with caplog.at_level(logging.INFO, "fastapi_mcp_ctx"):
         first = McpRouter(settings=mcp_settings(request_state_key=None))
         second = McpRouter(settings=mcp_settings(request_state_key=None, storage_url="sqlite+aiosqlite:///x.db"))
+        assert not [r for r in caplog.records if "MCP_REQUEST_STATE_KEY is not set" in r.getMessage()]
+        for router in (first, second):
+            async with open_client(make_app(router)) as client:
+                await Wire(client).request("modern", "server/discover")
     warnings = [r for r in caplog.records if "MCP_REQUEST_STATE_KEY is not set" in r.getMessage()]
     assert len(warnings) == 1 and "replica" in warnings[0].getMessage() and warnings[0].levelno == logging.INFO
     assert not first.request_state.shared

@@ -38,6 +38,7 @@ from .._gcfreeze import freeze_startup_objects
 from .._http import BODY_SCOPE_KEY, accepted, read_body, refuse_content_coding, reject_repeated
 from .._jsonrpc import JsonRpcNotification, JsonRpcRequest, JsonRpcResponse, error_message, parse_message, request_id_of
 from .._logging import install_default_handler
+from .._sealing import announce_process_key
 from .._outcomes import error_reply, json_reply
 from .._replicas.relay import Relay
 from .._resource_metadata import challenge, ensure_root_routes, metadata_routes
@@ -178,6 +179,7 @@ class McpEndpoint:
             if self.settings.gc_freeze:
                 freeze_startup_objects()
             install_default_handler(self.settings.log_level)
+            announce_process_key(self.settings)
             ensure_root_routes(request.app, self.metadata_routes)
         outcome: AuthOutcome | None = None
         self.shutdown_coordinator.first_use()
