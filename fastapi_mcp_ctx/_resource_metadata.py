@@ -77,9 +77,16 @@ def challenge(settings: McpSettings, *, error: str | None = None, scope: Iterabl
     return "Bearer " + ", ".join(params) if params else "Bearer"
 
 
+def _is_issuer_url(value: str) -> bool:
+    parts = urllib.parse.urlsplit(value)
+    return parts.scheme in ("https", "http") and bool(parts.netloc) and not parts.query and not parts.fragment
+
+
 def metadata_document(settings: McpSettings, scopes_supported: Iterable[str]) -> dict[str, Any]:
-    """The RFC 9728 §2 document (``resource_url`` must be set)."""
-    servers = [s for s in (settings.oauth_issuer or settings.jwt_issuer,) if s]
+    """The RFC 9728 §2 document (``resource_url`` must be set). ``authorization_servers`` holds
+    issuer identifiers, which are URLs (RFC 8414 §2): a ``MCP_JWT_ISSUER`` that is none (``dev``,
+    a bare name some identity providers use) verifies ``iss`` but is not advertised."""
+    servers = [s for s in (settings.oauth_issuer or settings.jwt_issuer,) if s and _is_issuer_url(s)]
     document: dict[str, Any] = {
         "resource": settings.resource_url,
         "authorization_servers": servers,
