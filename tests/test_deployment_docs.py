@@ -91,3 +91,40 @@ def test_every_command_line_option_shown_exists() -> None:
 
 def test_readme_links_the_deployment_guide() -> None:
     assert "(docs/deployment.md)" in (REPO / "README.md").read_text(encoding="utf-8")
+
+
+async def test_the_cors_example_is_the_file_and_browsers_get_their_answers(monkeypatch: Any) -> None:
+    """The CORS block is examples/cors_app.py verbatim; a preflight from the allowed origin is
+    answered, a 2025 initialize from it exposes Mcp-Session-Id, another origin is refused."""
+    import importlib
+
+    block = [code for title, code in _blocks("python") if title == "examples/cors_app.py"]
+    assert block == [(REPO / "examples" / "cors_app.py").read_text(encoding="utf-8")]
+    from fastapi_mcp_ctx.settings import get_settings
+
+    monkeypatch.setenv("MCP_ALLOWED_ORIGINS", "https://app.example.com")
+    get_settings.cache_clear()  # the router reads the environment once a process
+    try:
+        module = importlib.reload(importlib.import_module("examples.cors_app"))
+    finally:
+        get_settings.cache_clear()
+    origin = {"Origin": "https://app.example.com"}
+    async with open_client(module.app) as client:
+        preflight = await client.options(
+            "/mcp",
+            headers={**origin, "Access-Control-Request-Method": "POST", "Access-Control-Request-Headers": "content-type,mcp-protocol-version"},
+        )
+        assert preflight.status_code == 200
+        assert preflight.headers["access-control-allow-origin"] == "https://app.example.com"
+        initialize = {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "page", "version": "1"}},
+        }
+        accept = {"Accept": "application/json, text/event-stream"}
+        answered = await client.post("/mcp", json=initialize, headers={**origin, **accept})
+        assert answered.status_code == 200 and answered.headers.get("mcp-session-id")
+        assert "mcp-session-id" in answered.headers["access-control-expose-headers"].lower()
+        refused = await client.post("/mcp", json=initialize, headers={"Origin": "https://evil.example", **accept})
+        assert refused.status_code == 403
