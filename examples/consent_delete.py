@@ -9,7 +9,9 @@ the same caller; a decline or cancel ends the call with an ``isError`` result
 2025 clients through ``elicitation/create`` on the call's stream. The consent record is single use
 (redeemed with the state backend's atomic ``take``), so a replayed retry is asked again and
 never deletes twice. With several replicas, give them one ``MCP_REQUEST_STATE_KEY`` and a shared
-``MCP_STORAGE_URL``.
+``MCP_STORAGE_URL`` so the consent flow works on any of them; ``FILES`` below stands in for your
+own storage and lives in this process (each replica would hold its own copy): keep the files in a
+shared store (a database, ``ctx.state`` on Redis/PostgreSQL) before running it on several.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from fastapi import Depends, FastAPI
 from fastapi_mcp_ctx import Context, McpRouter, ToolError, mcp_context
 
 FILES: dict[str, str] = {"/reports/q3.txt": "revenue up 4%", "/reports/q4.txt": "revenue up 6%"}
-"""The files this example can delete (path -> content)."""
+"""The files this example can delete (path -> content): one process's memory, a stand-in for shared storage."""
 
 mcp_router = McpRouter()
 
