@@ -132,6 +132,19 @@ class Dispatcher:
             caps["completions"] = {}
         return {**caps, "logging": {}}
 
+    def _not_in_era(self, method: str, era: str) -> MethodNotFoundError:
+        """``-32601``; for a method the other era serves (2026 ``ping``, 2025 ``server/discover``)
+        the message and recovery hint say which era has it."""
+        other = "legacy" if era == "modern" else "modern"
+        if method not in self._table(other):
+            return MethodNotFoundError(data={"method": _echo(method)})
+        where = "the 2025 handshake era (removed in 2026-07-28)" if other == "legacy" else "the 2026-07-28 era"
+        return MethodNotFoundError(
+            f"Method not found: {method} exists only in {where}",
+            data={"method": method},
+            recovery_hint="Send it at a protocol version of that era, or use this era's equivalent.",
+        )
+
     def _table(self, era: str) -> frozenset[str]:
         """The methods served in ``era``: the core table plus the resources, prompts and
         completions the application registered (``_features``)."""
@@ -238,7 +251,7 @@ class Dispatcher:
         """
         try:
             if message.method not in self._table(envelope.era):
-                raise MethodNotFoundError(data={"method": _echo(message.method)})
+                raise self._not_in_era(message.method, envelope.era)
             if message.method == "tools/call":
                 return await self._tools_call(
                     message, envelope, request, session, http_headers, signal if signal is not None else CancelSignal(), back_channel

@@ -83,11 +83,12 @@ class ProbeReport:
         """The readable report: one line per step, then its facts, then a verdict line."""
         lines = [f"MCP server at {self.url}"]
         era = ""
+        width = max((len(step.name) for step in self.steps), default=16)  # resources/templates/list: 24
         for step in self.steps:
             label = step.era if step.era != era else ""
             era = step.era
             status = "ok" if step.ok else "FAILED"
-            lines.append(f"  {label:<18} {step.name:<16} {status:<6} {step.ms:7.1f} ms")
+            lines.append(f"  {label:<18} {step.name:<{width}} {status:<6} {step.ms:7.1f} ms")
             for key, value in step.facts.items():
                 lines.append(f"  {'':<18}   {key + ':':<14} {value}")
             if step.error:

@@ -538,6 +538,10 @@ class HeaderMismatchError(McpError):
     http_status = 400
     default_message = "Header mismatch"
     default_reason = "header_mismatch"
+    default_hint = (
+        "Send MCP-Protocol-Version, Mcp-Method and Mcp-Name (Mcp-Param-* for declared arguments) equal to the"
+        " request body's _meta protocolVersion, method and name/uri (spec 2026-07-28 basic/transports)."
+    )
 
 
 class MissingCapabilityError(McpError):

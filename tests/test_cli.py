@@ -337,6 +337,8 @@ async def test_probe_counts_the_resources_and_prompts_a_server_offers() -> None:
         assert counted[(era, "resources/list")] == {"resources": "3 (2 pages)"}
         assert counted[(era, "resources/templates/list")] == {"resourceTemplates": "1 (1 page)"}
         assert counted[(era, "prompts/list")] == {"prompts": "1 (1 page)"}
+    step_lines = [line for line in report.render().splitlines() if line.endswith(" ms")]
+    assert len({line.index(" ok ") for line in step_lines}) == 1, "the status column is aligned"
 
 
 async def test_probe_stateless_server() -> None:

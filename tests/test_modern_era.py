@@ -434,3 +434,33 @@ async def test_tools_call_without_name_is_invalid_params(wire: Wire) -> None:
     response = await wire.modern("tools/call", {"arguments": {}}, headers={"mcp-name": None}, request_id=32)
     error = error_of_400(response)
     assert error["code"] in (-32602, -32020)
+
+
+async def test_a_method_of_the_other_era_says_which_era_serves_it() -> None:
+    """2026 ``ping`` / ``initialize`` and 2025 ``server/discover`` stay -32601 (404), with a
+    message and recovery hint naming the era that has them; an unknown method keeps the plain one."""
+    from conftest import Wire, error_of, make_app, make_router, open_client
+
+    async with open_client(make_app(make_router())) as client:
+        wire = Wire(client)
+        ping = await wire.modern("ping", {}, check=False)
+        assert ping.status_code == 404
+        error = error_of(ping)
+        assert error["code"] == -32601 and "2025 handshake era" in error["message"]
+        assert error["data"]["recovery"]["hint"].startswith("Send it at a protocol version of that era")
+        await wire.initialize()
+        discover = await wire.legacy("server/discover", {}, check=False)
+        assert "2026-07-28 era" in error_of(discover)["message"]
+        unknown = error_of(await wire.modern("no/such", {}, check=False))
+        assert unknown["message"] == "Method not found" and unknown["data"]["method"] == "no/such"
+
+
+async def test_a_header_mismatch_carries_a_recovery_hint() -> None:
+    from conftest import Wire, error_of, make_app, make_router, open_client
+
+    async with open_client(make_app(make_router())) as client:
+        wire = Wire(client)
+        response = await wire.modern("tools/list", {}, headers={"Mcp-Method": "tools/call"}, check=False)
+    error = error_of(response)
+    assert response.status_code == 400 and error["code"] == -32020
+    assert "Mcp-Method" in error["data"]["recovery"]["hint"]
