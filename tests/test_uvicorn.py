@@ -87,6 +87,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     (root / "notes_app.py").write_text(APP_SOURCE, encoding="utf-8")
     env = {k: v for k, v in os.environ.items() if not k.startswith("MCP_")}
     env["MCP_BODY_TIMEOUT_SECONDS"] = str(BODY_TIMEOUT)
+    env["MCP_LOG_LEVEL"] = "debug"  # the log test reads all three levels (the default floor is info)
     port = _free_port()
     stderr = root / "stderr.log"
     with stderr.open("wb") as sink:
