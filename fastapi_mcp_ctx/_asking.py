@@ -50,7 +50,8 @@ from .input_required import sample as build_sample
 from .inputs import InputRound, admit
 
 if TYPE_CHECKING:
-    from .context import CallState, Context
+    from ._call_messages import CallMessages
+    from ._call_state import CallState
 
 __all__ = ["ask_elicit", "ask_list_roots", "ask_sample", "current_round", "refusal", "request_input", "with_elicitation_id"]
 
@@ -135,7 +136,7 @@ def with_elicitation_id(params: dict[str, Any]) -> dict[str, Any]:
 
 
 async def _ask(
-    ctx: Context[Any],
+    ctx: CallMessages,
     call: CallState,
     can: Can,
     key: str,
@@ -169,7 +170,7 @@ async def _ask(
     raise InputRoundsExceededError(call.settings.input_max_rounds)
 
 
-async def _live(ctx: Context[Any], call: CallState, method: str, params: dict[str, Any], timeout: float | None, interval: float | None) -> dict[str, Any]:
+async def _live(ctx: CallMessages, call: CallState, method: str, params: dict[str, Any], timeout: float | None, interval: float | None) -> dict[str, Any]:
     if interval is None or ctx.progress_token is None:
         return await ctx.send_request(method, params, timeout=timeout)
     result: dict[str, Any] = {}
@@ -198,7 +199,7 @@ def _validated(model: type[M], answer: Mapping[str, Any]) -> M | None:
 
 
 async def ask_elicit(
-    ctx: Context[Any], call: CallState, can: Can, message: str, schema: type[M], key: str | None, timeout: float | None
+    ctx: CallMessages, call: CallState, can: Can, message: str, schema: type[M], key: str | None, timeout: float | None
 ) -> ElicitAnswer[M]:
     """``await ctx.elicit(message, Model)``: an accepted answer whose content does not validate
     as ``Model`` counts as no answer (asked again: 2026 a new round, 2025 a new request)."""
@@ -215,7 +216,7 @@ async def ask_elicit(
 
 
 async def ask_sample(
-    ctx: Context[Any],
+    ctx: CallMessages,
     call: CallState,
     can: Can,
     prompt_or_params: str | Mapping[str, Any],
@@ -239,7 +240,7 @@ async def ask_sample(
     return types.CreateMessageResult.model_validate(answer)
 
 
-async def ask_list_roots(ctx: Context[Any], call: CallState, can: Can, key: str | None, timeout: float | None) -> list[types.Root]:
+async def ask_list_roots(ctx: CallMessages, call: CallState, can: Can, key: str | None, timeout: float | None) -> list[types.Root]:
     """``await ctx.list_roots()``: the client's roots."""
     name = key if key is not None else current_round(call).next_key("roots")
     answer = await _ask(ctx, call, can, name, build_list_roots(), timeout, lambda _: True)

@@ -15,18 +15,21 @@ callbacks, in both eras (2026-07-28 ``input_required`` retries; 2025 requests on
 stream, read as they arrive); :attr:`McpResponse.asked` records what was asked.
 :func:`reset_state` empties ``ctx.state`` between tests. Needs the ``testing`` extra:
 ``pip install "fastapi-mcp-ctx[testing]"`` (httpx, asgi-lifespan).
+
+The client's parts: the wire round trip (``_testing_exchange``), the answered questions
+(``_testing_input``), the results (``_testing_results``), resources/prompts/completions
+(``_testing_features``), :func:`reset_state` (``_testing_state``); the lifecycle and the tool
+requests are here.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from contextlib import AsyncExitStack
 from types import TracebackType
 from typing import Any, Final, Literal, Self, cast
 
 import anyio
-from mcp_types.methods import validate_server_result
 from mcp_types.version import LATEST_HANDSHAKE_VERSION, LATEST_MODERN_VERSION
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -39,27 +42,25 @@ except ImportError as exc:  # pragma: no cover - depends on the installed extras
     ) from exc
 
 from . import __version__
-from ._discovery import find_targets
+from ._testing_exchange import WireExchange
 from ._testing_features import FeatureRequests
 from ._testing_input import ElicitationCallback, InputAnswerer, RootsCallback, SamplingCallback, answer_rounds
 from ._testing_results import Asked, McpResponse, Notified, ToolResult
-from ._testing_transport import exchange, messages_of
-from ._testing_wire import ACCEPT, Outgoing, header_params_of, param_headers, response_error
-from .backends import MemoryBackend
+from ._testing_state import StateReset, reset_state
+from ._testing_wire import header_params_of, param_headers, response_error
 from .errors import McpResponseError, TestClientInputError
 from .router import McpRouter
-from .state import clear_state
 
 __all__ = ["Asked", "Era", "McpResponse", "McpResponseError", "McpTestClient", "TestClientInputError", "ToolResult", "reset_state"]
 
 Era = Literal["legacy", "modern"]
 """A protocol era: ``"legacy"`` (2025 handshake) or ``"modern"`` (2026-07-28)."""
 BASE_URL: Final = "http://127.0.0.1"
-for _member in (Asked, McpResponse, ToolResult):  # documented here, as httpx does for its own
+for _member in (Asked, McpResponse, ToolResult, reset_state):  # documented here, as httpx does for its own
     _member.__module__ = __name__
 
 
-class McpTestClient(Notified, FeatureRequests):
+class McpTestClient(WireExchange, StateReset, Notified, FeatureRequests):
     """An in-process MCP client for ``app``: ``async with McpTestClient(app) as client``.
 
     ``era="legacy"``: ``initialize`` + ``notifications/initialized`` on entry, ``Mcp-Session-Id``
@@ -181,13 +182,6 @@ class McpTestClient(Notified, FeatureRequests):
             self._http = None
             await self._stack.__aexit__(exc_type, exc, tb)
 
-    @property
-    def http(self) -> httpx.AsyncClient:
-        """The underlying ``httpx.AsyncClient``, bound to the app and sending ``headers`` (for raw requests)."""
-        if self._http is None:
-            raise RuntimeError("McpTestClient is not open: use it as `async with McpTestClient(app) as client:`")
-        return self._http
-
     async def _handshake(self) -> None:
         params = {"protocolVersion": self.protocol_version, "capabilities": self.client_capabilities}
         answer = await self.request("initialize", {**params, "clientInfo": self.client_info})
@@ -292,26 +286,6 @@ class McpTestClient(Notified, FeatureRequests):
 
         return await answer_rounds(self.answerer, answer, dict(params or {}), resend, self.max_input_rounds)
 
-    async def _request_once(
-        self, method: str, params: Mapping[str, Any] | None, meta: Mapping[str, Any] | None, headers: Mapping[str, str] | None
-    ) -> McpResponse:
-        asked: list[Asked] = []
-        self._next_id = request_id = self._next_id + 1  # concurrent requests each match their own answer
-        response, messages = await self._send(method, params, meta, headers, request_id, asked)
-        answers = [m for m in messages if "method" not in m]
-        final = next((m for m in answers if m.get("id") == request_id), answers[-1] if answers else None)
-        notes = [m for m in messages if "method" in m and "id" not in m]
-        self.notifications.extend(notes)
-        if final is None or "error" in final or response.status_code >= 400:
-            raise response_error(method, response, final)
-        result = cast(dict[str, Any], final.get("result") or {})
-        if self.validate:
-            try:
-                validate_server_result(method, self.protocol_version, result)
-            except KeyError:  # a method the official tables do not know: nothing to check
-                pass
-        return McpResponse(method, result, notes, response.status_code, dict(response.headers), tuple(asked))
-
     async def notify(
         self, method: str, params: Mapping[str, Any] | None = None, *, headers: Mapping[str, str] | None = None
     ) -> None:
@@ -323,84 +297,3 @@ class McpTestClient(Notified, FeatureRequests):
         response, messages = await self._send(method, params, None, headers, None, [])
         if response.status_code != 202:
             raise response_error(method, response, next(iter(messages), None))
-
-    async def reset_state(self, tenant_id: str | None = None, *, allow_persistent: bool = False) -> int:
-        """:func:`reset_state` on :attr:`router`: the ``McpRouter`` that served this client, or,
-        before any request, the app's only ``McpRouter``.
-
-        Raises:
-            RuntimeError: no request reached an ``McpRouter`` yet and the app holds none, or
-                several (then call ``reset_state(mcp_router)``).
-        """
-        router = self.router
-        if router is None:
-            targets = find_targets(self.app)
-            if len(targets) != 1:
-                found = ", ".join(sorted(t.path for t in targets)) or "none"
-                raise RuntimeError(f"Cannot tell which McpRouter's state to reset (found: {found}): call reset_state(mcp_router)")
-            router = targets[0].router
-        return await reset_state(router, tenant_id=tenant_id, allow_persistent=allow_persistent)
-
-    # -- wire ---------------------------------------------------------------------------
-    def _legacy_headers(self) -> dict[str, str]:
-        session = {"Mcp-Session-Id": self.session_id} if self.session_id is not None else {}
-        return {"MCP-Protocol-Version": self.protocol_version, **session}
-
-    async def _send(
-        self,
-        method: str,
-        params: Mapping[str, Any] | None,
-        meta: Mapping[str, Any] | None,
-        headers: Mapping[str, str] | None,
-        request_id: int | None,
-        asked: list[Asked],
-    ) -> tuple[httpx.Response, list[dict[str, Any]]]:
-        outgoing = Outgoing(self.era, self.protocol_version, self.client_capabilities, self.client_info, self.log_level, self._legacy_headers())
-        message, sent = outgoing.message(method, params, meta, request_id)
-        sent.update(headers or {})
-        request = self.http.build_request("POST", self.path, content=json.dumps(message, allow_nan=False).encode(), headers=sent)
-
-        async def on_message(received: dict[str, Any]) -> None:
-            if "method" in received and "id" in received:  # a server->client request on this stream
-                await self._answer_server(received, asked)
-
-        try:
-            with anyio.fail_after(self.timeout):
-                return await exchange(self._app, request, on_message)
-        except TimeoutError as exc:
-            raise TimeoutError(f"{method}: no answer from the app within {self.timeout} s") from exc
-
-    async def _answer_server(self, request: dict[str, Any], asked: list[Asked]) -> None:
-        """Answer a 2025 server→client request: a POST of the JSON-RPC response on the session."""
-        reply = await self.answerer.reply_to(request, asked)
-        sent = {"Content-Type": "application/json", "Accept": ACCEPT, **self._legacy_headers()}
-        response = await self.http.post(self.path, content=json.dumps(reply, allow_nan=False).encode(), headers=sent)
-        if response.status_code != 202:
-            final = next(iter(messages_of(response.headers.get("content-type", ""), response.content)), None)
-            raise response_error(str(request["method"]), response, final)
-
-
-async def reset_state(router: McpRouter, *, tenant_id: str | None = None, allow_persistent: bool = False) -> int:
-    """Delete ``router``'s ``ctx.state`` keys, of every tenant or of ``tenant_id``; for tests.
-
-    Always works on the in-memory backend (``memory://``, the default). A persistent backend
-    (Redis, SQL, your own) is refused unless ``allow_persistent=True``, so that a
-    ``MCP_STORAGE_URL`` leaking into a test run cannot wipe a real store. With it, every
-    ``ctx.state`` key the backend holds goes: on Redis those of the backend's namespace; on
-    SQL those of the ``mcp_state`` table, which every router on that database shares.
-
-    Returns:
-        The number of live keys deleted.
-
-    Raises:
-        RuntimeError: a persistent backend without ``allow_persistent=True``.
-        StateUnavailableError: the backend cannot be reached.
-    """
-    backend = router.state_backend
-    if not isinstance(backend, MemoryBackend) and not allow_persistent:
-        raise RuntimeError(
-            f"reset_state empties test backends only, and this router's ctx.state is on {type(backend).__name__}: "
-            "build the router with McpRouter(settings=McpSettings(storage_url='memory://')) in tests (or set MCP_STORAGE_URL=memory://), or pass allow_persistent=True if that store "
-            "holds test data only (it deletes every ctx.state key there)"
-        )
-    return await clear_state(backend, tenant_id)

@@ -18,9 +18,10 @@ A 2025 request of a session is resumable when ``MCP_HTTP_RESUMABILITY`` is on (t
   continues live while the stream produces; an ended GET stream continues on the session's
   current one. A malformed id, or one no stream of this session has, is ``400 -32600``.
 
-A call's own response is ``_transport.resumable_call``. The session's GET stream outlives its
-connections: notifications are stored while no connection is attached, until the session
-ends or no connection came back for ``MCP_EVENT_RETENTION_SECONDS``.
+A call's own response is ``_transport.resumable_call``; the GET stream's log and response are
+``_transport.get_stream``. The session's GET stream outlives its connections: notifications
+are stored while no connection is attached, until the session ends or no connection came back
+for ``MCP_EVENT_RETENTION_SECONDS``.
 """
 
 from __future__ import annotations
@@ -28,29 +29,25 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Callable
 from typing import Any, Final
 
 import anyio
-from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
-from fastapi.background import BackgroundTasks
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, is_version_at_least
-from starlette.background import BackgroundTask
 from starlette.responses import Response
-from starlette.types import Receive, Scope, Send
 
 from .._envelope import HeaderMap
 from .._jsonrpc import dumps
 from .._sessions import SessionRecord
-from .._streams import SSE_HEADERS
 from ..errors import InvalidEventIdError, McpError, ServerShuttingDownError, StreamConflictError
 from ..settings import McpSettings
 from .events import EventStore, StreamKey, UnknownStreamError, new_stream_id, parse_event_id
-from .leases import LocalLeases, StreamLeases, hold
+from .get_stream import GetLog as _GetLog
+from .get_stream import GetResponse as _GetResponse
+from .leases import LocalLeases, StreamLeases
 from .notifications import Notifier
 from .shutdown import ShutdownCoordinator
-from .sse import Attachments, Connection, closer
+from .sse import Attachments, Connection, closer, sse_headers
 
 __all__ = ["ResumableStreams", "sse_headers"]
 
@@ -59,28 +56,6 @@ _PRIMED: Final = frozenset(v for v in HANDSHAKE_PROTOCOL_VERSIONS if is_version_
 """The handshake versions whose streams are primed (compared once, at import, not per call)."""
 _RETIRED_MAX: Final = 10_000
 logger = logging.getLogger("fastapi_mcp_ctx")
-
-
-def sse_headers(extra: Mapping[str, str]) -> list[tuple[bytes, bytes]]:
-    """The raw headers of an SSE response (``extra`` added: ``mcp-session-id``...)."""
-    merged = {**SSE_HEADERS, **extra}
-    raw = [(b"content-type", b"text/event-stream")]
-    raw.extend((k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in merged.items())
-    return raw
-
-
-@dataclass(eq=False, slots=True)
-class _GetLog:
-    """The session's GET stream: its inbox (fed from the bus) and who holds its connection."""
-
-    key: StreamKey
-    send: MemoryObjectSendStream[dict[str, Any]]
-    receive: MemoryObjectReceiveStream[dict[str, Any]]
-    holder: object | None = None
-    detached_at: float | None = None
-    release_bus: Callable[[], None] | None = None
-    retired: bool = False
-    tasks: set[asyncio.Task[None]] = field(default_factory=lambda: set())
 
 
 class ResumableStreams:
@@ -339,83 +314,3 @@ class ResumableStreams:
             await self._retire(log)
             for task in tuple(log.tasks):
                 await task
-
-
-class _GetResponse(Response):
-    """A 2025 GET: the session's GET stream from its start, or a resumed stream from a cursor
-    (an ended GET stream continues on the session's current one)."""
-
-    def __init__(
-        self,
-        streams: ResumableStreams,
-        session: SessionRecord,
-        tenant_id: str | None,
-        retry_ms: int | None,
-        headers: Mapping[str, str],
-        *,
-        resume: tuple[StreamKey, int] | None = None,
-    ) -> None:
-        self.streams = streams
-        self.session = session
-        self.tenant_id = tenant_id
-        self.log: _GetLog | None = None
-        self._retry_ms = retry_ms
-        self._extra_headers = dict(headers)
-        self._resume = resume
-        self.successor: _GetLog | None = None  # the GET stream a resumed GET stream continues on
-        self.token = streams.leases.token()
-        self._connection: Connection | None = None
-        self.status_code = 200
-        self.background: BackgroundTask | BackgroundTasks | None = None
-
-    def add_headers(self, headers: Sequence[tuple[str, str]]) -> None:
-        """Send these headers too (set by a request-level dependency)."""
-        self._extra_headers.update(headers)
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        streams = self.streams
-        try:
-            await send({"type": "http.response.start", "status": 200, "headers": sse_headers(self._extra_headers)})
-            async with anyio.create_task_group() as tg:
-
-                async def watch() -> None:
-                    while (await receive())["type"] != "http.disconnect":
-                        pass
-                    if self._connection is not None:
-                        self._connection.drop("gone")
-                    tg.cancel_scope.cancel()
-
-                tg.start_soon(watch)
-                if streams.leases.shared:  # the session's GET lease, held while this connection is open
-                    tg.start_soon(hold, streams.leases, self.session.id, self.token)
-                if self._resume is not None:
-                    key, after = self._resume
-                    successor = self.successor  # a takeover's, opened already
-                    more = successor is not None or (self.log is None and streams.retired(key))
-                    end = await self._serve(key, after, send, end_body=not more)
-                    if end != "ended" or not more or streams.coordinator.shutting_down:
-                        tg.cancel_scope.cancel()
-                        return
-                    self.successor = None
-                    self.log = successor or await streams.open_get_stream(self.session, self.tenant_id, self)
-                if self.log is not None:
-                    self.log.holder = self
-                    await self._serve(self.log.key, 0, send)
-                tg.cancel_scope.cancel()
-        finally:
-            if self.log is not None:
-                streams.release_get_stream(self.log, self)
-            if self.successor is not None:  # the replay did not reach its end: never continued
-                streams.release_get_stream(self.successor, self)
-            if streams.leases.shared:
-                with anyio.CancelScope(shield=True), anyio.move_on_after(2.0), contextlib.suppress(McpError):
-                    await streams.leases.release(self.session.id, self.token)
-        if self.background is not None:
-            await self.background()
-
-    async def _serve(self, key: StreamKey, after: int, send: Send, *, end_body: bool = True) -> str:
-        streams = self.streams
-        self._connection = connection = Connection(key, self._retry_ms)
-        return await streams.attachments.serve(
-            streams.store, connection, send, after, keepalive=streams.settings.keepalive_seconds, end_body=end_body
-        )

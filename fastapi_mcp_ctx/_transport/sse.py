@@ -18,17 +18,17 @@ after its ``Last-Event-ID``, in emission order, then whatever the stream still p
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Final, Literal, Protocol
 
 import anyio
 from starlette.types import Send
 
-from .._streams import sse_frame
+from .._streams import SSE_HEADERS, sse_frame
 from ..errors import StateUnavailableError
 from .events import EventStore, StoredEvent, StreamKey, UnknownStreamError
 
-__all__ = ["Attached", "Attachments", "Connection", "End", "closer", "event_frame", "retry_frame", "tail"]
+__all__ = ["Attached", "Attachments", "Connection", "End", "closer", "event_frame", "retry_frame", "sse_headers", "tail"]
 
 End = Literal["ended", "closed", "gone", "replaced", "dropped"]
 """Why a connection ended: its stream ended (final event sent), the server closed it (retry
@@ -259,3 +259,11 @@ def closer(connection: Attached) -> Callable[[], Awaitable[None]]:
         await connection.wait_finished()
 
     return close
+
+
+def sse_headers(extra: Mapping[str, str]) -> list[tuple[bytes, bytes]]:
+    """The raw headers of an SSE response (``extra`` added: ``mcp-session-id``...)."""
+    merged = {**SSE_HEADERS, **extra}
+    raw = [(b"content-type", b"text/event-stream")]
+    raw.extend((k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in merged.items())
+    return raw
