@@ -42,6 +42,7 @@ except ImportError as exc:  # pragma: no cover - depends on the installed extras
     ) from exc
 
 from . import __version__
+from ._discovery import find_targets
 from ._testing_exchange import WireExchange
 from ._testing_features import FeatureRequests
 from ._testing_input import ElicitationCallback, InputAnswerer, RootsCallback, SamplingCallback, answer_rounds
@@ -60,6 +61,19 @@ for _member in (Asked, McpResponse, ToolResult, reset_state):  # documented here
     _member.__module__ = __name__
 
 
+def _endpoint_path(app: ASGIApp) -> str:
+    """The path of ``app``'s one ``McpRouter`` (``/mcp`` when none is found, e.g. an app wrapped
+    in ASGI middleware).
+
+    Raises:
+        ValueError: several routers: the message lists their paths (pass ``path=``).
+    """
+    paths = sorted({target.path for target in find_targets(app)})
+    if len(paths) > 1:
+        raise ValueError(f"the app has several McpRouters ({', '.join(paths)}): choose one with McpTestClient(app, path=...)")
+    return paths[0] if paths else "/mcp"
+
+
 class McpTestClient(WireExchange, StateReset, Notified, FeatureRequests):
     """An in-process MCP client for ``app``: ``async with McpTestClient(app) as client``.
 
@@ -75,7 +89,8 @@ class McpTestClient(WireExchange, StateReset, Notified, FeatureRequests):
     Args:
         app: the ASGI app (your ``FastAPI`` app including an ``McpRouter``).
         era: ``"legacy"`` (2025 handshake, sessions) or ``"modern"`` (2026-07-28, stateless).
-        path: the MCP endpoint path, with any router prefix.
+        path: the MCP endpoint path, with any router prefix; default: the path of the app's one
+            ``McpRouter`` (included routers and mounted apps searched), else ``/mcp``.
         headers: HTTP headers of every request (``Authorization``, ``X-API-Key``...).
         client_capabilities: ``ClientCapabilities`` (legacy: in ``initialize``; modern: in ``_meta``).
         client_info: the ``Implementation`` sent (default ``fastapi-mcp-ctx-testing``).
@@ -111,7 +126,7 @@ class McpTestClient(WireExchange, StateReset, Notified, FeatureRequests):
         app: ASGIApp,
         *,
         era: Era = "legacy",
-        path: str = "/mcp",
+        path: str | None = None,
         headers: Mapping[str, str] | None = None,
         client_capabilities: Mapping[str, Any] | None = None,
         client_info: Mapping[str, Any] | None = None,
@@ -128,7 +143,7 @@ class McpTestClient(WireExchange, StateReset, Notified, FeatureRequests):
     ) -> None:
         if era not in ("legacy", "modern"):
             raise ValueError(f"era must be 'legacy' or 'modern', not {era!r}")
-        self.app, self.path, self.lifespan = app, path, lifespan
+        self.app, self.path, self.lifespan = app, path if path is not None else _endpoint_path(app), lifespan
         self.era: Era = era
         self.headers = dict(headers or {})
         self.answerer = InputAnswerer(elicitation, sampling, roots)

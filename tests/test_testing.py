@@ -512,13 +512,23 @@ async def test_concurrent_calls_match_their_own_answers(app: FastAPI, era: Any) 
 
 
 
-async def test_a_router_under_a_prefix_without_path_says_to_pass_path() -> None:
+async def test_the_client_finds_a_router_under_a_prefix_or_a_mount() -> None:
+    """Without ``path=`` the client uses the app's one McpRouter (as ``stdio`` finds it): under
+    ``include_router(prefix=...)`` and in a mounted app; several routers ask for ``path=``; a
+    wrong path is a 404 whose message says to pass it."""
     router = McpRouter(settings=mcp_settings())
     app = FastAPI()
     app.include_router(router, prefix="/api")
+    async with McpTestClient(app) as client:
+        assert client.path == "/api/mcp" and (await client.request("ping")).result == {}
+    outer = FastAPI()
+    outer.mount("/tools", app)
+    async with McpTestClient(outer, era="modern") as client:
+        assert client.path == "/tools/api/mcp" and (await client.list_tools()) == []
+    outer.include_router(McpRouter(settings=mcp_settings()))
+    with pytest.raises(ValueError, match=r"several McpRouters \(/mcp, /tools/api/mcp\).*path="):
+        McpTestClient(outer)
     with pytest.raises(McpResponseError) as caught:
-        async with McpTestClient(app):
+        async with McpTestClient(app, path="/mcp"):
             pass
     assert caught.value.http_status == 404 and "path=" in str(caught.value) and "/mcp" in str(caught.value)
-    async with McpTestClient(app, path="/api/mcp") as client:
-        assert (await client.request("ping")).result == {}
