@@ -62,13 +62,15 @@ for _member in (Asked, McpResponse, ToolResult, reset_state):  # documented here
 
 
 def _endpoint_path(app: ASGIApp) -> str:
-    """The path of ``app``'s one ``McpRouter`` (``/mcp`` when none is found, e.g. an app wrapped
-    in ASGI middleware).
+    """The path of ``app``'s one ``McpRouter``; ``/mcp`` when a router is there or none is found
+    (e.g. an app wrapped in ASGI middleware).
 
     Raises:
-        ValueError: several routers: the message lists their paths (pass ``path=``).
+        ValueError: several routers, none at ``/mcp``: the message lists their paths (pass ``path=``).
     """
     paths = sorted({target.path for target in find_targets(app)})
+    if "/mcp" in paths:
+        return "/mcp"
     if len(paths) > 1:
         raise ValueError(f"the app has several McpRouters ({', '.join(paths)}): choose one with McpTestClient(app, path=...)")
     return paths[0] if paths else "/mcp"
@@ -89,8 +91,9 @@ class McpTestClient(WireExchange, StateReset, Notified, FeatureRequests):
     Args:
         app: the ASGI app (your ``FastAPI`` app including an ``McpRouter``).
         era: ``"legacy"`` (2025 handshake, sessions) or ``"modern"`` (2026-07-28, stateless).
-        path: the MCP endpoint path, with any router prefix; default: the path of the app's one
-            ``McpRouter`` (included routers and mounted apps searched), else ``/mcp``.
+        path: the MCP endpoint path, with any router prefix; default ``/mcp`` when a router is
+            there, else the path of the app's one ``McpRouter`` (included routers and mounted
+            apps searched).
         headers: HTTP headers of every request (``Authorization``, ``X-API-Key``...).
         client_capabilities: ``ClientCapabilities`` (legacy: in ``initialize``; modern: in ``_meta``).
         client_info: the ``Implementation`` sent (default ``fastapi-mcp-ctx-testing``).

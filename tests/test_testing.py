@@ -514,7 +514,7 @@ async def test_concurrent_calls_match_their_own_answers(app: FastAPI, era: Any) 
 
 async def test_the_client_finds_a_router_under_a_prefix_or_a_mount() -> None:
     """Without ``path=`` the client uses the app's one McpRouter (as ``stdio`` finds it): under
-    ``include_router(prefix=...)`` and in a mounted app; several routers ask for ``path=``; a
+    ``include_router(prefix=...)`` and in a mounted app; several routers, none at ``/mcp``, ask for ``path=``; a
     wrong path is a 404 whose message says to pass it."""
     router = McpRouter(settings=mcp_settings())
     app = FastAPI()
@@ -525,9 +525,11 @@ async def test_the_client_finds_a_router_under_a_prefix_or_a_mount() -> None:
     outer.mount("/tools", app)
     async with McpTestClient(outer, era="modern") as client:
         assert client.path == "/tools/api/mcp" and (await client.list_tools()) == []
-    outer.include_router(McpRouter(settings=mcp_settings()))
-    with pytest.raises(ValueError, match=r"several McpRouters \(/mcp, /tools/api/mcp\).*path="):
+    outer.include_router(McpRouter(settings=mcp_settings()), prefix="/v2")
+    with pytest.raises(ValueError, match=r"several McpRouters \(/tools/api/mcp, /v2/mcp\).*path="):
         McpTestClient(outer)
+    outer.include_router(McpRouter(settings=mcp_settings()))
+    assert McpTestClient(outer).path == "/mcp"  # several, one of them at the default path: that one
     with pytest.raises(McpResponseError) as caught:
         async with McpTestClient(app, path="/mcp"):
             pass
