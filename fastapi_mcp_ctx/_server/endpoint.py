@@ -57,6 +57,7 @@ from ..errors import (
     McpError,
     MissingSessionError,
     NotAcceptableError,
+    ProtocolVersionMismatchError,
     ServerShuttingDownError,
     SessionNotFoundError,
     StateUnavailableError,
@@ -402,6 +403,9 @@ class McpEndpoint:
         principal: Principal | None = scope.get(PRINCIPAL_SCOPE_KEY)
         if record.owner != (principal.owner_key if principal is not None else None):
             raise SessionNotFoundError()  # another caller's session: indistinguishable from unknown
+        version = headers.get("mcp-protocol-version")
+        if version is not None and version.strip() != record.protocol_version:  # served, but not in this session
+            raise ProtocolVersionMismatchError(version.strip()[:64], record.protocol_version)
         return record
 
     def _reject_modern_header(self, headers: HeaderMap) -> Response | None:
