@@ -343,7 +343,10 @@ class McpEndpoint:
             version = session.protocol_version
         else:
             version = header_version.strip() if header_version else "2025-03-26"
-        envelope: RequestEnvelope = read_legacy_envelope(request_headers, message.params, version)
+        try:
+            envelope: RequestEnvelope = read_legacy_envelope(request_headers, message.params, version)
+        except McpError as exc:  # a bad _meta (progressToken...): the request's own error, its id echoed
+            return json_reply(error_reply(message.id, exc, "legacy"), headers)
         if session is not None:
             envelope.client_capabilities = session.client_capabilities
             envelope.client_info = session.client_info
