@@ -18,6 +18,7 @@ import httpx
 import pytest
 from conftest import MODERN, Wire, make_app, mcp_settings, modern_meta, open_client, rpc
 from fastapi import Depends
+from serving import stop_process
 
 from fastapi_mcp_ctx import Context, McpRouter, mcp_context
 from fastapi_mcp_ctx._per_process import SERVE_WORKERS_ENV, served_workers
@@ -126,9 +127,4 @@ def test_serve_with_two_real_workers_refuses_memory_state_in_each_and_serves_the
             refused = tool_call("remember", {"value": "x"})
             assert "MCP_STORAGE_URL=redis://" in refused.text and "--workers 2" in refused.text, refused.text
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=5)
+        stop_process(proc)
