@@ -47,7 +47,7 @@ from .input_required import ElicitAnswer, InputRequired, required_capabilities
 from .input_required import elicit as build_elicit
 from .input_required import list_roots as build_list_roots
 from .input_required import sample as build_sample
-from .inputs import InputRound, admit
+from .inputs import InputRound, admit, answers_method
 
 if TYPE_CHECKING:
     from ._call_messages import CallMessages
@@ -149,7 +149,7 @@ async def _ask(
     round_ = current_round(call)
     method = entry["method"]
     answer = round_.answers.get(key)
-    if answer is not None and usable(answer):
+    if answer is not None and answers_method(answer, method) and usable(answer):  # another kind's answer: asked again
         round_.consumed[key] = answer
         return answer
     refused = refusal(call, can, {key: entry}, None)

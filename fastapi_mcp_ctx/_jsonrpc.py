@@ -30,6 +30,7 @@ from typing import Any, Final
 
 from pydantic_core import from_json, to_json
 
+from ._wire_safe import encode
 from .errors import InvalidParamsError, InvalidRequestError, MalformedAnswerError, McpError, ParseError
 
 __all__ = [
@@ -365,12 +366,14 @@ def dumps(message: dict[str, Any]) -> bytes:
     ``isError`` result; progress: ``ValueError``; log data: the strings); one that still gets
     here is written as the string ``"NaN"``, ``"Infinity"`` or ``"-Infinity"``, never as the
     bare ``NaN`` token of JavaScript (invalid JSON) nor silently as ``null``. A
-    :func:`result_message` whose result is an :class:`EncodedResult` reuses its encoding.
+    :func:`result_message` whose result is an :class:`EncodedResult` reuses its encoding. Text
+    holding a lone surrogate and integers of more than 4300 digits are written repaired
+    (:func:`fastapi_mcp_ctx._wire_safe.encode`), never as a 500 nor as a number clients cannot parse.
     """
     result = message.get("result")
     if type(result) is EncodedResult and len(result) == result.size and len(message) == 3 and "id" in message:
         return b'{"jsonrpc":"2.0","id":' + to_json(message["id"]) + b',"result":' + result.encoded + b"}"
-    return to_json(message, inf_nan_mode="strings")
+    return encode(message)  # a lone surrogate or an over-long integer: written repaired (_wire_safe)
 
 
 def result_message(request_id: RequestId, result: dict[str, Any]) -> dict[str, Any]:

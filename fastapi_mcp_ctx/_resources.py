@@ -26,11 +26,12 @@ from typing import Any, Final, Literal
 import mcp_types as types
 from fastapi import params
 from pydantic import BaseModel
-from pydantic_core import to_json, to_jsonable_python
+from pydantic_core import to_jsonable_python
 
 from ._feature_handler import FeatureHandler, build_handler
 from ._scopes import normalize_scopes
 from ._uri_template import UriTemplate, UriValue
+from ._wire_safe import encode
 from .contracts import ErrorContract, meta_with_contracts
 from .errors import ResourceNotFoundError
 
@@ -216,7 +217,7 @@ def _item(value: Any, uri: str, mime_type: str | None) -> dict[str, Any]:
     if isinstance(value, str):
         text = value
     else:
-        text = to_json(to_jsonable_python(value, fallback=str)).decode()
+        text = encode(to_jsonable_python(value, fallback=str)).decode()  # readable JSON text (_wire_safe)
         mime_type = mime_type or "application/json"
     if mime_type is not None:
         item["mimeType"] = mime_type

@@ -43,6 +43,7 @@ from pydantic_core import (
 from ._jsonrpc import RequestId, non_finite_paths
 from ._outputs import CallOutputs
 from ._registry import ToolDef
+from ._wire_safe import encode
 from .enrichment import trailer_text
 from .errors import McpError, ToolError
 
@@ -146,7 +147,7 @@ def shape_result(tool: ToolDef, value: Any) -> dict[str, Any]:
         if isinstance(value, str):
             text = value
         else:
-            encoded = to_json(structured)
+            encoded = encode(structured)
             if b"NaN" in encoded or b"Infinity" in encoded:  # the walk (and its wrapper) only then
                 _refuse_non_finite(tool, {"result": structured} if tool.wrap_output else structured, encoded)
             text = encoded.decode()
@@ -159,11 +160,11 @@ def shape_result(tool: ToolDef, value: Any) -> dict[str, Any]:
         return {"content": [{"type": "text", "text": value}], "isError": False}
     if isinstance(value, BaseModel):
         structured = _dump(value)
-        encoded = to_json(structured)
+        encoded = encode(structured)
         _refuse_non_finite(tool, structured, encoded)
         return {"content": [{"type": "text", "text": encoded.decode()}], "structuredContent": structured, "isError": False}
     jsonable: Any = to_jsonable_python(value, fallback=str)
-    encoded = to_json(jsonable)
+    encoded = encode(jsonable)
     _refuse_non_finite(tool, jsonable, encoded)
     result: dict[str, Any] = {"content": [{"type": "text", "text": encoded.decode()}], "isError": False}
     if isinstance(jsonable, dict):

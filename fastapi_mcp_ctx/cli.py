@@ -29,6 +29,7 @@ from starlette.routing import NoMatchFound
 from . import __version__
 from ._discovery import find_targets
 from ._extras import missing_extra
+from ._per_process import SERVE_WORKERS_ENV, explicit_memory_state, per_process_state_message
 from ._security import is_loopback_host
 from ._sessions import MemorySessionStore
 from ._stdio import run_stdio
@@ -115,8 +116,8 @@ def _per_process_parts(app: Any) -> list[str]:
             )
         elif router.settings.session_mode != "stateless" and isinstance(router.bus, MemoryBus):
             problems.append(f"{target.path}: the replica bus is this process's (McpRouter(bus=...) in memory)")
-        if isinstance(router.state_backend, MemoryBackend):
-            problems.append(f"{target.path}: ctx.state is in this process's memory (MCP_STORAGE_URL=memory://)")
+        if explicit_memory_state(router.settings, router.state_backend):  # left at its default: refused at first use instead
+            problems.append(f"{target.path}: ctx.state is in this process's memory (MCP_STORAGE_URL=memory:// set explicitly)")
         if not router.request_state.shared:
             problems.append(
                 f"{target.path}: 2026 requestState is sealed with a random key of each process (MCP_REQUEST_STATE_KEY "
@@ -189,6 +190,8 @@ def serve(
             "replica bus; or MCP_SESSION_MODE=stateless: 2026-07-28 clients and stateless 2025 requests need no session) "
             "and MCP_STORAGE_URL=redis://…, postgresql+asyncpg://… or sqlite+aiosqlite:///… (after `fastapi-mcp-ctx migrate`)."
         )
+    if workers > 1 and any(isinstance(t.router.state_backend, MemoryBackend) for t in find_targets(target)):
+        click.echo(f"notice: a handler's first use of ctx.state will fail: {per_process_state_message(workers)}", err=True)
     url = _base_url(host, port) + _mcp_path(target)
     click.echo(f"fastapi-mcp-ctx {__version__}: serving {app}, MCP endpoint {url}", err=True)
     if not is_loopback_host(host) and any(t.router.endpoint.gate is not None and t.router.endpoint.gate.verifier is None for t in find_targets(target)):
@@ -197,17 +200,26 @@ def serve(
             "set MCP_AUTH_MODE=jwt (or oauth), McpRouter(authenticate=...), or MCP_AUTH_MODE=none explicitly (docs/auth.md)",
             err=True,
         )
-    uvicorn.run(
-        app if workers > 1 or reload else target,
-        host=host,
-        port=port,
-        workers=workers,
-        reload=reload,
-        proxy_headers=proxy_headers,
-        forwarded_allow_ips=forwarded_allow_ips,
-        log_level=log_level,
-        timeout_graceful_shutdown=graceful_timeout,
-    )
+    before = os.environ.get(SERVE_WORKERS_ENV)
+    if workers > 1:  # the workers import the app afresh: this tells them they are N (_per_process.py)
+        os.environ[SERVE_WORKERS_ENV] = str(workers)
+    try:
+        uvicorn.run(
+            app if workers > 1 or reload else target,
+            host=host,
+            port=port,
+            workers=workers,
+            reload=reload,
+            proxy_headers=proxy_headers,
+            forwarded_allow_ips=forwarded_allow_ips,
+            log_level=log_level,
+            timeout_graceful_shutdown=graceful_timeout,
+        )
+    finally:  # this process's environment as it was (serve called in-process, e.g. by a test)
+        if before is None:
+            os.environ.pop(SERVE_WORKERS_ENV, None)
+        else:
+            os.environ[SERVE_WORKERS_ENV] = before
 
 
 # -- migrate ------------------------------------------------------------------------------

@@ -22,6 +22,7 @@ Tree::
     │   ├── PayloadTooLargeError     -32600  413  body larger than MCP_MAX_BODY_BYTES
     │   ├── RequestTimeoutError      -32600  408  body not complete within MCP_BODY_TIMEOUT_SECONDS
     │   ├── UnsupportedVersionHeaderError -32600 400 2025 era: MCP-Protocol-Version not served (data.supported)
+    │   │   └── ProtocolVersionMismatchError -32600 400 2025 session: MCP-Protocol-Version is not the one it negotiated
     │   ├── HostNotAllowedError      -32600  421  Host header outside the allow-list (DNS rebinding)
     │   ├── OriginNotAllowedError    -32600  403  Origin header outside the allow-list
     │   ├── TenantRequiredError      -32600  403  authenticated caller without a tenant claim (fail closed)
@@ -135,6 +136,7 @@ __all__ = [
     "UnsupportedMediaTypeError",
     "UnsupportedVersionError",
     "UnsupportedVersionHeaderError",
+    "ProtocolVersionMismatchError",
     "ValidationError",
     "ConfigurationError",
     "ServerRequestError",
@@ -1003,3 +1005,25 @@ class UnsupportedContentEncodingError(UnsupportedMediaTypeError):
     default_message = "Unsupported Media Type: the body must not be content-encoded"
     default_reason = "unsupported_content_encoding"
     default_hint = "Send the body uncompressed (no Content-Encoding header, or Content-Encoding: identity)."
+
+
+class ProtocolVersionMismatchError(UnsupportedVersionHeaderError):
+    """2025 era: a request of a session carries an ``MCP-Protocol-Version`` other than the one
+    that session negotiated at ``initialize`` (-32600, HTTP 400).
+
+    The version is served by this server but not in this session: the session's behaviour is
+    fixed by its negotiated version, so serving the request would answer in a version the client
+    did not ask for. ``data`` is ``{"supported": [<negotiated>], "requested": <echo>,
+    "negotiated": <negotiated>}``. Spec 2025-11-25 ``basic/transports`` §Protocol Version
+    Header (the header SHOULD be the negotiated version; an invalid or unsupported one MUST get 400).
+    """
+
+    default_reason = "protocol_version_mismatch"
+
+    def __init__(self, requested: str, negotiated: str) -> None:
+        InvalidRequestError.__init__(
+            self,
+            f"Bad Request: MCP-Protocol-Version {requested!r} is not the version this session negotiated ({negotiated!r})",
+            data={"supported": [negotiated], "requested": requested, "negotiated": negotiated},
+            recovery_hint=f"Send MCP-Protocol-Version: {negotiated} in this session, or initialize a new session to use another version.",
+        )

@@ -33,7 +33,7 @@ import mcp_types as types
 from pydantic import BaseModel, TypeAdapter
 from pydantic import ValidationError as PydanticValidationError
 
-__all__ = ["InputRound", "InputView", "Inputs", "admit", "decode_round_state", "encode_round_state"]
+__all__ = ["InputRound", "InputView", "Inputs", "admit", "answers_method", "decode_round_state", "encode_round_state"]
 
 M = TypeVar("M", bound=BaseModel)
 Kind = Literal["elicit", "sample", "roots", "none"]
@@ -106,6 +106,17 @@ def _classify(answer: Mapping[str, Any], asked: str | None) -> Kind:
     if "role" in answer and "content" in answer and "model" in answer:
         return "sample"
     return "none"
+
+
+def answers_method(answer: Mapping[str, Any], method: str) -> bool:
+    """Whether an admitted ``answer`` has the shape of an answer to ``method``
+    (``elicitation/create``, ``sampling/createMessage``, ``roots/list``).
+
+    A key the previous round did not ask (no sealed state: a first-round ``inputResponses``) is
+    admitted by its shape alone, so the helper asking under that key checks the kind before
+    using it: an elicitation answer under a ``ctx.sample`` key is no answer (asked again)."""
+    kind = _KIND_OF_METHOD.get(method)
+    return kind is not None and _classify(answer, None) == kind
 
 
 def _admit_one(answer: Any, asked: str | None, can: Callable[[str], bool]) -> dict[str, Any] | None:

@@ -21,6 +21,7 @@ from ._dispatch import Dispatcher
 from ._fastapi_compat import LeanRoute, build_dependant
 from ._feature_routes import FeatureRoutes
 from ._features import Features
+from ._per_process import guard_state_factory
 from ._registry import ToolRegistry
 from ._replicas.relay import Relay
 from ._replicas.stores import readiness, replica_stores
@@ -164,7 +165,7 @@ class McpRouter(ToolRoutes, FeatureRoutes, APIRouter):
             conf,
             self.sessions,
             self.live,
-            state_factory,
+            guard_state_factory(state_factory, backend),  # memory ctx.state under serve --workers N: refused at first use
             self.notifier,
             pending=self.pending,
             streams=self.streams,

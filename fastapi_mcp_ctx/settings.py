@@ -147,6 +147,11 @@ class McpSettings(BaseSettings):
         max_batch_size: messages one JSON-RPC batch (a POST body that is an array, served in
             sessions negotiated at 2025-03-26 only) may hold; a larger one is refused whole
             (-32600, HTTP 400). ``max_body_bytes`` bounds its bytes as for any body.
+        session_store_deadline_seconds: the one deadline (seconds, 0.05 to 60) of the session-store
+            and bus work an HTTP request does before its handler runs (session lookup or creation,
+            an answer or cancellation forwarded to another replica, a DELETE's teardown, a GET
+            stream's lease), counted from its first such operation; a Redis that has not answered
+            by then (paused, overloaded) gets the request one 503 + ``Retry-After``. Redis stores only.
     """
 
     model_config = SettingsConfigDict(env_prefix="MCP_", extra="ignore", hide_input_in_errors=True)  # never echo a secret
@@ -210,6 +215,7 @@ class McpSettings(BaseSettings):
     gc_freeze: bool = False
     telemetry_detail: Literal["required", "standard", "recommended"] = "standard"
     max_batch_size: int = Field(default=100, ge=1, le=10_000)
+    session_store_deadline_seconds: float = Field(default=2.0, ge=0.05, le=60, allow_inf_nan=False)
 
     @property
     def session_owner_quota(self) -> int:

@@ -102,3 +102,14 @@ def uvicorn_thread(app: Any, start_timeout: float = 10.0, *, path: str = "/mcp",
         server.should_exit = True
         thread.join(timeout=5)
 
+
+
+def stop_process(proc: subprocess.Popen[bytes], timeout: float = 15.0) -> None:
+    """SIGTERM ``proc`` and wait ``timeout`` seconds for it; then SIGKILL."""
+    if proc.poll() is None:
+        proc.terminate()
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout=10)

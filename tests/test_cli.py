@@ -215,7 +215,7 @@ def test_serve_with_workers_refuses_state_that_lives_in_one_process(monkeypatch:
     result = CliRunner().invoke(cli, ["serve", "examples.quickstart:app", "--app-dir", str(ROOT), "--workers", "2"])
     assert result.exit_code == 2
     assert "2025 sessions are kept in this process's memory" in result.output
-    assert "MCP_STORAGE_URL=memory://" in result.output
+    assert "ctx.state is in this process's memory" not in result.output  # its default: refused at first use instead
     assert "MCP_SESSION_MODE=stateless" in result.output and "--workers 1" in result.output
 
 
@@ -470,7 +470,9 @@ def test_serve_with_workers_accepts_sessions_shared_through_redis(monkeypatch: p
     assert seen["app"] == "replicated_app:app" and seen["workers"] == 3
 
 
-def test_serve_with_workers_still_refuses_memory_state_next_to_a_redis_session_store(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def test_serve_with_workers_refuses_memory_state_chosen_explicitly_next_to_a_redis_session_store(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     import uvicorn
 
     (tmp_path / "half_app.py").write_text(
@@ -478,13 +480,41 @@ def test_serve_with_workers_still_refuses_memory_state_next_to_a_redis_session_s
         "from fastapi_mcp_ctx import McpRouter, McpSettings\n"
         f"KEY = {SHARED_KEY!r}\n"
         "app = FastAPI()\n"
-        "settings = McpSettings(session_store_url='redis://127.0.0.1:1/0', request_state_key=KEY)\n"
+        "settings = McpSettings(session_store_url='redis://127.0.0.1:1/0', storage_url='memory://', request_state_key=KEY)\n"
         "app.include_router(McpRouter(settings=settings))\n"
     )
     monkeypatch.setattr(uvicorn, "run", lambda app, **kwargs: pytest.fail("uvicorn must not start"))
     result = CliRunner().invoke(cli, ["serve", "half_app:app", "--app-dir", str(tmp_path), "--workers", "2"])
     assert result.exit_code == 2
-    assert "MCP_STORAGE_URL=memory://" in result.output and "2025 sessions" not in result.output
+    assert "MCP_STORAGE_URL=memory:// set explicitly" in result.output and "2025 sessions" not in result.output
+
+
+def test_serve_with_workers_starts_with_default_memory_state_and_says_its_first_use_fails(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """``ctx.state`` left at its default: an app that never uses it is served by N workers (it
+    used to be refused); the notice names what to set, and each worker refuses ctx.state at its
+    first use (tests/test_per_process_state.py)."""
+    import uvicorn
+
+    from fastapi_mcp_ctx._per_process import SERVE_WORKERS_ENV
+
+    (tmp_path / "stateless_app.py").write_text(
+        "from fastapi import FastAPI\n"
+        "from fastapi_mcp_ctx import McpRouter, McpSettings\n"
+        f"KEY = {SHARED_KEY!r}\n"
+        "app = FastAPI()\n"
+        "settings = McpSettings(session_store_url='redis://127.0.0.1:1/0', request_state_key=KEY)\n"
+        "app.include_router(McpRouter(settings=settings))\n"
+    )
+    monkeypatch.delenv("MCP_STORAGE_URL", raising=False)
+    seen: dict[str, Any] = {}
+    monkeypatch.setattr(uvicorn, "run", lambda app, **kwargs: seen.update(app=app, workers_env=os.environ.get(SERVE_WORKERS_ENV), **kwargs))
+    result = CliRunner().invoke(cli, ["serve", "stateless_app:app", "--app-dir", str(tmp_path), "--workers", "2"])
+    assert result.exit_code == 0, result.output
+    assert seen["workers"] == 2 and seen["workers_env"] == "2"
+    assert "first use of ctx.state will fail" in result.output and "MCP_STORAGE_URL=redis://" in result.output
+    assert SERVE_WORKERS_ENV not in os.environ  # only the workers carry it
 
 
 async def test_probe_421_names_the_host_header_actually_sent() -> None:

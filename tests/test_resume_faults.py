@@ -17,7 +17,7 @@ import pytest
 from conftest import ACCEPT_BOTH, LEGACY, MODERN, Wire, asgi_exchange, assert_error, mcp_settings, modern_meta, open_client, rpc
 from fastapi import Header
 from resume_app import ENDED, GATES, build, fresh_gates
-from resume_wire import answered, events, get_stream, id_of, ids, log_texts, messages, new_session, post_call
+from resume_wire import answered, call_body, events, get_stream, id_of, ids, log_texts, messages, new_session, post_call
 
 from fastapi_mcp_ctx import Principal
 from fastapi_mcp_ctx._transport.events import parse_event_id
@@ -157,9 +157,15 @@ async def test_b49_the_gate_uses_the_negotiated_version_from_the_registry(app: A
     negotiated = answer.json()["result"]["protocolVersion"]
     assert negotiated == "2025-11-25"  # anything unknown gets the latest handshake version
     sid = answer.headers["mcp-session-id"]
-    async with post_call(app, sid, "steps", {"n": 1}, version="2025-03-26") as post:  # the header does not decide
+    # The header does not decide: an absent one means the negotiated version (not the 2025-03-26
+    # fallback), so the stream is primed; another version is refused in this session (400).
+    headers = {"content-type": "application/json", "accept": ACCEPT_BOTH, "mcp-session-id": sid}
+    async with asgi_exchange(app, "POST", headers=headers, body_chunks=[call_body("steps", {"n": 1}, 1)]) as post:
         await post.wait_for(answered(1))
     assert events(post)[0]["data"] == "" and "retry" in events(post)[0]
+    async with open_client(app) as client:
+        refused = await client.post("/mcp", content=call_body("steps", {"n": 1}, 2), headers={**headers, "mcp-protocol-version": "2025-03-26"})
+    assert refused.status_code == 400 and refused.json()["error"]["data"]["reason"] == "protocol_version_mismatch"
 
 
 async def test_b49_version_ordering_goes_through_the_registry() -> None:

@@ -40,6 +40,7 @@ from .._jsonrpc import JsonRpcNotification, JsonRpcRequest, JsonRpcResponse, err
 from .._logging import install_default_handler
 from .._sealing import announce_process_key
 from .._outcomes import error_reply, json_reply
+from .._replicas.deadline import store_work
 from .._replicas.relay import Relay
 from .._resource_metadata import challenge, ensure_root_routes, metadata_routes
 from .._security import TransportSecurity, is_loopback_host, loopback_security
@@ -57,6 +58,7 @@ from ..errors import (
     McpError,
     MissingSessionError,
     NotAcceptableError,
+    ProtocolVersionMismatchError,
     ServerShuttingDownError,
     SessionNotFoundError,
     StateUnavailableError,
@@ -134,6 +136,7 @@ class McpEndpoint:
         self._loopback = loopback_security()
         self._log_checked = False
         self._configured_security = self._security_from_settings()
+        self._remote_stores = bool(getattr(sessions, "shared", False) or getattr(notifier.bus, "shared", False))
         registry, features = dispatcher.registry, dispatcher.features
 
         def scopes() -> set[str]:  # what a 401 challenge and the metadata advertise: tools, resources, prompts
@@ -145,6 +148,11 @@ class McpEndpoint:
     async def handle(self, request: Request) -> Response:
         """The route's endpoint: one MCP HTTP request of either era."""
         return await self._endpoint(request)
+
+    def _store_work(self, scope: Scope) -> Any:
+        """The bound of a piece of this request's session-store / bus work: one deadline per
+        request (``MCP_SESSION_STORE_DEADLINE_SECONDS``, ``_replicas/deadline.py``)."""
+        return store_work(scope, self.settings.session_store_deadline_seconds, self._remote_stores)
 
     # -- transport security --------------------------------------------------------------
     def _security_from_settings(self) -> TransportSecurity | None:
@@ -184,7 +192,11 @@ class McpEndpoint:
         outcome: AuthOutcome | None = None
         self.shutdown_coordinator.first_use()
         if not self.relay.started:  # this replica's bus channels, at first use (after any fork)
-            await self.relay.start()
+            try:
+                async with self._store_work(request.scope):
+                    await self.relay.start()
+            except StateUnavailableError:  # the deadline passed: forwarding starts at a later request
+                logger.warning("the replica bus did not answer within MCP_SESSION_STORE_DEADLINE_SECONDS")
         method = request.scope["method"]
         try:
             headers = header_map(request.scope["headers"])
@@ -237,7 +249,7 @@ class McpEndpoint:
         if not (json_ok or sse_allowed):
             raise NotAcceptableError()
         if starts_batch(request.scope[BODY_SCOPE_KEY]):  # an array: served in 2025-03-26 sessions only (batch.py)
-            return await serve_batch(self._batch_hooks(), request, headers, sse_allowed)
+            return await serve_batch(self._batch_hooks(request.scope), request, headers, sse_allowed)
         try:
             message = parse_message(request.scope[BODY_SCOPE_KEY])
         except MalformedAnswerError as exc:
@@ -264,7 +276,11 @@ class McpEndpoint:
         except McpError:
             return  # unknown or foreign session: nothing of it waits here
         failed = JsonRpcResponse(exc.answer_id, None, {"code": -32600, "message": f"The client's answer was malformed: {exc.message}"})
-        await self._deliver_answer(failed, session.id)
+        try:
+            async with self._store_work(request.scope):
+                await self._deliver_answer(failed, session.id)
+        except StateUnavailableError:
+            pass  # the malformed answer is refused anyway (400); its waiter times out
 
     async def _deliver_answer(self, answer: JsonRpcResponse, scope: str | None) -> bool:
         """Hand a client's answer to the request waiting for it here, or forward it to the
@@ -314,19 +330,25 @@ class McpEndpoint:
         headers = {_SESSION_HEADER: session.id} if session is not None else {}
         if isinstance(message, JsonRpcResponse):  # an answer to ctx.send_request, matched in its session
             scope = session.id if session is not None else None
-            if not await self._deliver_answer(message, scope):
+            async with self._store_work(request.scope):
+                delivered = await self._deliver_answer(message, scope)
+            if not delivered:
                 logger.debug("ignored a client response to an unknown request id %r", message.id)
             return Response(status_code=202, headers=headers)
         if isinstance(message, JsonRpcNotification):
             if not self._legacy_notification(message, session) and session is not None:  # the call may run elsewhere
-                await self.relay.forward_cancel(session.id, message.params["requestId"], message.params.get("reason"))
+                async with self._store_work(request.scope):
+                    await self.relay.forward_cancel(session.id, message.params["requestId"], message.params.get("reason"))
             return Response(status_code=202, headers=headers)
         header_version = request_headers.get("mcp-protocol-version")
         if session is not None:
             version = session.protocol_version
         else:
             version = header_version.strip() if header_version else "2025-03-26"
-        envelope: RequestEnvelope = read_legacy_envelope(request_headers, message.params, version)
+        try:
+            envelope: RequestEnvelope = read_legacy_envelope(request_headers, message.params, version)
+        except McpError as exc:  # a bad _meta (progressToken...): the request's own error, its id echoed
+            return json_reply(error_reply(message.id, exc, "legacy"), headers)
         if session is not None:
             envelope.client_capabilities = session.client_capabilities
             envelope.client_info = session.client_info
@@ -346,7 +368,8 @@ class McpEndpoint:
                 return _error_response(exc, message.id)
             record = SessionRecord.from_initialize(message.params, version, owner)
             try:
-                await self.sessions.create(record)
+                async with self._store_work(request_scope):
+                    await self.sessions.create(record)
             except OwnerQuotaExceeded as exc:
                 return _error_response(StateUnavailableError(str(exc), retry_after=5, reason="too_many_sessions"), message.id)
             except OverflowError:
@@ -373,16 +396,21 @@ class McpEndpoint:
         session_id = headers.get(_SESSION_HEADER)
         if session_id is None:
             raise MissingSessionError()
-        record = await self.sessions.get(session_id)
+        async with self._store_work(scope):
+            record = await self.sessions.get(session_id)
+            if record is None:
+                self.live.end(session_id)  # expired: its in-process companions go too
+                await self.notifier.session_ended(session_id)
+                self.pending.close_scope(session_id)
+                await self.streams.session_ended(session_id)
         if record is None:
-            self.live.end(session_id)  # expired: its in-process companions go too
-            await self.notifier.session_ended(session_id)
-            self.pending.close_scope(session_id)
-            await self.streams.session_ended(session_id)
             raise SessionNotFoundError()
         principal: Principal | None = scope.get(PRINCIPAL_SCOPE_KEY)
         if record.owner != (principal.owner_key if principal is not None else None):
             raise SessionNotFoundError()  # another caller's session: indistinguishable from unknown
+        version = headers.get("mcp-protocol-version")
+        if version is not None and version.strip() != record.protocol_version:  # served, but not in this session
+            raise ProtocolVersionMismatchError(version.strip()[:64], record.protocol_version)
         return record
 
     def _reject_modern_header(self, headers: HeaderMap) -> Response | None:
@@ -401,7 +429,8 @@ class McpEndpoint:
             raise NotAcceptableError("Not Acceptable: Client must accept text/event-stream")
         session = await self._session(headers, request.scope)
         if self.streams.serves("legacy", session):  # resumable: Last-Event-ID, stored events
-            return await self.streams.get(headers, session, _tenant_of(request.scope))
+            async with self._store_work(request.scope):
+                return await self.streams.get(headers, session, _tenant_of(request.scope))
         if self.shutdown_coordinator.shutting_down:
             raise ServerShuttingDownError()
         live = self.live.get(session.id)
@@ -423,19 +452,26 @@ class McpEndpoint:
         if rejected is not None:
             return rejected
         session = await self._session(headers, request.scope)
-        await self.sessions.delete(session.id)
+        async with self._store_work(request.scope):
+            await self.sessions.delete(session.id)
         self.live.end(session.id)
-        await self.notifier.session_ended(session.id)
-        self.pending.close_scope(session.id)
-        await self.streams.session_ended(session.id)
-        await self.relay.session_ended(session.id)  # the other replicas end theirs
+        async with self._store_work(request.scope):
+            await self.notifier.session_ended(session.id)
+            self.pending.close_scope(session.id)
+            await self.streams.session_ended(session.id)
+            await self.relay.session_ended(session.id)  # the other replicas end theirs
         return Response(status_code=200)
 
     # -- JSON-RPC batches (2025-03-26 sessions; _server/batch.py) -------------------------
-    def _batch_hooks(self) -> BatchHooks:
-        return BatchHooks(self.settings, self.dispatcher, self._session, self._deliver_answer, self._batch_notified)
+    def _batch_hooks(self, request_scope: Scope) -> BatchHooks:
+        async def deliver(answer: JsonRpcResponse, scope: str | None) -> bool:
+            async with self._store_work(request_scope):
+                return await self._deliver_answer(answer, scope)
 
-    async def _batch_notified(self, message: JsonRpcNotification, session: SessionRecord) -> None:
-        """A notification inside a batch: acted on as if POSTed alone."""
-        if not self._legacy_notification(message, session):  # the call may run on another replica
-            await self.relay.forward_cancel(session.id, message.params["requestId"], message.params.get("reason"))
+        async def notified(message: JsonRpcNotification, session: SessionRecord) -> None:
+            """A notification inside a batch: acted on as if POSTed alone."""
+            if not self._legacy_notification(message, session):  # the call may run on another replica
+                async with self._store_work(request_scope):
+                    await self.relay.forward_cancel(session.id, message.params["requestId"], message.params.get("reason"))
+
+        return BatchHooks(self.settings, self.dispatcher, self._session, deliver, notified)
