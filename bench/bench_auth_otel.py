@@ -161,7 +161,7 @@ def sdk_floor(app: Any, tracer_provider: Any, meter_provider: Any) -> Any:
 
 
 async def main(args: argparse.Namespace) -> None:
-    if args.part in ("both", "auth"):
+    if args.part in ("both", "auth") and args.only is None:
         await auth_part(args)
     if args.part in ("both", "otel"):
         await otel_part(args)
@@ -196,45 +196,62 @@ async def auth_part(args: argparse.Namespace) -> None:
 
 
 
-async def otel_part(args: argparse.Namespace) -> None:
-    tracer_provider, meter_provider = otel_providers()
+OTEL_VARIANTS = {
+    "default": "project, OTel SDK (default)",
+    "required": "project, OTel SDK, MCP_TELEMETRY_DETAIL=required",
+    "recommended": "project, OTel SDK, detail=recommended + payload",
+    "off": "project, MCP_TELEMETRY=off",
+    "auto": "project, MCP_TELEMETRY=auto, no SDK",
+    "floor": "SDK floor: off + 1 span + 1 histogram record",
+    "http": "project, MCP_TELEMETRY=off, FastAPIInstrumentor",
+}
+"""The otel part's variants: ``--only KEY`` makes ``--calls`` calls on that one and measures
+nothing (for instruction counts: ``bench/callgrind_call.sh otel KEY``)."""
 
-    def traced(**settings: Any) -> FastAPI:
+
+def otel_app(key: str, tracer_provider: Any, meter_provider: Any) -> Any:
+    """The app of one :data:`OTEL_VARIANTS` key."""
+    if key in ("default", "required", "recommended"):
+        settings: dict[str, Any] = {"default": {}, "required": {"telemetry_detail": "required"}}.get(
+            key, {"telemetry_detail": "recommended", "telemetry_payload_metrics": True}
+        )
         app, router = project(telemetry="on", **settings)
         router.dispatcher.telemetry = Telemetry(router.settings, tracer_provider=tracer_provider, meter_provider=meter_provider)
         return app
+    app, _ = project(telemetry="auto" if key == "auto" else "off")
+    if key == "floor":
+        return sdk_floor(app, tracer_provider, meter_provider)
+    if key == "http":  # for scale: what the HTTP instrumentation alone costs
+        from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor
 
-    off_app, _ = project(telemetry="off")
-    floor_app, _ = project(telemetry="off")
-    auto_app, _ = project(telemetry="auto")
-    from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor
+        FastAPIInstrumentor.instrument_app(app, tracer_provider=tracer_provider, meter_provider=meter_provider)
+    return app
 
-    http_only, _ = project(telemetry="off")  # for scale: what the HTTP instrumentation alone costs
-    FastAPIInstrumentor.instrument_app(http_only, tracer_provider=tracer_provider, meter_provider=meter_provider)
+
+async def otel_part(args: argparse.Namespace) -> None:
+    tracer_provider, meter_provider = otel_providers()
+    if args.only is not None:
+        app = otel_app(args.only, tracer_provider, meter_provider)
+        scope, body = request_with([])
+        for _ in range(args.calls):
+            await pc.call(app, scope, body, pc.EXPECT["a"])
+        tracer_provider.shutdown()
+        meter_provider.shutdown()
+        return
     otel = await compare(
         "otel: SDK with exporters that drop everything vs telemetry off (workload a)",
-        {
-            "project, OTel SDK (default)": (traced(), *request_with([])),
-            "project, OTel SDK, MCP_TELEMETRY_DETAIL=required": (traced(telemetry_detail="required"), *request_with([])),
-            "project, OTel SDK, detail=recommended + payload": (
-                traced(telemetry_detail="recommended", telemetry_payload_metrics=True), *request_with([])
-            ),
-            "project, MCP_TELEMETRY=off": (off_app, *request_with([])),
-            "project, MCP_TELEMETRY=auto, no SDK": (auto_app, *request_with([])),
-            "SDK floor: off + 1 span + 1 histogram record": (sdk_floor(floor_app, tracer_provider, meter_provider), *request_with([])),
-            "project, MCP_TELEMETRY=off, FastAPIInstrumentor": (http_only, *request_with([])),
-        },
+        {title: (otel_app(key, tracer_provider, meter_provider), *request_with([])) for key, title in OTEL_VARIANTS.items()},
         args.rounds,
         args.calls,
     )
-    off = otel["project, MCP_TELEMETRY=off"]
-    sdk, lean = off / otel["project, OTel SDK (default)"], off / otel["project, OTel SDK, MCP_TELEMETRY_DETAIL=required"]
-    full = off / otel["project, OTel SDK, detail=recommended + payload"]
-    idle = off / otel["project, MCP_TELEMETRY=auto, no SDK"]
-    http = off / otel["project, MCP_TELEMETRY=off, FastAPIInstrumentor"]
+    off = otel[OTEL_VARIANTS["off"]]
+    sdk, lean = off / otel[OTEL_VARIANTS["default"]], off / otel[OTEL_VARIANTS["required"]]
+    full = off / otel[OTEL_VARIANTS["recommended"]]
+    idle = off / otel[OTEL_VARIANTS["auto"]]
+    http = off / otel[OTEL_VARIANTS["http"]]
+    floor = otel[OTEL_VARIANTS["floor"]]
     print(f"  ratio SDK on / off (off time / on time) {sdk:.2f}; detail=required {lean:.2f}; recommended + payload-size metrics {full:.2f}")
-    floor = off / otel["SDK floor: off + 1 span + 1 histogram record"]
-    print(f"  auto without SDK / off {idle:.2f}; SDK floor / off {floor:.2f}")
+    print(f"  auto without SDK / off {idle:.2f}; SDK floor / off {off / floor:.2f}; default / floor {floor / otel[OTEL_VARIANTS['default']]:.2f}")
     print(f"  for scale: FastAPIInstrumentor alone (its HTTP spans and metrics) / off {http:.2f}")
     tracer_provider.shutdown()
     meter_provider.shutdown()
@@ -246,6 +263,7 @@ if __name__ == "__main__":
     parser.add_argument("--calls", type=int, default=500)
     parser.add_argument("--part", choices=("both", "auth", "otel"), default="both", help="which comparison to run")
     parser.add_argument("--wall", action="store_true", help="wall-clock time instead of process CPU time")
+    parser.add_argument("--only", choices=list(OTEL_VARIANTS), help="with --part otel: --calls calls on that variant, measure nothing")
     arguments = parser.parse_args()
     if arguments.wall:
         CLOCK = time.perf_counter

@@ -4,15 +4,17 @@
 # totals divided by N2 - N1 cancels start-up and import costs.
 #
 #   bench/callgrind_call.sh d project      # or: d fastapi, a project, a fastapi
+#   bench/callgrind_call.sh otel default   # workload a on a bench_auth_otel.py variant (off, floor, required...)
+#   KEEP=dir bench/callgrind_call.sh ...   # keep the callgrind files there (callgrind_annotate)
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 PY="${PY:-$ROOT/.venv/bin/python}"
 workload="${1:-d}"; app="${2:-project}"; n1="${N1:-200}"; n2="${N2:-1200}"
-out="$(mktemp -d)"
-trap 'rm -rf "$out"' EXIT
+if [ -n "${KEEP:-}" ]; then out="$KEEP"; mkdir -p "$out"; else out="$(mktemp -d)"; trap 'rm -rf "$out"' EXIT; fi
+if [ "$workload" = otel ]; then driver=("$ROOT/bench/bench_auth_otel.py" --part otel --only "$app"); else driver=("$ROOT/bench/profile_call.py" "$workload" --only "$app"); fi
 total() {
   PYTHONPATH="${PYTHONPATH:-}" PYTHONHASHSEED=0 valgrind --tool=callgrind --callgrind-out-file="$out/cg.$1" \
-    "$PY" "$ROOT/bench/profile_call.py" "$workload" --only "$app" --calls "$1" >/dev/null 2>"$out/log.$1"
+    "$PY" "${driver[@]}" --calls "$1" >/dev/null 2>"$out/log.$1"
   grep -m1 '^summary:' "$out/cg.$1" | awk '{print $2}'
 }
 t1="$(total "$n1")"; t2="$(total "$n2")"
