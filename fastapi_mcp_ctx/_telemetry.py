@@ -42,7 +42,6 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Mapping
-from types import MappingProxyType
 from typing import Any, Final, NamedTuple
 
 from ._http import BODY_SCOPE_KEY
@@ -63,8 +62,9 @@ class _Shape(NamedTuple):
 
     name: str  # the span name, "tools/call add"
     span: dict[str, Any]  # its constant span attributes (copied per request)
-    metric: Mapping[str, Any]  # the duration histogram's attributes (shared: the SDK copies)
-    sized: Mapping[str, Any]  # the payload-size histograms' attributes
+    metric: dict[str, Any]  # the duration histogram's attributes (shared and never changed: the SDK
+    # copies them with dict(), whose fast path takes a dict, not a MappingProxyType)
+    sized: dict[str, Any]  # the payload-size histograms' attributes (shared the same way)
 
 
 class _Instruments:
@@ -202,7 +202,7 @@ class Telemetry:
             if isinstance(http_version, str):
                 metric["network.protocol.version"] = http_version
         sized = {"mcp.method.name": method, "gen_ai.tool.name": target} if method == "tools/call" and target else {"mcp.method.name": method}
-        shape = _Shape(f"{method} {target}" if target else method, dict(metric), MappingProxyType(metric), MappingProxyType(sized))
+        shape = _Shape(f"{method} {target}" if target else method, dict(metric), metric, sized)
         if len(self._shapes) < _SHAPES_MAX:
             self._shapes[key] = shape
         return shape
