@@ -291,7 +291,8 @@ class CallSpan:
             state.trace_id, state.span_id = self.ids
             if state.state_factory is not None:
                 state.state_factory = self._telemetry.traced_states(state.state_factory, self._inst)
-        return outcome.with_runner(self._run)
+        outcome.runner = self._run  # in place: the PreparedCall is this request's own
+        return outcome
 
     async def _run(self, outbound: Outbound) -> Reply | None:
         """The tool's runner with this span current; ends the span with its reply."""
