@@ -146,8 +146,8 @@ class Telemetry:
 
     def start(self, message: Any, envelope: Any, scope: Mapping[str, Any], session_id: str | None) -> CallSpan | None:
         """Open the SERVER span of one JSON-RPC request (None when telemetry is off)."""
-        inst = self.instruments()
-        if inst is None:
+        inst = self._instruments
+        if inst is None and (inst := self.instruments()) is None:
             return None
         method: str = message.method
         params: Mapping[str, Any] = message.params
@@ -164,10 +164,13 @@ class Telemetry:
         # No traceparent in _meta nor in the headers (the envelope read both): the current
         # context is the parent (FastAPI's span, or none: a new root), no propagator needed.
         parent, links = self._parent(inst, params, scope) if "traceparent" in envelope.trace else (None, None)
-        span = inst.tracer.start_span(shape.name, context=parent, kind=inst.server_kind, attributes=attributes, links=links)
+        # The current context, read once: the span's parent when no traceparent chose another,
+        # and the context the tool runs in with the span set (CallSpan._run).
+        current = inst.context.get_current()
+        span = inst.tracer.start_span(shape.name, context=parent or current, kind=inst.server_kind, attributes=attributes, links=links)
         if self.payload_metrics and isinstance(body := scope.get(BODY_SCOPE_KEY), bytes):
             inst.request_size.record(len(body), shape.sized)
-        return CallSpan(self, inst, span, shape)
+        return CallSpan(self, inst, span, shape, current)
 
     def traced_states(self, factory: Any, inst: _Instruments) -> _TracedStates:
         """``factory`` (a ``state_factory``) whose states are traced; made once per factory."""
@@ -241,14 +244,15 @@ class Telemetry:
 class CallSpan:
     """One request's span and its metric attributes; :meth:`finish` ends both."""
 
-    __slots__ = ("_inst", "_runner", "_shape", "_started", "_telemetry", "span")
+    __slots__ = ("_current", "_inst", "_runner", "_shape", "_started", "_telemetry", "span")
 
-    def __init__(self, telemetry: Telemetry, inst: _Instruments, span: Any, shape: _Shape) -> None:
+    def __init__(self, telemetry: Telemetry, inst: _Instruments, span: Any, shape: _Shape, current: Any = None) -> None:
         self._telemetry = telemetry
         self._inst = inst
         self.span = span
         self._shape = shape
         self._runner: Any = None
+        self._current = current  # the context the request arrived in (None: read it when the tool runs)
         self._started = time.perf_counter()
 
     @property
@@ -297,7 +301,7 @@ class CallSpan:
     async def _run(self, outbound: Outbound) -> Reply | None:
         """The tool's runner with this span current; ends the span with its reply."""
         inst = self._inst
-        token = inst.context.attach(inst.trace.set_span_in_context(self.span))
+        token = inst.context.attach(inst.trace.set_span_in_context(self.span, self._current))
         try:
             if self._telemetry.handler_span:
                 with inst.tracer.start_as_current_span(f"execute_tool {self._shape.metric.get('gen_ai.tool.name', '')}".strip()):
