@@ -161,7 +161,7 @@ def sdk_floor(app: Any, tracer_provider: Any, meter_provider: Any) -> Any:
 
 
 async def main(args: argparse.Namespace) -> None:
-    if args.part in ("both", "auth") and args.only is None:
+    if args.part in ("both", "auth") and args.only is None and not args.gc:
         await auth_part(args)
     if args.part in ("both", "otel"):
         await otel_part(args)
@@ -204,6 +204,7 @@ OTEL_VARIANTS = {
     "auto": "project, MCP_TELEMETRY=auto, no SDK",
     "floor": "SDK floor: off + 1 span + 1 histogram record",
     "http": "project, MCP_TELEMETRY=off, FastAPIInstrumentor",
+    "sampled": "project, OTel SDK (default), ParentBased(TraceIdRatioBased(0.1))",
 }
 """The otel part's variants: ``--only KEY`` makes ``--calls`` calls on that one and measures
 nothing (for instruction counts: ``bench/callgrind_call.sh otel KEY``)."""
@@ -211,6 +212,14 @@ nothing (for instruction counts: ``bench/callgrind_call.sh otel KEY``)."""
 
 def otel_app(key: str, tracer_provider: Any, meter_provider: Any) -> Any:
     """The app of one :data:`OTEL_VARIANTS` key."""
+    if key == "sampled":  # an application's own choice: 1 trace in 10 kept, metrics for every call
+        from opentelemetry.sdk.trace.sampling import ParentBased, TraceIdRatioBased
+
+        sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+        from bench.servers.otel import dropping_providers
+
+        tracer_provider = dropping_providers(ParentBased(TraceIdRatioBased(0.1)))[0]
+        key = "default"
     if key in ("default", "required", "recommended"):
         settings: dict[str, Any] = {"default": {}, "required": {"telemetry_detail": "required"}}.get(
             key, {"telemetry_detail": "recommended", "telemetry_payload_metrics": True}
@@ -228,8 +237,55 @@ def otel_app(key: str, tracer_provider: Any, meter_provider: Any) -> Any:
     return app
 
 
+async def gc_counts(app: Any, calls: int, freeze: bool) -> str:
+    """Cyclic-GC work of ``calls`` calls on ``app``: collections per 1,000 calls by generation,
+    objects the collector tracks (what a full collection walks) and the main thread's CPU time
+    spent collecting (``gc.callbacks``, ``time.thread_time``), after a warm-up and, with ``freeze``, ``gc.collect()`` +
+    ``gc.freeze()`` (what ``MCP_GC_FREEZE=1`` does at the first request)."""
+    import gc
+
+    scope, body = request_with([])
+    for _ in range(300):
+        await pc.call(app, scope, body, pc.EXPECT["a"])
+    gc.collect()
+    if freeze:
+        gc.freeze()
+    counts, spent, started = [0, 0, 0], [0.0], [0.0]
+
+    def callback(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            started[0] = time.thread_time()
+        else:
+            counts[info["generation"]] += 1
+            spent[0] += time.thread_time() - started[0]
+
+    gc.callbacks.append(callback)
+    try:
+        for _ in range(calls):
+            await pc.call(app, scope, body, pc.EXPECT["a"])
+        tracked, frozen = len(gc.get_objects()), gc.get_freeze_count()
+    finally:
+        gc.callbacks.remove(callback)
+        if freeze:
+            gc.unfreeze()
+    per = 1000 / calls
+    return (
+        f"gen0 {counts[0] * per:6.1f}  gen1 {counts[1] * per:5.1f}  gen2 {counts[2] * per:4.2f} per 1,000 calls; "
+        f"tracked {tracked:,} (+{frozen:,} frozen); {spent[0] / calls * 1e6:5.1f} µs/call collecting"
+    )
+
+
 async def otel_part(args: argparse.Namespace) -> None:
     tracer_provider, meter_provider = otel_providers()
+    if args.gc:
+        print(f"== cyclic GC per variant ({args.calls} calls each, after 300 warm-up calls)")
+        for key in ("off", "floor", "default"):
+            for freeze in (False, True):
+                app = otel_app(key, tracer_provider, meter_provider)
+                print(f"  {key:<8} {'gc.freeze' if freeze else 'no freeze':<10} {await gc_counts(app, args.calls, freeze)}")
+        tracer_provider.shutdown()
+        meter_provider.shutdown()
+        return
     if args.only is not None:
         app = otel_app(args.only, tracer_provider, meter_provider)
         scope, body = request_with([])
@@ -263,6 +319,7 @@ if __name__ == "__main__":
     parser.add_argument("--calls", type=int, default=500)
     parser.add_argument("--part", choices=("both", "auth", "otel"), default="both", help="which comparison to run")
     parser.add_argument("--wall", action="store_true", help="wall-clock time instead of process CPU time")
+    parser.add_argument("--gc", action="store_true", help="with --part otel: count the cyclic GC's collections instead of timing")
     parser.add_argument("--only", choices=list(OTEL_VARIANTS), help="with --part otel: --calls calls on that variant, measure nothing")
     arguments = parser.parse_args()
     if arguments.wall:
