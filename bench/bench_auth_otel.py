@@ -279,7 +279,7 @@ async def otel_part(args: argparse.Namespace) -> None:
     tracer_provider, meter_provider = otel_providers()
     if args.gc:
         print(f"== cyclic GC per variant ({args.calls} calls each, after 300 warm-up calls)")
-        for key in ("off", "floor", "default"):
+        for key in ("off", "floor", "default", "sampled"):
             for freeze in (False, True):
                 app = otel_app(key, tracer_provider, meter_provider)
                 print(f"  {key:<8} {'gc.freeze' if freeze else 'no freeze':<10} {await gc_counts(app, args.calls, freeze)}")
