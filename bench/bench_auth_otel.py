@@ -161,7 +161,7 @@ def sdk_floor(app: Any, tracer_provider: Any, meter_provider: Any) -> Any:
 
 
 async def main(args: argparse.Namespace) -> None:
-    if args.part in ("both", "auth"):
+    if args.part in ("both", "auth") and args.only is None and not args.gc:
         await auth_part(args)
     if args.part in ("both", "otel"):
         await otel_part(args)
@@ -196,45 +196,118 @@ async def auth_part(args: argparse.Namespace) -> None:
 
 
 
-async def otel_part(args: argparse.Namespace) -> None:
-    tracer_provider, meter_provider = otel_providers()
+OTEL_VARIANTS = {
+    "default": "project, OTel SDK (default)",
+    "required": "project, OTel SDK, MCP_TELEMETRY_DETAIL=required",
+    "recommended": "project, OTel SDK, detail=recommended + payload",
+    "off": "project, MCP_TELEMETRY=off",
+    "auto": "project, MCP_TELEMETRY=auto, no SDK",
+    "floor": "SDK floor: off + 1 span + 1 histogram record",
+    "http": "project, MCP_TELEMETRY=off, FastAPIInstrumentor",
+    "sampled": "project, OTel SDK (default), ParentBased(TraceIdRatioBased(0.1))",
+}
+"""The otel part's variants: ``--only KEY`` makes ``--calls`` calls on that one and measures
+nothing (for instruction counts: ``bench/callgrind_call.sh otel KEY``)."""
 
-    def traced(**settings: Any) -> FastAPI:
+
+def otel_app(key: str, tracer_provider: Any, meter_provider: Any) -> Any:
+    """The app of one :data:`OTEL_VARIANTS` key."""
+    if key == "sampled":  # an application's own choice: 1 trace in 10 kept, metrics for every call
+        from opentelemetry.sdk.trace.sampling import ParentBased, TraceIdRatioBased
+
+        sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+        from bench.servers.otel import dropping_providers
+
+        tracer_provider = dropping_providers(ParentBased(TraceIdRatioBased(0.1)))[0]
+        key = "default"
+    if key in ("default", "required", "recommended"):
+        settings: dict[str, Any] = {"default": {}, "required": {"telemetry_detail": "required"}}.get(
+            key, {"telemetry_detail": "recommended", "telemetry_payload_metrics": True}
+        )
         app, router = project(telemetry="on", **settings)
         router.dispatcher.telemetry = Telemetry(router.settings, tracer_provider=tracer_provider, meter_provider=meter_provider)
         return app
+    app, _ = project(telemetry="auto" if key == "auto" else "off")
+    if key == "floor":
+        return sdk_floor(app, tracer_provider, meter_provider)
+    if key == "http":  # for scale: what the HTTP instrumentation alone costs
+        from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor
 
-    off_app, _ = project(telemetry="off")
-    floor_app, _ = project(telemetry="off")
-    auto_app, _ = project(telemetry="auto")
-    from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor
+        FastAPIInstrumentor.instrument_app(app, tracer_provider=tracer_provider, meter_provider=meter_provider)
+    return app
 
-    http_only, _ = project(telemetry="off")  # for scale: what the HTTP instrumentation alone costs
-    FastAPIInstrumentor.instrument_app(http_only, tracer_provider=tracer_provider, meter_provider=meter_provider)
+
+async def gc_counts(app: Any, calls: int, freeze: bool) -> str:
+    """Cyclic-GC work of ``calls`` calls on ``app``: collections per 1,000 calls by generation,
+    objects the collector tracks (what a full collection walks) and the main thread's CPU time
+    spent collecting (``gc.callbacks``, ``time.thread_time``), after a warm-up and, with ``freeze``, ``gc.collect()`` +
+    ``gc.freeze()`` (what ``MCP_GC_FREEZE=1`` does at the first request)."""
+    import gc
+
+    scope, body = request_with([])
+    for _ in range(300):
+        await pc.call(app, scope, body, pc.EXPECT["a"])
+    gc.collect()
+    if freeze:
+        gc.freeze()
+    counts, spent, started = [0, 0, 0], [0.0], [0.0]
+
+    def callback(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            started[0] = time.thread_time()
+        else:
+            counts[info["generation"]] += 1
+            spent[0] += time.thread_time() - started[0]
+
+    gc.callbacks.append(callback)
+    try:
+        for _ in range(calls):
+            await pc.call(app, scope, body, pc.EXPECT["a"])
+        tracked, frozen = len(gc.get_objects()), gc.get_freeze_count()
+    finally:
+        gc.callbacks.remove(callback)
+        if freeze:
+            gc.unfreeze()
+    per = 1000 / calls
+    return (
+        f"gen0 {counts[0] * per:6.1f}  gen1 {counts[1] * per:5.1f}  gen2 {counts[2] * per:4.2f} per 1,000 calls; "
+        f"tracked {tracked:,} (+{frozen:,} frozen); {spent[0] / calls * 1e6:5.1f} µs/call collecting"
+    )
+
+
+async def otel_part(args: argparse.Namespace) -> None:
+    tracer_provider, meter_provider = otel_providers()
+    if args.gc:
+        print(f"== cyclic GC per variant ({args.calls} calls each, after 300 warm-up calls)")
+        for key in ("off", "floor", "default", "sampled"):
+            for freeze in (False, True):
+                app = otel_app(key, tracer_provider, meter_provider)
+                print(f"  {key:<8} {'gc.freeze' if freeze else 'no freeze':<10} {await gc_counts(app, args.calls, freeze)}")
+        tracer_provider.shutdown()
+        meter_provider.shutdown()
+        return
+    if args.only is not None:
+        app = otel_app(args.only, tracer_provider, meter_provider)
+        scope, body = request_with([])
+        for _ in range(args.calls):
+            await pc.call(app, scope, body, pc.EXPECT["a"])
+        tracer_provider.shutdown()
+        meter_provider.shutdown()
+        return
     otel = await compare(
         "otel: SDK with exporters that drop everything vs telemetry off (workload a)",
-        {
-            "project, OTel SDK (default)": (traced(), *request_with([])),
-            "project, OTel SDK, MCP_TELEMETRY_DETAIL=required": (traced(telemetry_detail="required"), *request_with([])),
-            "project, OTel SDK, detail=recommended + payload": (
-                traced(telemetry_detail="recommended", telemetry_payload_metrics=True), *request_with([])
-            ),
-            "project, MCP_TELEMETRY=off": (off_app, *request_with([])),
-            "project, MCP_TELEMETRY=auto, no SDK": (auto_app, *request_with([])),
-            "SDK floor: off + 1 span + 1 histogram record": (sdk_floor(floor_app, tracer_provider, meter_provider), *request_with([])),
-            "project, MCP_TELEMETRY=off, FastAPIInstrumentor": (http_only, *request_with([])),
-        },
+        {title: (otel_app(key, tracer_provider, meter_provider), *request_with([])) for key, title in OTEL_VARIANTS.items()},
         args.rounds,
         args.calls,
     )
-    off = otel["project, MCP_TELEMETRY=off"]
-    sdk, lean = off / otel["project, OTel SDK (default)"], off / otel["project, OTel SDK, MCP_TELEMETRY_DETAIL=required"]
-    full = off / otel["project, OTel SDK, detail=recommended + payload"]
-    idle = off / otel["project, MCP_TELEMETRY=auto, no SDK"]
-    http = off / otel["project, MCP_TELEMETRY=off, FastAPIInstrumentor"]
+    off = otel[OTEL_VARIANTS["off"]]
+    sdk, lean = off / otel[OTEL_VARIANTS["default"]], off / otel[OTEL_VARIANTS["required"]]
+    full = off / otel[OTEL_VARIANTS["recommended"]]
+    idle = off / otel[OTEL_VARIANTS["auto"]]
+    http = off / otel[OTEL_VARIANTS["http"]]
+    floor = otel[OTEL_VARIANTS["floor"]]
     print(f"  ratio SDK on / off (off time / on time) {sdk:.2f}; detail=required {lean:.2f}; recommended + payload-size metrics {full:.2f}")
-    floor = off / otel["SDK floor: off + 1 span + 1 histogram record"]
-    print(f"  auto without SDK / off {idle:.2f}; SDK floor / off {floor:.2f}")
+    print(f"  auto without SDK / off {idle:.2f}; SDK floor / off {off / floor:.2f}; default / floor {floor / otel[OTEL_VARIANTS['default']]:.2f}")
     print(f"  for scale: FastAPIInstrumentor alone (its HTTP spans and metrics) / off {http:.2f}")
     tracer_provider.shutdown()
     meter_provider.shutdown()
@@ -246,6 +319,8 @@ if __name__ == "__main__":
     parser.add_argument("--calls", type=int, default=500)
     parser.add_argument("--part", choices=("both", "auth", "otel"), default="both", help="which comparison to run")
     parser.add_argument("--wall", action="store_true", help="wall-clock time instead of process CPU time")
+    parser.add_argument("--gc", action="store_true", help="with --part otel: count the cyclic GC's collections instead of timing")
+    parser.add_argument("--only", choices=list(OTEL_VARIANTS), help="with --part otel: --calls calls on that variant, measure nothing")
     arguments = parser.parse_args()
     if arguments.wall:
         CLOCK = time.perf_counter

@@ -42,7 +42,6 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Mapping
-from types import MappingProxyType
 from typing import Any, Final, NamedTuple
 
 from ._http import BODY_SCOPE_KEY
@@ -63,8 +62,9 @@ class _Shape(NamedTuple):
 
     name: str  # the span name, "tools/call add"
     span: dict[str, Any]  # its constant span attributes (copied per request)
-    metric: Mapping[str, Any]  # the duration histogram's attributes (shared: the SDK copies)
-    sized: Mapping[str, Any]  # the payload-size histograms' attributes
+    metric: dict[str, Any]  # the duration histogram's attributes (shared and never changed: the SDK
+    # copies them with dict(), whose fast path takes a dict, not a MappingProxyType)
+    sized: dict[str, Any]  # the payload-size histograms' attributes (shared the same way)
 
 
 class _Instruments:
@@ -146,8 +146,8 @@ class Telemetry:
 
     def start(self, message: Any, envelope: Any, scope: Mapping[str, Any], session_id: str | None) -> CallSpan | None:
         """Open the SERVER span of one JSON-RPC request (None when telemetry is off)."""
-        inst = self.instruments()
-        if inst is None:
+        inst = self._instruments
+        if inst is None and (inst := self.instruments()) is None:
             return None
         method: str = message.method
         params: Mapping[str, Any] = message.params
@@ -164,10 +164,13 @@ class Telemetry:
         # No traceparent in _meta nor in the headers (the envelope read both): the current
         # context is the parent (FastAPI's span, or none: a new root), no propagator needed.
         parent, links = self._parent(inst, params, scope) if "traceparent" in envelope.trace else (None, None)
-        span = inst.tracer.start_span(shape.name, context=parent, kind=inst.server_kind, attributes=attributes, links=links)
+        # The current context, read once: the span's parent when no traceparent chose another,
+        # and the context the tool runs in with the span set (CallSpan._run).
+        current = inst.context.get_current()
+        span = inst.tracer.start_span(shape.name, context=parent or current, kind=inst.server_kind, attributes=attributes, links=links)
         if self.payload_metrics and isinstance(body := scope.get(BODY_SCOPE_KEY), bytes):
             inst.request_size.record(len(body), shape.sized)
-        return CallSpan(self, inst, span, shape)
+        return CallSpan(self, inst, span, shape, current)
 
     def traced_states(self, factory: Any, inst: _Instruments) -> _TracedStates:
         """``factory`` (a ``state_factory``) whose states are traced; made once per factory."""
@@ -202,7 +205,7 @@ class Telemetry:
             if isinstance(http_version, str):
                 metric["network.protocol.version"] = http_version
         sized = {"mcp.method.name": method, "gen_ai.tool.name": target} if method == "tools/call" and target else {"mcp.method.name": method}
-        shape = _Shape(f"{method} {target}" if target else method, dict(metric), MappingProxyType(metric), MappingProxyType(sized))
+        shape = _Shape(f"{method} {target}" if target else method, dict(metric), metric, sized)
         if len(self._shapes) < _SHAPES_MAX:
             self._shapes[key] = shape
         return shape
@@ -241,21 +244,22 @@ class Telemetry:
 class CallSpan:
     """One request's span and its metric attributes; :meth:`finish` ends both."""
 
-    __slots__ = ("_inst", "_runner", "_shape", "_started", "_telemetry", "span")
+    __slots__ = ("_current", "_inst", "_runner", "_shape", "_started", "_telemetry", "span")
 
-    def __init__(self, telemetry: Telemetry, inst: _Instruments, span: Any, shape: _Shape) -> None:
+    def __init__(self, telemetry: Telemetry, inst: _Instruments, span: Any, shape: _Shape, current: Any = None) -> None:
         self._telemetry = telemetry
         self._inst = inst
         self.span = span
         self._shape = shape
         self._runner: Any = None
+        self._current = current  # the context the request arrived in (None: read it when the tool runs)
         self._started = time.perf_counter()
 
     @property
     def ids(self) -> tuple[str, str]:
         """``(trace_id, span_id)`` in W3C hex (32 and 16 characters)."""
-        context = self.span.get_span_context()
-        return format(context.trace_id, "032x"), format(context.span_id, "016x")
+        context = self.span.get_span_context()  # (int.to_bytes().hex(): a third of format()'s cost)
+        return context.trace_id.to_bytes(16, "big").hex(), context.span_id.to_bytes(8, "big").hex()
 
     def finish(self, reply: Reply | None, error_type: str | None = None) -> None:
         """End the span: ``error.type`` from the reply (JSON-RPC error code, ``tool_error``)
@@ -291,12 +295,13 @@ class CallSpan:
             state.trace_id, state.span_id = self.ids
             if state.state_factory is not None:
                 state.state_factory = self._telemetry.traced_states(state.state_factory, self._inst)
-        return outcome.with_runner(self._run)
+        outcome.runner = self._run  # in place: the PreparedCall is this request's own
+        return outcome
 
     async def _run(self, outbound: Outbound) -> Reply | None:
         """The tool's runner with this span current; ends the span with its reply."""
         inst = self._inst
-        token = inst.context.attach(inst.trace.set_span_in_context(self.span))
+        token = inst.context.attach(inst.trace.set_span_in_context(self.span, self._current))
         try:
             if self._telemetry.handler_span:
                 with inst.tracer.start_as_current_span(f"execute_tool {self._shape.metric.get('gen_ai.tool.name', '')}".strip()):

@@ -383,13 +383,24 @@ def test_the_docs_example_runs_as_written() -> None:
     assert out.stdout.strip() == "ok", out.stderr
 
 
-def test_with_runner_keeps_every_other_field_of_the_prepared_call() -> None:
-    """``PreparedCall.with_runner`` (the cheap ``replace`` telemetry uses) copies every field,
-    including any added later."""
-    from dataclasses import fields, replace
+def test_bind_swaps_the_runner_and_keeps_every_other_field_of_the_prepared_call() -> None:
+    """``CallSpan.bind`` puts its wrapper in the ``PreparedCall`` in place (no copy per request)
+    and leaves every other field, including any added later, as it was."""
+    from dataclasses import fields
+
+    from opentelemetry.sdk.trace import TracerProvider as SdkTracerProvider
 
     from fastapi_mcp_ctx._outcomes import PreparedCall
+    from fastapi_mcp_ctx._telemetry import CallSpan, _Instruments, _Shape  # pyright: ignore[reportPrivateUsage]
 
-    call = PreparedCall(**{f.name: object() for f in fields(PreparedCall)})  # pyright: ignore[reportArgumentType]
-    runner = object()
-    assert call.with_runner(runner) == replace(call, runner=runner)  # pyright: ignore[reportArgumentType]
+    provider = SdkTracerProvider()
+    inst = _Instruments("1", tracer_provider=provider)
+    telemetry = Telemetry(mcp_settings(), tracer_provider=provider)
+    span = CallSpan(telemetry, inst, inst.tracer.start_span("x"), _Shape("x", {}, {}, {}))
+    values = {f.name: object() for f in fields(PreparedCall)}
+    values["state"] = None
+    call = PreparedCall(**values)  # pyright: ignore[reportArgumentType]
+    assert span.bind(call, None) is call
+    assert call.runner == span._run  # pyright: ignore[reportPrivateUsage]
+    assert all(getattr(call, name) is value for name, value in values.items() if name != "runner")
+    span.span.end()

@@ -41,9 +41,10 @@ class DropMetrics(MetricExporter):
         return None
 
 
-def dropping_providers() -> tuple[TracerProvider, MeterProvider]:
-    """A new ``(tracer_provider, meter_provider)`` pair exporting to :class:`DropSpans` / :class:`DropMetrics`."""
-    tracer_provider = TracerProvider()
+def dropping_providers(sampler: Any = None) -> tuple[TracerProvider, MeterProvider]:
+    """A new ``(tracer_provider, meter_provider)`` pair exporting to :class:`DropSpans` / :class:`DropMetrics`
+    (``sampler``: the ``TracerProvider``'s; default the SDK's, ``ParentBased(ALWAYS_ON)``)."""
+    tracer_provider = TracerProvider(sampler=sampler)
     tracer_provider.add_span_processor(BatchSpanProcessor(DropSpans()))
     reader = PeriodicExportingMetricReader(DropMetrics(), export_interval_millis=5000)
     return tracer_provider, MeterProvider(metric_readers=[reader])
