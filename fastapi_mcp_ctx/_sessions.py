@@ -189,7 +189,9 @@ class MemorySessionStore:
             self._hint_unknown()
             return None
         now = self._clock()
-        if self._expired(record, now):
+        # the idle check first: a record within its idle time lives on whether pinned or not
+        # (both refresh last_seen), so the pinned lookup runs only for one that would expire
+        if now - record.last_seen > self._idle and self._expired(record, now):
             del self._records[session_id]
             return None
         record.last_seen = now
