@@ -462,9 +462,7 @@ class Dispatcher:
                 if shutdown is not None:
                     shutdown.call_ended(call_signal)
                 if live is not None and session is not None:
-                    if live.in_flight.get(request_id) is state.signal:
-                        del live.in_flight[request_id]
-                    self.live.release(session.id)
+                    self.live.call_ended(live, session.id, request_id, state.signal)
 
         def cancelled() -> Reply | None:
             if state.signal.reason == SHUTDOWN_REASON:

@@ -265,6 +265,16 @@ class LiveSessions:
         if live is not None and not live.in_flight and live.standalone_send is None:
             del self._live[session_id]
 
+    def call_ended(self, live: LiveSession, session_id: str, request_id: str | int, signal: CancelSignal) -> None:
+        """A call of ``session_id`` registered in ``live.in_flight`` under ``request_id`` with
+        ``signal`` ended: its entry goes (when it is still this call's), then :meth:`release`."""
+        in_flight = live.in_flight
+        if in_flight.get(request_id) is signal:
+            del in_flight[request_id]
+        current = self._live.get(session_id)
+        if current is not None and not current.in_flight and current.standalone_send is None:
+            del self._live[session_id]
+
     def end(self, session_id: str) -> None:
         """Forget a session: close its stream, cancel its in-flight calls."""
         live = self._live.pop(session_id, None)

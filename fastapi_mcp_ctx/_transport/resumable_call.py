@@ -171,7 +171,11 @@ class ResumableCallResponse(Response):
                 # a sync tool's thread cannot be interrupted: its call returns normally after the
                 # signal fired, and that late result is dropped
                 reply = call.cancelled_message()
-            await self._finish(reply)
+            if self._state == "pending" and (self._json_allowed or reply is None):
+                self._state = "json"  # no await since the check: no stream can start any more
+                await self._send_json(reply)  # the common end, without _finish's coroutine
+            else:
+                await self._finish(reply)
         finally:
             if held:
                 coordinator.release_stream(self)
