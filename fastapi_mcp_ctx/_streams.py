@@ -61,73 +61,28 @@ def _raw_headers(headers: Mapping[str, str], content_type: bytes) -> list[tuple[
     return raw
 
 
-_WATCH_AFTER: Final = 0.05
-"""Seconds between two ticks of a :class:`_Sweep`: a call's watcher task starts once the call
-ran through one full tick (between one and two of these)."""
-
-
-class _Sweep:
-    """One timer per event loop for the disconnect watchers of every running call, instead of a
-    timer per call: each tick starts the watcher task of the calls that were running at the
-    previous tick already, and the timer stops while no call runs."""
-
-    __slots__ = ("armed", "loop", "old", "young")
-
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self.loop = loop
-        self.young: set[_DisconnectWatcher] = set()  # registered since the last tick
-        self.old: set[_DisconnectWatcher] = set()  # running at the last tick already
-        self.armed = False
-
-    def tick(self) -> None:
-        due, self.old, self.young = self.old, self.young, set()
-        for watcher in due:
-            watcher.start()
-        if self.old:
-            self.loop.call_later(_WATCH_AFTER, self.tick)
-        else:
-            self.armed = False
-
-
-_sweep: _Sweep | None = None
-"""The sweep of the event loop that served the last call (a call on another loop makes its own)."""
-
-
 class _DisconnectWatcher:
-    """Cancels a call when its client disconnects, without a task or a timer per fast call.
+    """Cancels a call when its client disconnects, without a task per fast call.
 
-    On asyncio a watcher task starts only once the call has lasted ``_WATCH_AFTER`` seconds (one
-    to two ticks of the loop's :class:`_Sweep`; a disconnect in the meantime is queued by the
-    server and seen at once); most calls finish first and cost a set entry, no task. Other
-    event loops get no disconnect detection.
+    On asyncio a watcher task starts only once the call has lasted ``delay`` seconds (a
+    disconnect in the meantime is queued by the server and seen at once); most calls finish
+    first and cost one timer, no task. Other event loops get no disconnect detection.
     """
 
-    __slots__ = ("_receive", "_signal", "_sweep", "_task")
+    __slots__ = ("_handle", "_receive", "_signal", "_task")
 
-    def __init__(self, receive: Receive, signal: CancelSignal) -> None:
-        global _sweep
+    def __init__(self, receive: Receive, signal: CancelSignal, delay: float = 0.05) -> None:
         self._receive = receive
         self._signal = signal
         self._task: asyncio.Task[None] | None = None
         try:
-            loop = asyncio.get_running_loop()
+            self._handle: asyncio.TimerHandle | None = asyncio.get_running_loop().call_later(delay, self._start)
         except RuntimeError:  # not asyncio (trio): no watcher
-            self._sweep: _Sweep | None = None
-            return
-        sweep = _sweep
-        if sweep is None or sweep.loop is not loop:
-            sweep = _sweep = _Sweep(loop)
-        self._sweep = sweep
-        sweep.young.add(self)
-        if not sweep.armed:
-            sweep.armed = True
-            loop.call_later(_WATCH_AFTER, sweep.tick)
+            self._handle = None
 
-    def start(self) -> None:
-        """Start watching (the sweep found the call still running)."""
-        sweep = self._sweep
-        if sweep is not None:
-            self._task = sweep.loop.create_task(self._watch())
+    def _start(self) -> None:
+        self._handle = None
+        self._task = asyncio.get_running_loop().create_task(self._watch())
 
     async def _watch(self) -> None:
         while True:
@@ -138,13 +93,10 @@ class _DisconnectWatcher:
 
     def stop(self) -> None:
         """Stop watching (the call ended): after this, a disconnect is the response's normal end.
-        The task is dropped too: its coroutine holds this watcher (no task <-> watcher cycle);
-        so is the sweep's entry (no sweep <-> watcher cycle)."""
-        sweep = self._sweep
-        if sweep is not None:
-            self._sweep = None
-            sweep.young.discard(self)
-            sweep.old.discard(self)
+        The task is dropped too: its coroutine holds this watcher (no task <-> watcher cycle)."""
+        if self._handle is not None:
+            self._handle.cancel()
+            self._handle = None
         if self._task is not None:
             self._task.cancel()
             self._task = None
