@@ -33,6 +33,10 @@ Outbound = Callable[[dict[str, Any]], Awaitable[None]]
 """Sends one JSON-RPC message on the call's own stream."""
 
 
+_NO_EXTRA: Mapping[str, Any] = MappingProxyType({})
+"""``CallState.extra`` of a call with none: one read-only empty mapping shared by every call."""
+
+
 class ChangeNotifications(Protocol):
     """Where ``ctx.notify_*_list_changed`` / ``ctx.notify_resource_updated`` publish (the router's notifier)."""
 
@@ -71,7 +75,7 @@ class CallState:
     operation: str | None = None
     logger_name: str | None = None
     uri: str | None = None
-    extra: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+    extra: Mapping[str, Any] = field(default_factory=lambda: _NO_EXTRA)
     outbound: Outbound | None = None
     signal: CancelSignal = field(default_factory=CancelSignal)
     client_log_level: Callable[[], str | None] = lambda: None

@@ -452,7 +452,9 @@ class Dispatcher:
 
         async def runner(outbound: Outbound) -> Reply | None:
             state.outbound = outbound
-            untrack = shutdown.track_call(state.signal) if shutdown is not None else None
+            call_signal = state.signal
+            if shutdown is not None:
+                shutdown.call_started(call_signal)
             try:
                 result = await run_rounds(context, state, message.params, lambda: run(context, call_request, background), self.sealer, tool)
                 if tool is not None and (state.outputs is not None or tool.enrichment is not None) and result.get("resultType") != "input_required":
@@ -470,12 +472,10 @@ class Dispatcher:
                 return error_reply(request_id, InternalError(), era)
             finally:
                 state.outbound = None
-                if untrack is not None:
-                    untrack()
+                if shutdown is not None:
+                    shutdown.call_ended(call_signal)
                 if live is not None and session is not None:
-                    if live.in_flight.get(request_id) is state.signal:
-                        del live.in_flight[request_id]
-                    self.live.release(session.id)
+                    self.live.call_ended(live, session.id, request_id, state.signal)
 
         def cancelled() -> Reply | None:
             if state.signal.reason == SHUTDOWN_REASON:

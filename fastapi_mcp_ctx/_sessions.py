@@ -189,7 +189,9 @@ class MemorySessionStore:
             self._hint_unknown()
             return None
         now = self._clock()
-        if self._expired(record, now):
+        # the idle check first: a record within its idle time lives on whether pinned or not
+        # (both refresh last_seen), so the pinned lookup runs only for one that would expire
+        if now - record.last_seen > self._idle and self._expired(record, now):
             del self._records[session_id]
             return None
         record.last_seen = now
@@ -261,6 +263,16 @@ class LiveSessions:
         """Drop the companion of ``session_id`` when nothing is live in it any more."""
         live = self._live.get(session_id)
         if live is not None and not live.in_flight and live.standalone_send is None:
+            del self._live[session_id]
+
+    def call_ended(self, live: LiveSession, session_id: str, request_id: str | int, signal: CancelSignal) -> None:
+        """A call of ``session_id`` registered in ``live.in_flight`` under ``request_id`` with
+        ``signal`` ended: its entry goes (when it is still this call's), then :meth:`release`."""
+        in_flight = live.in_flight
+        if in_flight.get(request_id) is signal:
+            del in_flight[request_id]
+        current = self._live.get(session_id)
+        if current is not None and not current.in_flight and current.standalone_send is None:
             del self._live[session_id]
 
     def end(self, session_id: str) -> None:

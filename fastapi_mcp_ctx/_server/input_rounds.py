@@ -88,7 +88,9 @@ def _open(sealer: RequestStateSealer | None, call: CallState, target: CallTarget
 
 
 # -- one round -------------------------------------------------------------------------------
-def first_round(context: Context, call: CallState, params: Mapping[str, Any], target: CallTarget, sealer: RequestStateSealer | None) -> InputRound:
+def first_round(
+    context: Context, call: CallState, params: Mapping[str, Any], target: CallTarget | None, sealer: RequestStateSealer | None
+) -> InputRound:
     """The input of the first attempt: the request's ``inputResponses`` (both eras) and, in
     2026-07-28, its opened ``requestState``.
 
@@ -110,7 +112,8 @@ def first_round(context: Context, call: CallState, params: Mapping[str, Any], ta
         if not isinstance(token, str):
             raise InvalidRequestStateError()
         try:
-            handler_state, carried, asked = decode_round_state(_open(sealer, call, target, token))
+            bound = target if target is not None else CallTarget.of(call.method, params)
+            handler_state, carried, asked = decode_round_state(_open(sealer, call, bound, token))
         except ValueError:  # opened, so this server sealed it: only a state made without a sealer gets here
             raise InvalidRequestStateError() from None
     can = context.client.can if call.envelope.client_capabilities is not None else None
@@ -165,7 +168,7 @@ async def run_with_input(
     context: Context,
     call: CallState,
     params: Mapping[str, Any],
-    target: CallTarget,
+    target: CallTarget | None,
     attempt: Callable[[], Awaitable[T]],
     sealer: RequestStateSealer | None = None,
 ) -> T | InputRequiredOutcome:
@@ -173,7 +176,8 @@ async def run_with_input(
     :class:`InputRequired` into the era's answer (module docstring).
 
     ``context`` is the handler's :class:`Context` over ``call`` (the transport's ``CallState``);
-    ``params`` the request's params; ``target`` what its state is bound to.
+    ``params`` the request's params; ``target`` what its state is bound to (None: made from
+    ``params`` where a state is sealed or opened).
 
     Raises:
         InvalidParamsError: malformed ``inputResponses`` / invalid ``requestState`` (-32602).
@@ -188,7 +192,8 @@ async def run_with_input(
             return await attempt()
         except InputRequired as signal:
             if call.envelope.era == "modern":
-                return InputRequiredOutcome(_input_required(call, signal, round_, target, sealer))
+                bound = target if target is not None else CallTarget.of(call.method, params)
+                return InputRequiredOutcome(_input_required(call, signal, round_, bound, sealer))
             if round_.number > call.settings.input_max_rounds:
                 raise InputRoundsExceededError(call.settings.input_max_rounds) from None
             round_ = await _ask_live(context, call, signal, round_)
@@ -211,7 +216,8 @@ async def run_rounds(
     (a JSON-RPC error: ``ClientCapabilityMissingError`` -32600, ``ServerRequestError``,
     ``InputRoundsExceededError``)."""
     try:
-        outcome = await run_with_input(context, call, params, CallTarget.of(call.method, params), attempt, sealer)
+        # the target is made only where a state is sealed or opened (most calls do neither)
+        outcome = await run_with_input(context, call, params, None, attempt, sealer)
     except (ServerRequestError, InputRoundsExceededError) as exc:
         if tool is None:
             raise

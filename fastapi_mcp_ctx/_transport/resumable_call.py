@@ -29,7 +29,7 @@ from starlette.types import Receive, Scope, Send
 from .._cancel_scope import new_cancel_scope
 from .._jsonrpc import dumps
 from .._sessions import SessionRecord
-from .._streams import Reply, Runner, sse_frame
+from .._streams import Reply, Runner, run_background, sse_frame
 from ..context import CallState, CancelSignal
 from ..errors import ConfigurationError, StateUnavailableError
 from .events import StoredEvent, StreamKey, UnknownStreamError, new_stream_id
@@ -87,20 +87,6 @@ class _AnsweredCall:
         return None
 
 
-class _StreamControl:
-    """What ``ctx.close_sse_stream()`` / ``ctx.close_standalone_sse_stream()`` reach."""
-
-    def __init__(self, response: ResumableCallResponse) -> None:
-        self._response = response
-
-    async def close_connection(self) -> bool:
-        return await self._response.aclose()
-
-    async def close_standalone(self) -> bool:
-        response = self._response
-        return await response.streams.close_get_connection(response.session.id)
-
-
 class ResumableCallResponse(Response):
     """A resumable call: JSON when the result comes first, else a stored SSE stream.
 
@@ -109,7 +95,22 @@ class ResumableCallResponse(Response):
     :class:`~._transport.sse.Attached` of its stream once the stream starts: a resume (``GET``
     + ``Last-Event-ID``) takes the stream over, after which this connection writes nothing more
     and ends when the call does.
+
+    It is also the call's ``stream_control`` (what ``ctx.close_sse_stream()`` and
+    ``ctx.close_standalone_sse_stream()`` reach) and the stream the shutdown closes. The
+    attributes a plain JSON answer never changes keep their class defaults (no per-call store).
     """
+
+    _lock: anyio.Lock | None = None
+    _stream_key: StreamKey | None = None
+    _live = False  # the store failed when the stream began: frames go out live, without ids
+    _open = False  # the connection still takes frames
+    _finished: anyio.Event | None = None
+    _detach: Callable[[], None] | None = None
+    _receive: Receive | None = None
+    _tasks: set[asyncio.Task[None]] | None = None
+    _watch_later: asyncio.TimerHandle | None = None
+    reason: End | None = None
 
     def __init__(
         self,
@@ -132,17 +133,7 @@ class ResumableCallResponse(Response):
         self.background = None
         self.status_code = 200
         self._state: Literal["pending", "starting", "sse", "json"] = "pending"
-        self._lock: anyio.Lock | None = None
-        self._stream_key: StreamKey | None = None
-        self._live = False  # the store failed when the stream began: frames go out live, without ids
-        self._open = False  # the connection still takes frames
-        self._finished: anyio.Event | None = None
-        self._detach: Callable[[], None] | None = None
         self._send: Send | None = None
-        self._receive: Receive | None = None
-        self._tasks: set[asyncio.Task[None]] = set()
-        self._watch_later: asyncio.TimerHandle | None = None
-        self.reason: End | None = None
 
     @property
     def kind(self) -> Literal["post", "get"]:
@@ -163,8 +154,11 @@ class ResumableCallResponse(Response):
         self._send, self._receive = send, receive
         call = self._call
         if call.state is not None:
-            call.state.stream_control = _StreamControl(self)
-        remove = self.streams.coordinator.add_stream(self._close_at_shutdown) if self._retry_ms is not None and self._sse_allowed else None
+            call.state.stream_control = self
+        coordinator = self.streams.coordinator
+        held = self._retry_ms is not None and self._sse_allowed
+        if held:  # closed with a retry hint at shutdown (the client resumes elsewhere)
+            coordinator.hold_stream(self)
         try:
             reply: Reply | None = None
             with new_cancel_scope() as handler_scope:
@@ -177,13 +171,17 @@ class ResumableCallResponse(Response):
                 # a sync tool's thread cannot be interrupted: its call returns normally after the
                 # signal fired, and that late result is dropped
                 reply = call.cancelled_message()
-            await self._finish(reply)
+            if self._state == "pending" and (self._json_allowed or reply is None):
+                self._state = "json"  # no await since the check: no stream can start any more
+                await self._send_json(reply)  # the common end, without _finish's coroutine
+            else:
+                await self._finish(reply)
         finally:
-            if remove is not None:
-                remove()
+            if held:
+                coordinator.release_stream(self)
             if call.state is not None:
                 call.state.stream_control = None
-        await self._background()
+        await run_background(self._background)
 
     def _guard(self) -> anyio.Lock:
         if self._lock is None:
@@ -265,7 +263,7 @@ class ResumableCallResponse(Response):
             self._detach()
         if self._watch_later is not None:
             self._watch_later.cancel()
-        for task in tuple(self._tasks):
+        for task in tuple(self._tasks or ()):
             if task is not asyncio.current_task():
                 task.cancel()  # the disconnect watcher
 
@@ -307,16 +305,25 @@ class ResumableCallResponse(Response):
 
     def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
         task = asyncio.get_running_loop().create_task(work)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        tasks = self._tasks
+        if tasks is None:
+            tasks = self._tasks = set()
+        tasks.add(task)
+        task.add_done_callback(tasks.discard)
 
     async def wait_finished(self) -> None:
         """Return once the response body has ended."""
         if self._finished is not None:
             await self._finished.wait()
 
-    async def _close_at_shutdown(self) -> None:
-        await self.aclose()
+    # -- StreamControl (ctx.close_sse_stream / ctx.close_standalone_sse_stream) -------------------
+    async def close_connection(self) -> bool:
+        """``ctx.close_sse_stream()``: see :meth:`aclose`."""
+        return await self.aclose()
+
+    async def close_standalone(self) -> bool:
+        """``ctx.close_standalone_sse_stream()``: end the session's GET connection here."""
+        return await self.streams.close_get_connection(self.session.id)
 
     # -- the end ---------------------------------------------------------------------------------
     async def _finish(self, reply: Reply | None) -> None:
@@ -359,9 +366,9 @@ class ResumableCallResponse(Response):
             await send({"type": "http.response.body", "body": b"", "more_body": False})
             return
         body = dumps(reply.message)
-        merged = {**self._extra_headers, **reply.headers}
+        merged = {**self._extra_headers, **reply.headers} if reply.headers else self._extra_headers
         headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
-        headers.extend((k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in merged.items())
+        headers += [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in merged.items()]
         await send({"type": "http.response.start", "status": reply.status, "headers": headers})
         await send({"type": "http.response.body", "body": body, "more_body": False})
 

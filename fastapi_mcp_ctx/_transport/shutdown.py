@@ -34,7 +34,7 @@ import threading
 import weakref
 from collections.abc import Awaitable, Callable, Coroutine
 from types import FrameType
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 import anyio
 
@@ -49,6 +49,13 @@ SHUTDOWN_REASON: Final = "server shutting down"
 
 Closer = Callable[[], Awaitable[None]]
 """Ends one open stream promptly (a ``retry`` hint first where the era has one)."""
+
+
+class Closable(Protocol):
+    """An open stream held by :meth:`ShutdownCoordinator.hold_stream`: ``aclose()`` ends it
+    promptly (a resumable 2025 call's response)."""
+
+    async def aclose(self) -> Any: ...
 
 _SIGNALS: Final = (signal.SIGTERM, signal.SIGINT)
 _PREVIOUS: Final = "_fastapi_mcp_ctx_previous"
@@ -68,6 +75,7 @@ class ShutdownCoordinator:
         self.grace_seconds = grace_seconds
         self._signals = signals
         self._streams: dict[int, Closer] = {}
+        self._held: set[Closable] = set()
         self._next = 0
         self._calls: set[CancelSignal] = set()
         self._calls_idle: anyio.Event | None = None
@@ -120,22 +128,43 @@ class ShutdownCoordinator:
 
         return remove
 
+    def hold_stream(self, stream: Closable) -> None:
+        """:meth:`add_stream` without a closure per stream (one per call of a resumable 2025
+        client): ``stream.aclose()`` runs when shutdown begins (at once when it has); call
+        :meth:`release_stream` once the stream ended."""
+        self._held.add(stream)
+        if self._begun:
+            self._spawn(self._run_close(stream.aclose))
+
+    def release_stream(self, stream: Closable) -> None:
+        """The stream held by :meth:`hold_stream` ended."""
+        self._held.discard(stream)
+
     def track_call(self, call_signal: CancelSignal) -> Callable[[], None]:
         """Count a running call; it is cancelled when the grace ran out (at once when it has).
 
         Returns:
             ``untrack``, to call once the call ended.
         """
+        self.call_started(call_signal)
+
+        def untrack() -> None:
+            self.call_ended(call_signal)
+
+        return untrack
+
+    def call_started(self, call_signal: CancelSignal) -> None:
+        """:meth:`track_call` without the ``untrack`` closure (the dispatcher's per-call form):
+        call :meth:`call_ended` with the same signal once the call ended."""
         self._calls.add(call_signal)
         if self._deadline is not None and anyio.current_time() >= self._deadline:
             call_signal.cancel(SHUTDOWN_REASON)
 
-        def untrack() -> None:
-            self._calls.discard(call_signal)
-            if not self._calls and self._calls_idle is not None:
-                self._calls_idle.set()
-
-        return untrack
+    def call_ended(self, call_signal: CancelSignal) -> None:
+        """The call counted by :meth:`call_started` ended."""
+        self._calls.discard(call_signal)
+        if not self._calls and self._calls_idle is not None:
+            self._calls_idle.set()
 
     # -- shutting down ----------------------------------------------------------------------
     def begin(self) -> None:
@@ -162,11 +191,14 @@ class ShutdownCoordinator:
         self._begun = True
         self._done = anyio.Event()
         self._deadline = anyio.current_time() + self.grace_seconds
-        logger.info("MCP shutdown begun: closing %d open stream(s); %d call(s) get %.1f s", len(self._streams), len(self._calls), self.grace_seconds)
+        streams = len(self._streams) + len(self._held)
+        logger.info("MCP shutdown begun: closing %d open stream(s); %d call(s) get %.1f s", streams, len(self._calls), self.grace_seconds)
         try:
             async with anyio.create_task_group() as tg:
                 for close in tuple(self._streams.values()):
                     tg.start_soon(self._run_close, close)
+                for stream in tuple(self._held):
+                    tg.start_soon(self._run_close, stream.aclose)
                 tg.start_soon(self._bound_calls)
         finally:
             self._done.set()
