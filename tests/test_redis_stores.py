@@ -82,20 +82,21 @@ async def test_the_owner_quota_and_the_cap_count_every_replica(link: RedisLink) 
 
 
 async def test_leases_are_exclusive_renewed_released_and_expire(link: RedisLink) -> None:
-    store = RedisSessionStore(link, idle_seconds=0.8, max_sessions=10)
-    leases = RedisLeases(store, lease_seconds=0.4)
+    # margins of 0.5 s around each deadline: the test holds on a loaded machine too
+    store = RedisSessionStore(link, idle_seconds=2.0, max_sessions=10)
+    leases = RedisLeases(store, lease_seconds=1.0)
     rec = record()
     await store.create(rec)
     assert await leases.acquire(rec.id, "a") and not await leases.acquire(rec.id, "b")
-    for _ in range(4):  # renewing also keeps the session from idling out
-        await anyio.sleep(0.3)
+    for _ in range(5):  # renewing also keeps the session from idling out (2.5 s > its 2 s idle time)
+        await anyio.sleep(0.5)
         assert await leases.renew(rec.id, "a")
     assert await store.get(rec.id) is not None
     await leases.release(rec.id, "b")  # not b's: nothing happens
     assert not await leases.acquire(rec.id, "b")
     await leases.release(rec.id, "a")
     assert await leases.acquire(rec.id, "b")
-    await anyio.sleep(0.5)  # b died without releasing
+    await anyio.sleep(1.5)  # b died without releasing
     assert await leases.acquire(rec.id, "c")
     assert await leases.acquire(rec.id, "d", force=True)  # a resume takes it over
     assert not await leases.renew(rec.id, "c")
