@@ -4,7 +4,7 @@
 route. The endpoint runs the transport checks (Host/Origin, repeated headers, Content-Type,
 Accept, the bounded body read), ``authenticate=``, picks the era (``_envelope.choose_era``,
 DESIGN.md decision 2), gates 2025 sessions (``initialize``, ``Mcp-Session-Id``, the GET stream,
-DELETE) and hands each request to the :class:`~fastapi_mcp_ctx._dispatch.Dispatcher`.
+DELETE: ``session_gate.py``) and hands each request to the :class:`~fastapi_mcp_ctx._dispatch.Dispatcher`.
 
 Spec: 2025-11-25 ``basic/transports`` (Streamable HTTP, sessions) and 2026-07-28
 ``basic/transports/streamable-http`` (single exchange, required headers).
@@ -13,7 +13,6 @@ Spec: 2025-11-25 ``basic/transports`` (Streamable HTTP, sessions) and 2026-07-28
 from __future__ import annotations
 
 import logging
-import time
 from typing import Any
 
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
@@ -36,52 +35,35 @@ from .._envelope import (
 from .._gate import build_gate
 from .._gcfreeze import freeze_startup_objects
 from .._http import BODY_SCOPE_KEY, accepted, read_body, refuse_content_coding, reject_repeated
-from .._jsonrpc import JsonRpcNotification, JsonRpcRequest, JsonRpcResponse, error_message, parse_message, request_id_of
+from .._jsonrpc import JsonRpcNotification, JsonRpcRequest, JsonRpcResponse, parse_message, request_id_of
 from .._logging import install_default_handler
-from .._sealing import announce_process_key
 from .._outcomes import error_reply, json_reply
-from .._replicas.deadline import store_work
 from .._replicas.relay import Relay
 from .._resource_metadata import challenge, ensure_root_routes, metadata_routes
+from .._sealing import announce_process_key
 from .._security import TransportSecurity, is_loopback_host, loopback_security
-from .._sessions import LiveSessions, OwnerQuotaExceeded, SessionRecord, SessionStore, check_client_metadata
-from .._streams import Reply, StandaloneStream
+from .._sessions import LiveSessions, SessionRecord, SessionStore
 from .._transport.notifications import Notifier
 from .._transport.pending import PendingRequests
 from .._transport.resumable import ResumableStreams
 from .._transport.shutdown import ShutdownCoordinator
-from ..auth import Principal
 from ..errors import (
     AuthenticationError,
     InvalidRequestError,
     MalformedAnswerError,
     McpError,
-    MissingSessionError,
     NotAcceptableError,
-    ProtocolVersionMismatchError,
-    ServerShuttingDownError,
-    SessionNotFoundError,
     StateUnavailableError,
-    StreamConflictError,
     UnsupportedMediaTypeError,
     UnsupportedVersionError,
 )
 from ..settings import McpSettings
 from .batch import BatchHooks, serve_batch
+from .session_gate import SESSION_HEADER, SessionGate, error_response
 
 __all__ = ["McpEndpoint"]
 
 logger = logging.getLogger("fastapi_mcp_ctx")
-_SESSION_HEADER = "mcp-session-id"
-
-
-def _tenant_of(scope: Scope) -> str | None:
-    principal: Principal | None = scope.get(PRINCIPAL_SCOPE_KEY)
-    return principal.tenant_id if principal is not None else "default"
-
-
-def _error_response(exc: McpError, request_id: Any = None, headers: dict[str, str] | None = None) -> Response:
-    return json_reply(Reply(error_message(request_id, exc), exc.http_status, exc.headers), headers)
 
 
 
@@ -136,7 +118,13 @@ class McpEndpoint:
         self._loopback = loopback_security()
         self._log_checked = False
         self._configured_security = self._security_from_settings()
-        self._remote_stores = bool(getattr(sessions, "shared", False) or getattr(notifier.bus, "shared", False))
+        self.session_gate = SessionGate(
+            settings=settings, sessions=sessions, live=live, dispatcher=dispatcher, streams=streams, notifier=notifier,
+            shutdown_coordinator=shutdown_coordinator, pending=pending, relay=self.relay,
+        )  # fmt: skip
+        self._session = self.session_gate.session
+        self._legacy_notification = self.session_gate.notification
+        self._store_work = self.session_gate.store_work
         registry, features = dispatcher.registry, dispatcher.features
 
         def scopes() -> set[str]:  # what a 401 challenge and the metadata advertise: tools, resources, prompts
@@ -148,11 +136,6 @@ class McpEndpoint:
     async def handle(self, request: Request) -> Response:
         """The route's endpoint: one MCP HTTP request of either era."""
         return await self._endpoint(request)
-
-    def _store_work(self, scope: Scope) -> Any:
-        """The bound of a piece of this request's session-store / bus work: one deadline per
-        request (``MCP_SESSION_STORE_DEADLINE_SECONDS``, ``_replicas/deadline.py``)."""
-        return store_work(scope, self.settings.session_store_deadline_seconds, self._remote_stores)
 
     # -- transport security --------------------------------------------------------------
     def _security_from_settings(self) -> TransportSecurity | None:
@@ -227,11 +210,11 @@ class McpEndpoint:
             if method == "POST":
                 response = await self._post(request, headers)
             elif method == "GET":
-                response = await self._get(request, headers)
+                response = await self.session_gate.get(request, headers)
             else:
-                response = await self._delete(request, headers)
+                response = await self.session_gate.delete(request, headers)
         except McpError as exc:
-            response = _error_response(exc, request_id_of(exc))
+            response = error_response(exc, request_id_of(exc))
         except ClientDisconnect:
             return Response(status_code=400)
         if outcome is not None:
@@ -269,7 +252,7 @@ class McpEndpoint:
 
     async def _fail_waiter(self, exc: MalformedAnswerError, request: Request, headers: HeaderMap) -> None:
         """A malformed answer of a session's client fails the request waiting for its id at once."""
-        if _SESSION_HEADER not in headers:
+        if SESSION_HEADER not in headers:
             return
         try:
             session = await self._session(headers, request.scope)
@@ -318,16 +301,16 @@ class McpEndpoint:
         sse_allowed: bool,
     ) -> Response:
         mode = self.settings.session_mode  # auto: a session when the request names one, else none
-        in_session = mode == "stateful" or (mode == "auto" and _SESSION_HEADER in request_headers)
+        in_session = mode == "stateful" or (mode == "auto" and SESSION_HEADER in request_headers)
         try:
             check_legacy_version(request_headers)
             if isinstance(message, JsonRpcRequest) and message.method == "initialize":
-                return await self._initialize(message, request.scope)
+                return await self.session_gate.initialize(message, request.scope)
             session = await self._session(request_headers, request.scope) if in_session else None
         except McpError as exc:
             exc.request_id = message.id if isinstance(message, JsonRpcRequest) else None  # type: ignore[attr-defined]
             raise
-        headers = {_SESSION_HEADER: session.id} if session is not None else {}
+        headers = {SESSION_HEADER: session.id} if session is not None else {}
         if isinstance(message, JsonRpcResponse):  # an answer to ctx.send_request, matched in its session
             scope = session.id if session is not None else None
             async with self._store_work(request.scope):
@@ -353,114 +336,6 @@ class McpEndpoint:
             envelope.client_capabilities = session.client_capabilities
             envelope.client_info = session.client_info
         return await self.dispatcher.dispatch(message, envelope, request, session, headers, sse_allowed)
-
-    async def _initialize(self, message: JsonRpcRequest, request_scope: Scope) -> Response:
-        if self.shutdown_coordinator.shutting_down:  # new sessions go to another replica
-            return _error_response(ServerShuttingDownError(), message.id)
-        result, version = self.dispatcher.initialize_result(message.params)
-        headers: dict[str, str] = {}
-        if self.settings.session_mode != "stateless":  # stateful and auto issue a session
-            principal: Principal | None = request_scope.get(PRINCIPAL_SCOPE_KEY)
-            owner = principal.owner_key if principal is not None else None
-            try:
-                check_client_metadata(message.params, self.settings.max_client_metadata_bytes)
-            except McpError as exc:
-                return _error_response(exc, message.id)
-            record = SessionRecord.from_initialize(message.params, version, owner)
-            try:
-                async with self._store_work(request_scope):
-                    await self.sessions.create(record)
-            except OwnerQuotaExceeded as exc:
-                return _error_response(StateUnavailableError(str(exc), retry_after=5, reason="too_many_sessions"), message.id)
-            except OverflowError:
-                return _error_response(
-                    StateUnavailableError("Too many open sessions", retry_after=5, reason="too_many_sessions"), message.id
-                )
-            headers[_SESSION_HEADER] = record.id
-        return json_reply(Reply({"jsonrpc": "2.0", "id": message.id, "result": result}), headers)
-
-    def _legacy_notification(self, message: JsonRpcNotification, session: SessionRecord | None) -> bool:
-        """Act on a client notification; False for a cancellation of a call not running here."""
-        if message.method == "notifications/cancelled" and session is not None:
-            request_id = message.params.get("requestId")
-            if isinstance(request_id, (str, int)) and not isinstance(request_id, bool):
-                signal = self.live.get(session.id).in_flight.get(request_id)
-                self.live.release(session.id)
-                if signal is None:
-                    return False
-                reason = message.params.get("reason")
-                signal.cancel(reason if isinstance(reason, str) else "cancelled by the client")
-        return True
-
-    async def _session(self, headers: HeaderMap, scope: Scope) -> SessionRecord:
-        session_id = headers.get(_SESSION_HEADER)
-        if session_id is None:
-            raise MissingSessionError()
-        async with self._store_work(scope):
-            record = await self.sessions.get(session_id)
-            if record is None:
-                self.live.end(session_id)  # expired: its in-process companions go too
-                await self.notifier.session_ended(session_id)
-                self.pending.close_scope(session_id)
-                await self.streams.session_ended(session_id)
-        if record is None:
-            raise SessionNotFoundError()
-        principal: Principal | None = scope.get(PRINCIPAL_SCOPE_KEY)
-        if record.owner != (principal.owner_key if principal is not None else None):
-            raise SessionNotFoundError()  # another caller's session: indistinguishable from unknown
-        version = headers.get("mcp-protocol-version")
-        if version is not None and version.strip() != record.protocol_version:  # served, but not in this session
-            raise ProtocolVersionMismatchError(version.strip()[:64], record.protocol_version)
-        return record
-
-    def _reject_modern_header(self, headers: HeaderMap) -> Response | None:
-        """GET/DELETE: the 2026 era has neither (405), nor stateless mode (no stream, no session:
-        405); a 2025 request must name a served version (400)."""
-        if choose_era(headers, None) == "modern" or self.settings.session_mode == "stateless":
-            return Response(status_code=405, headers={"Allow": "POST"})
-        check_legacy_version(headers)
-        return None
-
-    async def _get(self, request: Request, headers: HeaderMap) -> Response:
-        rejected = self._reject_modern_header(headers)
-        if rejected is not None:
-            return rejected
-        if not accepted(headers)[1] or headers.get("accept") is None:
-            raise NotAcceptableError("Not Acceptable: Client must accept text/event-stream")
-        session = await self._session(headers, request.scope)
-        if self.streams.serves("legacy", session):  # resumable: Last-Event-ID, stored events
-            async with self._store_work(request.scope):
-                return await self.streams.get(headers, session, _tenant_of(request.scope))
-        if self.shutdown_coordinator.shutting_down:
-            raise ServerShuttingDownError()
-        live = self.live.get(session.id)
-        messages = live.open_standalone(self.settings.stream_buffer_size)
-        if messages is None or live.standalone_send is None:
-            return _error_response(StreamConflictError())
-        detach = await self.notifier.attach_get_stream(_tenant_of(request.scope), session.id, live.standalone_send, live.close_standalone)
-
-        def closed() -> None:
-            detach()
-            live.close_standalone()
-            session.last_seen = time.time()  # the idle timer restarts when the stream ends
-            self.live.release(session.id)
-
-        return StandaloneStream(messages, closed, headers={_SESSION_HEADER: session.id}, keepalive_seconds=self.settings.keepalive_seconds)
-
-    async def _delete(self, request: Request, headers: HeaderMap) -> Response:
-        rejected = self._reject_modern_header(headers)
-        if rejected is not None:
-            return rejected
-        session = await self._session(headers, request.scope)
-        async with self._store_work(request.scope):
-            await self.sessions.delete(session.id)
-        self.live.end(session.id)
-        async with self._store_work(request.scope):
-            await self.notifier.session_ended(session.id)
-            self.pending.close_scope(session.id)
-            await self.streams.session_ended(session.id)
-            await self.relay.session_ended(session.id)  # the other replicas end theirs
-        return Response(status_code=200)
 
     # -- JSON-RPC batches (2025-03-26 sessions; _server/batch.py) -------------------------
     def _batch_hooks(self, request_scope: Scope) -> BatchHooks:
