@@ -23,20 +23,18 @@ from mcp_types.version import (
 from starlette.requests import Request
 from starlette.responses import Response
 
+from ._call_prep import PRINCIPAL_SCOPE_KEY, CallPreparation, echo
 from ._envelope import LOG_LEVELS, RequestEnvelope, check_header_params
-from ._features import CALL_METHODS, Features, Run, per_caller
-from ._http import BODY_SCOPE_KEY, replaying_receive
-from ._jsonrpc import EncodedResult, JsonRpcRequest, dumps, error_message, result_message
+from ._features import CALL_METHODS, Features, per_caller
+from ._jsonrpc import EncodedResult, JsonRpcRequest, dumps, result_message
 from ._outcomes import PreparedCall, error_reply, json_reply
 from ._pages import decode_cursor, paginate
-from ._registry import ToolDef, ToolRegistry
+from ._registry import ToolRegistry
 from ._resolve import run_tool
-from ._results import error_result, merge_outputs
 from ._scopes import may_use, require_scopes
 from ._sealing import RequestStateSealer
-from ._server.input_rounds import run_rounds
-from ._sessions import LiveSessions, SessionRecord, SessionStore, check_initialize_params, new_session_id
-from ._streams import CallResponse, Outbound, Reply
+from ._sessions import LiveSessions, SessionRecord, SessionStore, check_initialize_params
+from ._streams import CallResponse, Reply
 from ._telemetry import Telemetry
 from ._transport.listen import ListenResponse, parse_filter
 from ._transport.notifications import Notifier
@@ -44,20 +42,15 @@ from ._transport.pending import PendingRequests
 from ._transport.requests import BackChannel
 from ._transport.resumable import ResumableStreams
 from ._transport.resumable_call import ResumableCallResponse, answered_stream
-from ._transport.shutdown import SHUTDOWN_REASON, ShutdownCoordinator
+from ._transport.shutdown import ShutdownCoordinator
 from ._transport.subscriptions import SessionAddress
 from .auth import Principal
-from .context import CallState, CancelSignal, Context
-from .contracts import ErrorContracts
+from .context import CancelSignal, Context
 from .errors import (
     InternalError,
     InvalidParamsError,
-    InvalidRequestError,
     McpError,
     MethodNotFoundError,
-    MissingCapabilityError,
-    RequestCancelledError,
-    ServerShuttingDownError,
     UnknownToolError,
 )
 from .settings import McpSettings
@@ -69,24 +62,12 @@ logger = logging.getLogger("fastapi_mcp_ctx")
 
 SERVER_INFO_KEY: Final = "io.modelcontextprotocol/serverInfo"
 JSON_OK_SCOPE_KEY: Final = "fastapi_mcp_ctx.json_ok"
-PRINCIPAL_SCOPE_KEY: Final = "fastapi_mcp_ctx.principal"
-_ECHO_LIMIT: Final = 256
 LEGACY_METHODS: Final = frozenset({"ping", "tools/list", "tools/call", "logging/setLevel"})
 MODERN_METHODS: Final = frozenset({"server/discover", "tools/list", "tools/call", "subscriptions/listen"})
 
 
-def _no_log_level() -> str | None:
-    """A sessionless call's client log level: none was set."""
-    return None
-
-
-def _echo(value: str) -> str:
-    """A client-supplied name echoed in an error, bounded to 256 characters."""
-    return value if len(value) <= _ECHO_LIMIT else value[:_ECHO_LIMIT] + "…"
-
-
 @dataclass(slots=True)
-class Dispatcher:
+class Dispatcher(CallPreparation):
     """Serves JSON-RPC requests of both eras for one :class:`McpRouter`."""
 
     registry: ToolRegistry
@@ -137,7 +118,7 @@ class Dispatcher:
         the message and recovery hint say which era has it."""
         other = "legacy" if era == "modern" else "modern"
         if method not in self._table(other):
-            return MethodNotFoundError(data={"method": _echo(method)})
+            return MethodNotFoundError(data={"method": echo(method)})
         where = "the 2025 handshake era (removed in 2026-07-28)" if other == "legacy" else "the 2026-07-28 era"
         return MethodNotFoundError(
             f"Method not found: {method} exists only in {where}",
@@ -309,7 +290,7 @@ class Dispatcher:
                 session.log_level = level
                 await self.sessions.update(session)
             return {}
-        raise MethodNotFoundError(data={"method": _echo(method)})
+        raise MethodNotFoundError(data={"method": echo(method)})
 
     async def _listen(self, message: JsonRpcRequest, headers: Mapping[str, str], principal: Principal | None) -> Response:
         """2026 ``subscriptions/listen``: ``-32601`` when the application declared nothing to
@@ -375,7 +356,7 @@ class Dispatcher:
             raise InvalidParamsError("tools/call 'arguments' must be an object")
         tool = self.registry.get(name)
         if tool is None:
-            raise UnknownToolError(f"Unknown tool: {_echo(name)}", data={"name": _echo(name)})
+            raise UnknownToolError(f"Unknown tool: {echo(name)}", data={"name": echo(name)})
         if tool.scopes:
             require_scopes(tool.scopes, request.scope.get(PRINCIPAL_SCOPE_KEY), self.settings)
         if envelope.era == "modern" and tool.header_params and http_headers:
@@ -388,107 +369,3 @@ class Dispatcher:
             message, envelope, request, session, signal, back_channel,
             run=run, operation=f"tools/call:{name}", logger_name=name, private_scope=tool.dependant is not None, tool=tool,
         )  # fmt: skip
-
-    def _prepare(
-        self,
-        message: JsonRpcRequest,
-        envelope: RequestEnvelope,
-        request: Request,
-        session: SessionRecord | None,
-        signal: CancelSignal,
-        back_channel: BackChannel | None,
-        *,
-        run: Run,
-        operation: str,
-        logger_name: str,
-        private_scope: bool,
-        tool: ToolDef | None = None,
-        uri: str | None = None,
-        cacheable: bool = False,
-        contracts: ErrorContracts | None = None,
-    ) -> PreparedCall:
-        """The :class:`PreparedCall` of one handler call (``tools/call``, ``resources/read``,
-        ``prompts/get``, ``completion/complete``): its ``CallState`` and ``Context``, and a
-        runner turning ``run``'s result or failure into the reply."""
-        background = BackgroundTasks()
-        # One HTTP request carries one call; a handler with dependencies gets a private scope
-        # copy because the solver stores the call's exit stacks in it. The body was read
-        # already: the call's request replays it, so ``await request.body()`` works in a tool.
-        scope = dict(request.scope) if private_scope else request.scope
-        call_request = Request(scope, replaying_receive(scope.get(BODY_SCOPE_KEY, b""), request.receive))
-        live = self.live.get(session.id) if session is not None else None
-        if live is not None and message.id in live.in_flight:
-            raise InvalidRequestError(f"Request id {_echo(repr(message.id))} is already in flight in this session")
-        principal: Principal | None = request.scope.get(PRINCIPAL_SCOPE_KEY)
-        state = CallState(
-            request_id=message.id,
-            method=message.method,
-            envelope=envelope,
-            settings=self.settings,
-            request=call_request,
-            auth=principal,
-            tenant_id=principal.tenant_id if principal is not None else "default",
-            session_id=session.id if session is not None else self._stateless_session_id(envelope),
-            operation=operation,
-            logger_name=logger_name,
-            uri=uri,
-            client_log_level=(lambda: session.log_level) if session is not None else _no_log_level,
-            state_factory=self.state_factory,
-            notifications=self.notifier,
-            signal=signal,
-        )
-        state.back_channel = back_channel
-        if tool is not None and (tool.enrichment is not None or tool.contracts is not None):  # enrichment=, errors=: ctx.enrich, ctx.fail
-            state.enrichment, state.contracts = tool.enrichment, tool.contracts
-        elif contracts is not None:  # a resource's or prompt's errors=: ctx.fail
-            state.contracts = contracts
-        context = Context(state)
-        if live is not None:
-            live.in_flight[message.id] = state.signal
-        era = envelope.era
-        request_id = message.id
-
-        shutdown = self.shutdown
-
-        async def runner(outbound: Outbound) -> Reply | None:
-            state.outbound = outbound
-            call_signal = state.signal
-            if shutdown is not None:
-                shutdown.call_started(call_signal)
-            try:
-                result = await run_rounds(context, state, message.params, lambda: run(context, call_request, background), self.sealer, tool)
-                if tool is not None and (state.outputs is not None or tool.enrichment is not None) and result.get("resultType") != "input_required":
-                    result = merge_outputs(tool, result, state.outputs, request_id)  # ctx.enrich / ctx.content
-                return Reply(result_message(request_id, self._finish(result, envelope, cacheable=cacheable)))
-            except MissingCapabilityError as exc:
-                if era == "modern" or tool is None:
-                    return error_reply(request_id, exc, era)
-                exc.recovery_hint = "Reconnect with a client that declares it."
-                return Reply(result_message(request_id, error_result(exc, request_id, tool)))
-            except McpError as exc:
-                return error_reply(request_id, exc, era)
-            except Exception:
-                logger.exception("internal error in %s (request id %r)", operation, request_id)
-                return error_reply(request_id, InternalError(), era)
-            finally:
-                state.outbound = None
-                if shutdown is not None:
-                    shutdown.call_ended(call_signal)
-                if live is not None and session is not None:
-                    self.live.call_ended(live, session.id, request_id, state.signal)
-
-        def cancelled() -> Reply | None:
-            if state.signal.reason == SHUTDOWN_REASON:
-                return error_reply(request_id, ServerShuttingDownError(), era)
-            if era == "modern":
-                return None
-            return Reply(error_message(request_id, RequestCancelledError()))
-
-        return PreparedCall(runner, signal, background, cancelled, state)
-
-    def _stateless_session_id(self, envelope: RequestEnvelope) -> str | None:
-        """``ctx.session_id`` of a 2025 request served without a session: a fresh token per
-        request when ``expose_stateless_session_id`` is on, else None (2026: always None)."""
-        if envelope.era == "legacy" and self.settings.expose_stateless_session_id:
-            return new_session_id()
-        return None
