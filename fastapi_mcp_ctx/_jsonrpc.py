@@ -122,13 +122,15 @@ def parse_message(body: bytes) -> Message:
         raw: Any = from_json(text, allow_inf_nan=False)
     except ValueError as exc:
         raw = _with_long_numbers_overflowed(text, exc)
-    overflowed = non_finite_paths(raw) if may_overflow(body) else []
     if isinstance(raw, list):
         raise InvalidRequestError(_BATCH_MESSAGE)
     if not isinstance(raw, dict):
         raise InvalidRequestError(_BATCH_MESSAGE)
     obj: dict[str, Any] = raw  # pyright: ignore[reportUnknownVariableType]
-    _refuse_duplicate_keys(body, text, obj)
+    kept = _encoded(obj)  # what the parser kept, re-encoded once: both checks below read it
+    may_hold = may_overflow(body) if kept is None else (b"Infinity" in kept or b"NaN" in kept)  # an inf/nan is written so
+    overflowed = non_finite_paths(raw) if may_hold else []
+    _refuse_duplicate_keys(body, text, obj, kept)
     if obj.get("jsonrpc") != "2.0":
         raise _invalid('The "jsonrpc" member must be exactly "2.0"', obj)
     method = obj.get("method")
@@ -233,7 +235,15 @@ def _pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return duplicated
 
 
-def _refuse_duplicate_keys(body: bytes, text: str, obj: dict[str, Any]) -> None:
+def _encoded(obj: dict[str, Any]) -> bytes | None:
+    """``obj`` re-encoded by ``to_json`` (an ``inf`` as ``Infinity``), or None when it cannot be."""
+    try:
+        return to_json(obj)
+    except ValueError:
+        return None
+
+
+def _refuse_duplicate_keys(body: bytes, text: str, obj: dict[str, Any], kept: bytes | None = None) -> None:
     """Refuse a key repeated in the message object, ``params``, ``params._meta`` or
     ``params.arguments``: parsers disagree on which one wins (RFC 8259 §4: names SHOULD be
     unique), so a proxy could route or authorize what this server would not serve. Objects
@@ -245,7 +255,7 @@ def _refuse_duplicate_keys(body: bytes, text: str, obj: dict[str, Any]) -> None:
     Raises:
         InvalidRequestError: ``-32600``, naming the object and the key.
     """
-    if b"\\" not in body and _each_key_once(text, obj):
+    if b"\\" not in body and _each_key_once(text, obj, kept):
         return
     try:
         strict: Any = json.loads(text, object_pairs_hook=_pairs, parse_int=_zero, parse_float=_zero, parse_constant=_zero)
@@ -260,7 +270,7 @@ def _refuse_duplicate_keys(body: bytes, text: str, obj: dict[str, Any]) -> None:
             raise exc
 
 
-def _each_key_once(text: str, obj: dict[str, Any]) -> bool:
+def _each_key_once(text: str, obj: dict[str, Any], kept: bytes | None = None) -> bool:
     """True when the parser dropped no member of ``obj`` (so no key of the four checked objects,
     :func:`_scopes`, repeated), judged on the quotes of ``text``: in a body without backslashes
     every ``"`` delimits a string (a key or a string value), and no kept string needs an escape
@@ -270,10 +280,10 @@ def _each_key_once(text: str, obj: dict[str, Any]) -> bool:
     anywhere, even deep inside an argument value) sends the caller to the strict re-read, which
     decides on the four checked objects alone. One C count on each side; the string tokens found
     by a regular expression and counted in Python cost a 2026 envelope ~5× more."""
-    try:  # the strings the parsed message kept
-        kept = to_json(obj)
-    except ValueError:  # e.g. an overflowed number: the strict re-read decides
-        return False
+    if kept is None:  # ``obj`` re-encoded (parse_message passes its own)
+        kept = _encoded(obj)
+        if kept is None:  # the strict re-read decides
+            return False
     return kept.count(b'"') == text.count('"')
 
 
