@@ -8,6 +8,7 @@
 #   KEEP=dir bench/callgrind_call.sh ...   # keep the callgrind files there (callgrind_annotate)
 
 set -euo pipefail
+shopt -s inherit_errexit  # a failed run stops the script (its log: the profiled process's stderr) instead of counting ~0
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 PY="${PY:-$ROOT/.venv/bin/python}"
 workload="${1:-d}"; app="${2:-project}"; n1="${N1:-200}"; n2="${N2:-1200}"
@@ -17,7 +18,7 @@ if [ "$workload" = otel ]; then driver=("$ROOT/bench/bench_auth_otel.py" --part 
 # threads run on 5-second timers, so their share grows the slower valgrind goes: both are shown.
 total() {
   PYTHONPATH="${PYTHONPATH:-}" PYTHONHASHSEED=0 valgrind --tool=callgrind --separate-threads=yes --callgrind-out-file="$out/cg.$1" \
-    "$PY" "${driver[@]}" --calls "$1" >/dev/null 2>"$out/log.$1"
+    "$PY" "${driver[@]}" --calls "$1" >/dev/null 2>"$out/log.$1" || { tail -20 "$out/log.$1" >&2; exit 1; }
   local main all=0 f n
   main="$(grep -h -m1 -E '^(summary|totals):' "$out/cg.$1-01" 2>/dev/null | awk '{print $2}' || true)"
   for f in "$out/cg.$1" "$out/cg.$1"-*; do

@@ -12,7 +12,10 @@ Workloads (as in the shared harness): ``d`` = ``tools/call lookup {"key": "k1"}`
 dependency (``get_db``) and the ``X-Tenant`` header; ``a`` = ``tools/call add(2, 3)``; both
 2025-11-25 era, no session; ``b`` = the a call in the 2026-07-28 era (``_meta`` envelope,
 ``Mcp-Method`` / ``Mcp-Name`` headers; the ceiling answers it as a); ``s`` = the a call in a 2025 session (a stateful app,
-``initialize`` once, every call carrying its ``Mcp-Session-Id``). The FastAPI app is the harness's ceiling: one POST route declaring
+``initialize`` once, every call carrying its ``Mcp-Session-Id``); ``r`` / ``rm`` = ``resources/read
+bench://note`` and ``g`` / ``gm`` = ``prompts/get greet {"who": "Ada"}`` in the 2025 / 2026 era, the harness's
+own requests (``bench.harness.workloads``), on the harness's resource and prompt (``bench.servers.tools``),
+the ceiling answering them as ``bench/servers/fastapi_ceiling.py`` does. The FastAPI app is the harness's ceiling: one POST route declaring
 ``Depends(get_db)`` and ``Header()`` for d (a dependency-free one for a), answering the same bytes.
 The project app is ``app.include_router(McpRouter(...))`` as in the harness's ``project_ref.py``;
 ``PROFILE_DIRECT_ROUTE=1`` puts the router's route on the app itself instead (what FastAPI's
@@ -31,13 +34,23 @@ import json
 import os
 import pstats
 import statistics
+import sys
 import time
 from collections.abc import AsyncIterator, Coroutine
+from pathlib import Path
 from typing import Any
 
 from fastapi import Depends, FastAPI, Header, Request, Response
 
 from fastapi_mcp_ctx import Context, McpRouter, McpSettings, mcp_context
+
+if __package__ in (None, ""):  # run as a script: the repository root on the path, for the harness's definitions
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench.harness.workloads import GREETING, NOTE_TEXT, WORKLOADS  # noqa: E402
+from bench.servers.tools import NOTE_URI, greet, note  # noqa: E402
+
+FEATURE_WORKLOADS = ("r", "rm", "g", "gm")
+"""The harness's resources/read and prompts/get workloads, requests taken from ``bench.harness.workloads``."""
 
 DB = {"k1": "v1"}
 COUNTS = {"opened": 0, "closed": 0}
@@ -70,6 +83,8 @@ def project_app(session_mode: str = "stateless") -> FastAPI:
 
     router.add_tool(add)
     router.add_tool(lookup)
+    router.resource(NOTE_URI, mime_type="text/plain")(note)  # r, rm (as examples/bench_app.py)
+    router.prompt()(greet)  # g, gm
     app = FastAPI(openapi_url=None, docs_url=None, redoc_url=None)
     if os.environ.get("PROFILE_DIRECT_ROUTE"):  # experiment: the route on the app itself, no include_router
         app.router.routes.extend(router.routes)
@@ -101,8 +116,30 @@ def fastapi_app(workload: str) -> FastAPI:
         body = _result(message["id"], out, json.dumps(out, indent=2))
         return Response(content=body, media_type="application/json")
 
-    app.add_api_route("/mcp", mcp_with_dependencies if workload == "d" else mcp, methods=["POST"])
+    async def mcp_feature(request: Request) -> Response:  # r rm g gm: fastapi_ceiling.py's branches, same bytes
+        message = json.loads(await request.body())
+        method, params = message["method"], message.get("params") or {}
+        modern = _PV_KEY in (params.get("_meta") or {})
+        if method == "resources/read":
+            result: dict[str, Any] = {"contents": [{"uri": params["uri"], "mimeType": "text/plain", "text": NOTE_TEXT}]}
+            if modern:
+                result.update({"resultType": "complete", "ttlMs": 0, "cacheScope": "private", "_meta": _SERVER_INFO})
+        else:
+            text = f"Hello, {(params.get('arguments') or {})['who']}!"
+            result = {"messages": [{"role": "user", "content": {"type": "text", "text": text}}], "description": greet.__doc__}
+            if modern:
+                result.update({"resultType": "complete", "_meta": _SERVER_INFO})
+        body = _dumps_utf8({"jsonrpc": "2.0", "id": message.get("id"), "result": result}).encode()
+        return Response(content=body, media_type="application/json")
+
+    route = mcp_with_dependencies if workload == "d" else mcp_feature if workload in FEATURE_WORKLOADS else mcp
+    app.add_api_route("/mcp", route, methods=["POST"])
     return app
+
+
+_PV_KEY = "io.modelcontextprotocol/protocolVersion"
+_SERVER_INFO = {"io.modelcontextprotocol/serverInfo": {"name": "bench", "version": "0.1.0"}}
+_dumps_utf8 = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
 
 
 SESSIONS: dict[int, str] = {}
@@ -132,6 +169,8 @@ async def open_session(app: Any) -> None:
 
 
 def _request(workload: str, app: Any = None) -> tuple[dict[str, Any], bytes]:
+    if workload in FEATURE_WORKLOADS:
+        return _feature_request(workload)
     if workload == "d":
         params: dict[str, Any] = {"name": "lookup", "arguments": {"key": "k1"}}
     else:
@@ -167,6 +206,18 @@ def _request(workload: str, app: Any = None) -> tuple[dict[str, Any], bytes]:
     return scope, body
 
 
+def _feature_request(workload: str) -> tuple[dict[str, Any], bytes]:
+    """The harness's request of r / rm / g / gm: its body bytes and headers, in the a call's scope."""
+    wl = WORKLOADS[workload]
+    body = wl.body_bytes()
+    headers = [(b"host", b"127.0.0.1:8000"), (b"user-agent", b"wrk")]
+    headers += [(k.lower().encode(), v.encode()) for k, v in wl.headers.items()]
+    headers += [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    scope, _ = _request("a")
+    scope["headers"] = headers
+    return scope, body
+
+
 async def call(app: Any, scope: dict[str, Any], body: bytes, expect: bytes) -> None:
     delivered = False
 
@@ -195,6 +246,7 @@ async def call(app: Any, scope: dict[str, Any], body: bytes, expect: bytes) -> N
 
 
 EXPECT = {"d": b'{"value":"v1","tenant":"acme"}', "a": b'"text":"5"', "b": b'"text":"5"', "s": b'"text":"5"'}
+EXPECT.update({w: json.dumps(NOTE_TEXT if w[0] == "r" else GREETING).encode() for w in FEATURE_WORKLOADS})
 
 
 async def per_call_us(app: Any, workload: str, calls: int) -> float:
@@ -287,10 +339,10 @@ async def main(args: argparse.Namespace) -> None:
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    parser.add_argument("workloads", nargs="*", default=["d", "a"], help="d, a, b, s (default: d and a)")
+    parser.add_argument("workloads", nargs="*", default=["d", "a"], help="d, a, b, s, r, rm, g, gm (default: d and a)")
     parser.add_argument("--calls", type=int, default=2000)
     parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--profile", choices=["d", "a", "b", "s"])
+    parser.add_argument("--profile", choices=["d", "a", "b", "s", *FEATURE_WORKLOADS])
     parser.add_argument("--sort", default="cumulative")
     parser.add_argument("--top", type=int, default=60)
     parser.add_argument("--gc", action="store_true")

@@ -225,8 +225,13 @@ def parse_traceparent(value: str | None) -> tuple[str, str] | None:
     return match.group(2), match.group(3)
 
 
+_TRACE_KEYS: Final = frozenset(("traceparent", "tracestate", "baggage"))
+
+
 def _trace(headers: HeaderMap, meta: dict[str, Any] | None) -> dict[str, str]:
     trace: dict[str, str] = {}
+    if _TRACE_KEYS.isdisjoint(headers) and (meta is None or _TRACE_KEYS.isdisjoint(meta)):  # most requests: nothing to read
+        return trace
     for key in ("traceparent", "tracestate", "baggage"):
         value: Any = meta.get(key) if meta is not None else None
         if not isinstance(value, str):
@@ -279,7 +284,7 @@ def read_modern_envelope(
             or carrying an invalid ``logLevel`` / non-string version (``-32602``).
         UnsupportedVersionError: the declared version is not served (``-32022``).
     """
-    if http_headers:
+    if http_headers and headers.repeated:
         for name in ("mcp-protocol-version", "mcp-method", "mcp-name"):
             if name in headers.repeated:
                 raise HeaderMismatchError(f"{name} header appears more than once")
@@ -291,8 +296,8 @@ def read_modern_envelope(
             f"'{META_VERSION}' and '{META_CAPABILITIES}' envelope keys"
         )
     meta: dict[str, Any] = raw_meta  # pyright: ignore[reportUnknownVariableType]
-    missing = [key for key in (META_VERSION, META_CAPABILITIES) if key not in meta]
-    if missing:
+    if META_VERSION not in meta or META_CAPABILITIES not in meta:
+        missing = [key for key in (META_VERSION, META_CAPABILITIES) if key not in meta]
         _refuse_unknown_version(headers)
         raise InvalidParamsError(f"params._meta is missing the required envelope key(s): {', '.join(missing)}")
     capabilities = meta[META_CAPABILITIES]

@@ -116,8 +116,9 @@ def check_arguments(prompt: PromptDef, arguments: Any) -> dict[str, str]:
     if not isinstance(arguments, dict):
         raise InvalidParamsError("prompts/get 'arguments' must be an object of strings")
     given: dict[str, Any] = arguments  # pyright: ignore[reportUnknownVariableType]
-    wrong = sorted(k for k, v in given.items() if not isinstance(v, str))
+    wrong = [k for k, v in given.items() if not isinstance(v, str)]
     if wrong:
+        wrong.sort()
         raise InvalidParamsError(f"Prompt arguments are strings: {', '.join(wrong[:10])} of {prompt.name!r} is not", reason="invalid_arguments")
     missing = [n for n in prompt.call.required if n not in given]
     if missing:
@@ -181,7 +182,7 @@ def shape_messages(value: Any, prompt: PromptDef) -> dict[str, Any]:
     Raises:
         TypeError: a value of another kind (the server's bug: ``-32603``, logged).
     """
-    if isinstance(value, types.GetPromptResult):
+    if type(value) is not str and isinstance(value, types.GetPromptResult):  # a str skips the model class's ABCMeta check
         result = value.model_dump(by_alias=True, exclude_none=True, mode="json", exclude={"result_type"})
         if "description" not in result and prompt.description:
             result["description"] = prompt.description

@@ -25,6 +25,7 @@ from fastapi_mcp_ctx._security import loopback_security
 from fastapi_mcp_ctx.errors import (
     HeaderMismatchError,
     HostNotAllowedError,
+    InvalidParamsError,
     InvalidRequestError,
     OriginNotAllowedError,
     PayloadTooLargeError,
@@ -303,3 +304,20 @@ def test_the_bounded_memo_stops_at_its_bounds_and_never_keeps_a_refusal() -> Non
         with pytest.raises(ValueError):
             long.get("bad", judge)
     assert calls.count("bad") == 2 and len(long) == 0
+
+
+@pytest.mark.parametrize("name", ["add", "Infinity", "NaN-Infinity"])
+@pytest.mark.parametrize("value", ["2", "1e400", "-1E+999", "1" * 320 + ".5"])
+def test_the_overflow_filter_on_the_re_encoded_message_finds_what_the_walk_finds(name: str, value: str) -> None:
+    """parse_message finds an overflowed number from the re-encoded message (``Infinity``); the
+    word inside a string only sends the body to the walk, which finds nothing there."""
+    body = ('{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"' + name + '","arguments":{"a":' + value + "}}}").encode()
+    message = parse_message(body)
+    overflows = may_overflow(body)
+    assert message.out_of_range == (("a",) if overflows else ())  # type: ignore[union-attr]
+    outside = ('{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"' + name + '","x":' + value + ',"arguments":{}}}').encode()
+    if overflows:
+        with pytest.raises(InvalidParamsError, match="params.x: number out of range"):
+            parse_message(outside)
+    else:
+        assert parse_message(outside).params["x"] == json.loads(value)  # type: ignore[union-attr]
