@@ -24,6 +24,7 @@ from fastapi.dependencies.models import Dependant
 from fastapi.dependencies.utils import (
     get_dependant,
     get_parameterless_sub_dependant,
+    get_typed_signature,
     solve_dependencies,
 )
 from fastapi.routing import APIRoute
@@ -95,18 +96,21 @@ def build_dependant(
         dependency_parameters: the handler parameters FastAPI resolves.
         dependencies: ``dependencies=[Depends(...)]`` of the router then the tool, run first.
         path: the MCP endpoint path (for FastAPI's messages).
-        argument_names: the handler's arguments; a dependency's parameter of one of these names
-            is a path parameter of the graph (FastAPI's rule for ``/items/{item_id}``), filled per
-            call with the validated argument (:func:`argument_path_params`).
+        argument_names: the handler's arguments; a dependency's unmarked parameter of one of
+            these names is a path parameter of the graph (FastAPI's rule for ``/items/{item_id}``),
+            filled per call with the validated argument (:func:`argument_path_params`); one with
+            an explicit ``Query()``/``Header()``/``Cookie()`` marker keeps reading the HTTP request.
     Returns:
         The ``Dependant``, or None when the tool has no dependency at all (fast path).
 
     Raises:
-        DeclarationError: a dependency's parameter named like an argument has a type a path
-            parameter cannot have (a list, a model) or a ``Query()``/``Header()``/... marker.
+        DeclarationError: a dependency's unmarked parameter named like an argument has a type a
+            path parameter cannot have (a list, a model).
     """
     if not dependency_parameters and not dependencies:
         return None
+    marked: set[str] = _explicitly_marked(dependency_parameters, dependencies, argument_names) if argument_names else set()
+    argument_names = [name for name in argument_names if name not in marked]
     if argument_names:
         path = path.rstrip("/") + "".join(f"/{{{argument}}}" for argument in argument_names)
 
@@ -124,10 +128,47 @@ def build_dependant(
     except AssertionError as exc:  # FastAPI: "Path params must be of one of the supported types", "Cannot use `Query` for path param"
         raise DeclarationError(
             f"{name}: a dependency's parameter named like one of the arguments ({', '.join(argument_names)}) receives that"
-            f" argument, as a path parameter would: it must be a scalar (str, int, float, bool, an enum...) without a"
-            f" Query()/Header()/Cookie()/Body() marker ({exc}). Rename the parameter or the argument"
+            f" argument, as a path parameter would: it must be a scalar (str, int, float, bool, an enum...) ({exc}). Rename"
+            " the parameter or the argument, or mark it Query()/Header()/Body() to read the HTTP request instead"
         ) from exc
     return dependant
+
+
+def _explicitly_marked(
+    dependency_parameters: Sequence[inspect.Parameter], dependencies: Sequence[params.Depends], names: Sequence[str]
+) -> set[str]:
+    """The ``names`` some dependency in the graph declares with an explicit ``Query()`` /
+    ``Header()`` / ``Cookie()`` / ``Body()``... marker: those keep reading the HTTP request."""
+    wanted = set(names)
+    found: set[str] = set()
+    seen: set[int] = set()
+
+    def callees(parameter: inspect.Parameter) -> Iterator[Callable[..., Any]]:
+        for marker in (parameter.default, *_metadata(parameter.annotation)):
+            if isinstance(marker, params.Depends):
+                call = marker.dependency if marker.dependency is not None else _base_type(parameter.annotation)
+                if callable(call):
+                    yield call
+
+    stack: list[Callable[..., Any]] = [call for p in dependency_parameters for call in callees(p)]
+    stack.extend(d.dependency for d in dependencies if d.dependency is not None)
+    while stack:
+        call = stack.pop()
+        if id(call) in seen:
+            continue
+        seen.add(id(call))
+        try:
+            signature = get_typed_signature(call)
+        except (TypeError, ValueError, NameError):  # no signature to read: FastAPI reports it when it builds the graph
+            continue
+        for parameter in signature.parameters.values():
+            stack.extend(callees(parameter))
+            if parameter.name in wanted and any(
+                isinstance(m, (params.Param, params.Body)) and not isinstance(m, params.Path)
+                for m in (parameter.default, *_metadata(parameter.annotation))
+            ):
+                found.add(parameter.name)
+    return found
 
 
 def argument_path_params(dependant: Dependant | None, argument_names: Sequence[str]) -> tuple[str, ...]:

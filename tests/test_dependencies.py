@@ -573,7 +573,8 @@ def item_label(item: str = Depends(load_item), suffix: str = "") -> str:
 async def test_a_dependency_reads_the_arguments_it_is_named_after(era: str) -> None:
     """A dependency's unmarked parameter named like an argument gets the validated argument, as a
     path operation's dependency gets ``{item_id}`` from the path (also through sub-dependencies,
-    with the argument's default, and for resource template variables)."""
+    with the argument's default, and for resource template variables); a parameter with an
+    explicit ``Query()`` / ``Header()`` marker keeps reading the HTTP request."""
     router = make_router()
 
     @router.tool()
@@ -585,6 +586,17 @@ async def test_a_dependency_reads_the_arguments_it_is_named_after(era: str) -> N
     async def label(item_id: int = 2, suffix: str = "!", text: str = Depends(item_label)) -> str:
         """A sub-dependency reading two arguments, one left at its default."""
         return text
+
+    def from_query(item_id: int = Query(7)) -> int:
+        return item_id
+
+    def from_header(item_id: Annotated[str, Header(alias="x-item")] = "none") -> str:
+        return item_id
+
+    @router.tool()
+    async def marked(item_id: int, seen: int = Depends(from_query), header: str = Depends(from_header)) -> str:
+        """Explicit Query()/Header() markers keep reading the HTTP request."""
+        return f"{item_id}/{seen}/{header}"
 
     @router.resource("items://{item_id}")
     async def item_resource(item_id: int, item: str = Depends(load_item)) -> str:
@@ -598,20 +610,18 @@ async def test_a_dependency_reads_the_arguments_it_is_named_after(era: str) -> N
         assert result_of(await wire.call_tool(era, "show_item", {"item_id": 1}))["structuredContent"] == {"result": "1=one"}
         assert result_of(await wire.call_tool(era, "label", {}))["structuredContent"] == {"result": "two!"}
         assert result_of(await wire.call_tool(era, "label", {"item_id": 1, "suffix": "?"}))["structuredContent"] == {"result": "one?"}
+        assert result_of(await wire.call_tool(era, "marked", {"item_id": 1}))["structuredContent"] == {"result": "1/7/none"}
         missing = result_of(await wire.call_tool(era, "show_item", {"item_id": 3}))
         assert missing["isError"] is True and "no item 3" in missing["content"][0]["text"]
         read = result_of(await wire.request(era, "resources/read", {"uri": "items://2"}))
         assert read["contents"][0]["text"] == "two"
 
 
-def test_a_dependency_parameter_named_like_an_argument_must_be_a_plain_scalar() -> None:
+def test_a_dependency_parameter_named_like_an_argument_must_be_a_scalar() -> None:
     router = make_router()
 
     def tagged(tags: list[str]) -> list[str]:
         return tags
-
-    def from_query(item_id: int = Query(7)) -> int:
-        return item_id
 
     with pytest.raises(DeclarationError, match="must be a scalar"):
 
@@ -620,12 +630,6 @@ def test_a_dependency_parameter_named_like_an_argument_must_be_a_plain_scalar() 
             """Never registered."""
             return len(seen)
 
-    with pytest.raises(DeclarationError, match="Rename the parameter or the argument"):
-
-        @router.tool()
-        async def queried(item_id: int, seen: int = Depends(from_query)) -> int:  # pyright: ignore[reportUnusedFunction]
-            """Never registered: FastAPI's rule, no Query() for a path parameter."""
-            return seen
 
 
 async def test_a_sync_tool_reaches_the_context_through_anyio(era: str) -> None:
