@@ -24,7 +24,6 @@ from fastapi.dependencies.models import Dependant
 from fastapi.dependencies.utils import (
     get_dependant,
     get_parameterless_sub_dependant,
-    get_typed_signature,
     solve_dependencies,
 )
 from fastapi.routing import APIRoute
@@ -34,14 +33,7 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute
 from starlette.websockets import WebSocket
 
-from .errors import DeclarationError
-
-__all__ = [
-    "LeanRoute",
-    "SolveScope",
-    "SolvedCall",
-    "argument_path_params",
-    "build_dependant", "dependency_of", "flat_routes", "is_dependency_parameter", "solve"]
+__all__ = ["LeanRoute", "SolveScope", "SolvedCall", "build_dependant", "dependency_of", "flat_routes", "is_dependency_parameter", "solve"]
 
 LEAN_SCOPE_KEY = "fastapi_mcp_ctx.lean"
 _SPECIAL_TYPES: tuple[type, ...] = (Request, HTTPConnection, WebSocket, BackgroundTasks, SecurityScopes, Response)
@@ -87,7 +79,6 @@ def build_dependant(
     dependency_parameters: Sequence[inspect.Parameter],
     dependencies: Sequence[params.Depends],
     path: str,
-    argument_names: Sequence[str] = (),
 ) -> Dependant | None:
     """Build the dependency graph of a tool once, at registration.
 
@@ -96,23 +87,11 @@ def build_dependant(
         dependency_parameters: the handler parameters FastAPI resolves.
         dependencies: ``dependencies=[Depends(...)]`` of the router then the tool, run first.
         path: the MCP endpoint path (for FastAPI's messages).
-        argument_names: the handler's arguments; a dependency's unmarked parameter of one of
-            these names is a path parameter of the graph (FastAPI's rule for ``/items/{item_id}``),
-            filled per call with the validated argument (:func:`argument_path_params`); one with
-            an explicit ``Query()``/``Header()``/``Cookie()`` marker keeps reading the HTTP request.
     Returns:
         The ``Dependant``, or None when the tool has no dependency at all (fast path).
-
-    Raises:
-        DeclarationError: a dependency's unmarked parameter named like an argument has a type a
-            path parameter cannot have (a list, a model).
     """
     if not dependency_parameters and not dependencies:
         return None
-    marked: set[str] = _explicitly_marked(dependency_parameters, dependencies, argument_names) if argument_names else set()
-    argument_names = [name for name in argument_names if name not in marked]
-    if argument_names:
-        path = path.rstrip("/") + "".join(f"/{{{argument}}}" for argument in argument_names)
 
     def _signature_holder() -> None:  # the signature is replaced below
         return None
@@ -121,68 +100,10 @@ def build_dependant(
         [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in dependency_parameters]
     )
     _signature_holder.__name__ = f"tool_{name}"
-    try:
-        dependant = get_dependant(path=path, call=_signature_holder)
-        for depends in reversed(dependencies):
-            dependant.dependencies.insert(0, get_parameterless_sub_dependant(depends=depends, path=path))
-    except AssertionError as exc:  # FastAPI: "Path params must be of one of the supported types", "Cannot use `Query` for path param"
-        raise DeclarationError(
-            f"{name}: a dependency's parameter named like one of the arguments ({', '.join(argument_names)}) receives that"
-            f" argument, as a path parameter would: it must be a scalar (str, int, float, bool, an enum...) ({exc}). Rename"
-            " the parameter or the argument, or mark it Query()/Header()/Body() to read the HTTP request instead"
-        ) from exc
+    dependant = get_dependant(path=path, call=_signature_holder)
+    for depends in reversed(dependencies):
+        dependant.dependencies.insert(0, get_parameterless_sub_dependant(depends=depends, path=path))
     return dependant
-
-
-def _explicitly_marked(
-    dependency_parameters: Sequence[inspect.Parameter], dependencies: Sequence[params.Depends], names: Sequence[str]
-) -> set[str]:
-    """The ``names`` some dependency in the graph declares with an explicit ``Query()`` /
-    ``Header()`` / ``Cookie()`` / ``Body()``... marker: those keep reading the HTTP request."""
-    wanted = set(names)
-    found: set[str] = set()
-    seen: set[int] = set()
-
-    def callees(parameter: inspect.Parameter) -> Iterator[Callable[..., Any]]:
-        for marker in (parameter.default, *_metadata(parameter.annotation)):
-            if isinstance(marker, params.Depends):
-                call = marker.dependency if marker.dependency is not None else _base_type(parameter.annotation)
-                if callable(call):
-                    yield call
-
-    stack: list[Callable[..., Any]] = [call for p in dependency_parameters for call in callees(p)]
-    stack.extend(d.dependency for d in dependencies if d.dependency is not None)
-    while stack:
-        call = stack.pop()
-        if id(call) in seen:
-            continue
-        seen.add(id(call))
-        try:
-            signature = get_typed_signature(call)
-        except (TypeError, ValueError, NameError):  # no signature to read: FastAPI reports it when it builds the graph
-            continue
-        for parameter in signature.parameters.values():
-            stack.extend(callees(parameter))
-            if parameter.name in wanted and any(
-                isinstance(m, (params.Param, params.Body)) and not isinstance(m, params.Path)
-                for m in (parameter.default, *_metadata(parameter.annotation))
-            ):
-                found.add(parameter.name)
-    return found
-
-
-def argument_path_params(dependant: Dependant | None, argument_names: Sequence[str]) -> tuple[str, ...]:
-    """The arguments some dependency of ``dependant`` (built with ``argument_names``) reads as
-    a path parameter, in argument order; empty for most handlers, so their calls skip the copy."""
-    if dependant is None or not argument_names:
-        return ()
-    found: set[str] = set()
-    stack = [dependant]
-    while stack:
-        node = stack.pop()
-        found.update(param.name for param in node.path_params)
-        stack.extend(node.dependencies)
-    return tuple(name for name in argument_names if name in found)
 
 
 @dataclass(slots=True)

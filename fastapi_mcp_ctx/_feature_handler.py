@@ -68,7 +68,6 @@ class FeatureHandler:
     lean_dependant: Dependant | None
     signature: SignatureParts
     contracts: ErrorContracts | None = None
-    argument_params: tuple[str, ...] = ()
 
 
 def build_handler(
@@ -99,9 +98,7 @@ def build_handler(
         __config__=ConfigDict(extra="ignore", arbitrary_types_allowed=True),
         **parts.plain,  # pyright: ignore[reportArgumentType]
     )
-    dependant, context_params, lean, argument_params = build_dependants(
-        f"{kind}:{name}", parts.dependency_parameters, dependencies, path, tuple(parts.plain)
-    )
+    dependant, context_params, lean = build_dependants(f"{kind}:{name}", parts.dependency_parameters, dependencies, path)
     return FeatureHandler(
         kind=kind,
         name=name,
@@ -113,7 +110,6 @@ def build_handler(
         dependant=dependant,
         context_params=context_params,
         lean_dependant=lean,
-        argument_params=argument_params,
         signature=parts,
         contracts=contracts,
     )

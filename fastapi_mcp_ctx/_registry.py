@@ -22,7 +22,7 @@ from fastapi import Depends, params
 from fastapi.dependencies.models import Dependant
 from pydantic import BaseModel, ConfigDict, PydanticUserError, TypeAdapter, create_model
 
-from ._fastapi_compat import argument_path_params, build_dependant, dependency_of, is_dependency_parameter
+from ._fastapi_compat import build_dependant, dependency_of, is_dependency_parameter
 from ._tool_declarations import declare
 from .context import Context, mcp_context
 from .contracts import ErrorContract, ErrorContracts
@@ -95,8 +95,6 @@ class ToolDef:
     """``scopes=`` of the registration: all are needed to call it (``_scopes.require_scopes``)."""
     enrichment: EnrichmentSpec | None = None
     contracts: ErrorContracts | None = None
-    argument_params: tuple[str, ...] = ()
-    """Arguments a dependency reads by name, as FastAPI's path parameters (``_resolve.call_handler``)."""
 
 
 def _is_content_annotation(annotation: Any) -> bool:
@@ -223,21 +221,15 @@ def split_signature(handler: Callable[..., Any], what: str) -> SignatureParts:
 
 
 def build_dependants(
-    name: str,
-    dependency_parameters: Sequence[inspect.Parameter],
-    dependencies: Sequence[params.Depends],
-    path: str,
-    argument_names: Sequence[str] = (),
-) -> tuple[Dependant | None, tuple[str, ...], Dependant | None, tuple[str, ...]]:
-    """``(dependant, context_params, lean_dependant, argument_params)`` of a handler (see
-    :class:`ToolDef`; ``argument_params``: the arguments a dependency reads by name)."""
+    name: str, dependency_parameters: Sequence[inspect.Parameter], dependencies: Sequence[params.Depends], path: str
+) -> tuple[Dependant | None, tuple[str, ...], Dependant | None]:
+    """``(dependant, context_params, lean_dependant)`` of a handler (see :class:`ToolDef`)."""
     context_params = tuple(p.name for p in dependency_parameters if dependency_of(p) is mcp_context)
-    dependant = build_dependant(name, dependency_parameters, dependencies, path, argument_names)
-    argument_params = argument_path_params(dependant, argument_names)
+    dependant = build_dependant(name, dependency_parameters, dependencies, path)
     if not context_params:
-        return dependant, context_params, dependant, argument_params
+        return dependant, context_params, dependant
     lean_parameters = [p for p in dependency_parameters if p.name not in context_params]
-    return dependant, context_params, build_dependant(name, lean_parameters, dependencies, path, argument_names), argument_params
+    return dependant, context_params, build_dependant(name, lean_parameters, dependencies, path)
 
 
 def build_tool(
@@ -297,9 +289,7 @@ def build_tool(
         listing["icons"] = icons
     if meta:
         listing["_meta"] = meta
-    dependant, context_params, lean_dependant, argument_params = build_dependants(
-        tool_name, dependency_parameters, dependencies, path, tuple(plain)
-    )
+    dependant, context_params, lean_dependant = build_dependants(tool_name, dependency_parameters, dependencies, path)
     return ToolDef(
         name=tool_name,
         handler=handler,
@@ -309,7 +299,6 @@ def build_tool(
         dependant=dependant,
         context_params=context_params,
         lean_dependant=lean_dependant,
-        argument_params=argument_params,
         output_adapter=adapter,
         output_passthrough=adapter is not None and not _rebuilt_by_validation(adapter.core_schema),
         wrap_output=wrap,

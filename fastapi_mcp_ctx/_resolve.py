@@ -96,7 +96,7 @@ class Invocable(Protocol):
     @property
     def context_params(self) -> tuple[str, ...]: ...
     @property
-    def argument_params(self) -> tuple[str, ...]: ...
+    def argument_names(self) -> tuple[str, ...]: ...
 
 
 async def _invoke(tool: Invocable, kwargs: dict[str, Any]) -> Any:
@@ -244,6 +244,19 @@ async def run_tool(
         return error_result(crash, request_id, tool)
 
 
+def _argument_hint(errors: Iterable[Any], argument_names: tuple[str, ...]) -> str:
+    """For a dependency's query parameter named like one of the handler's arguments: why the
+    argument did not reach it (the likely mistake of ``def load_item(item_id: int)`` used as
+    ``Depends(load_item)`` beside an ``item_id`` argument)."""
+    names = sorted({str(e["loc"][1]) for e in errors if tuple(e.get("loc", ()))[:1] == ("query",) and len(e["loc"]) > 1} & set(argument_names))
+    if not names:
+        return ""
+    return (
+        f" (dependencies do not receive the arguments: a dependency's {', '.join(names)} is read from the HTTP query string,"
+        " as FastAPI reads an undeclared parameter; take the argument in the handler and pass it on)"
+    )
+
+
 def dependency_problems(errors: Iterable[Any]) -> str:
     """The bounded text of FastAPI's dependency errors (``loc: msg; ...``)."""
     listed = list(errors)
@@ -277,12 +290,7 @@ async def call_handler(
         dependant = target.lean_dependant
         for name in target.context_params:
             kwargs[name] = context
-    scope = request.scope
-    scope[SCOPE_KEY] = context
-    if target.argument_params and dependant is not None:
-        # a dependency's ``item_id`` reads the argument ``item_id``, as a path operation's
-        # dependency reads the path's ``{item_id}`` (``_fastapi_compat.build_dependant``)
-        scope["path_params"] = {**scope.get("path_params", {}), **{name: kwargs[name] for name in target.argument_params}}
+    request.scope[SCOPE_KEY] = context
     token = bind_context(context)
     ok = False
     try:
@@ -292,7 +300,7 @@ async def call_handler(
         shaped = False
         async with solve(dependant, request, app, background_tasks) as solved:
             if solved.errors:
-                return invalid(dependency_problems(solved.errors))
+                return invalid(dependency_problems(solved.errors) + _argument_hint(solved.errors, target.argument_names))
             result, shaped = finish(await _invoke(target, {**kwargs, **solved.values}))
         if not shaped:  # the handler raised and a yield dependency swallowed the exception
             raise RuntimeError(

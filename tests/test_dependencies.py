@@ -32,11 +32,10 @@ from conftest import (
     rpc,
     tool_text,
 )
-from fastapi import BackgroundTasks, Depends, FastAPI, Header, HTTPException, Query, Request, Security
+from fastapi import BackgroundTasks, Depends, FastAPI, Header, HTTPException, Request, Security
 from fastapi.security import SecurityScopes
 
 from fastapi_mcp_ctx import Context, McpRouter, ToolError, mcp_context
-from fastapi_mcp_ctx.errors import DeclarationError
 
 EVENTS: list[str] = []
 COUNTS: dict[str, int] = {}
@@ -561,75 +560,25 @@ ITEMS = {1: "one", 2: "two"}
 
 def load_item(item_id: int) -> str:
     """An existing FastAPI dependency: on a path operation ``/items/{item_id}`` it reads the path."""
-    if item_id not in ITEMS:
-        raise HTTPException(404, f"no item {item_id}")
     return ITEMS[item_id]
 
 
-def item_label(item: str = Depends(load_item), suffix: str = "") -> str:
-    return item + suffix
-
-
-async def test_a_dependency_reads_the_arguments_it_is_named_after(era: str) -> None:
-    """A dependency's unmarked parameter named like an argument gets the validated argument, as a
-    path operation's dependency gets ``{item_id}`` from the path (also through sub-dependencies,
-    with the argument's default, and for resource template variables); a parameter with an
-    explicit ``Query()`` / ``Header()`` marker keeps reading the HTTP request."""
+async def test_a_dependency_named_like_an_argument_says_why_it_is_missing(era: str) -> None:
+    """Dependencies do not receive a tool's arguments (FastAPI reads their undeclared scalar
+    parameters from the query string): the isError result says so, naming the parameter."""
     router = make_router()
 
     @router.tool()
     async def show_item(item_id: int, item: str = Depends(load_item)) -> str:
         """Show one item."""
-        return f"{item_id}={item}"
-
-    @router.tool()
-    async def label(item_id: int = 2, suffix: str = "!", text: str = Depends(item_label)) -> str:
-        """A sub-dependency reading two arguments, one left at its default."""
-        return text
-
-    def from_query(item_id: int = Query(7)) -> int:
-        return item_id
-
-    def from_header(item_id: Annotated[str, Header(alias="x-item")] = "none") -> str:
-        return item_id
-
-    @router.tool()
-    async def marked(item_id: int, seen: int = Depends(from_query), header: str = Depends(from_header)) -> str:
-        """Explicit Query()/Header() markers keep reading the HTTP request."""
-        return f"{item_id}/{seen}/{header}"
-
-    @router.resource("items://{item_id}")
-    async def item_resource(item_id: int, item: str = Depends(load_item)) -> str:
-        """An item as a resource."""
         return item
 
     async with open_client(make_app(router)) as client:
-        wire = Wire(client)
-        tools = {t["name"]: t for t in result_of(await wire.request(era, "tools/list"))["tools"]}
-        assert set(tools["show_item"]["inputSchema"]["properties"]) == {"item_id"}
-        assert result_of(await wire.call_tool(era, "show_item", {"item_id": 1}))["structuredContent"] == {"result": "1=one"}
-        assert result_of(await wire.call_tool(era, "label", {}))["structuredContent"] == {"result": "two!"}
-        assert result_of(await wire.call_tool(era, "label", {"item_id": 1, "suffix": "?"}))["structuredContent"] == {"result": "one?"}
-        assert result_of(await wire.call_tool(era, "marked", {"item_id": 1}))["structuredContent"] == {"result": "1/7/none"}
-        missing = result_of(await wire.call_tool(era, "show_item", {"item_id": 3}))
-        assert missing["isError"] is True and "no item 3" in missing["content"][0]["text"]
-        read = result_of(await wire.request(era, "resources/read", {"uri": "items://2"}))
-        assert read["contents"][0]["text"] == "two"
-
-
-def test_a_dependency_parameter_named_like_an_argument_must_be_a_scalar() -> None:
-    router = make_router()
-
-    def tagged(tags: list[str]) -> list[str]:
-        return tags
-
-    with pytest.raises(DeclarationError, match="must be a scalar"):
-
-        @router.tool()
-        async def by_tags(tags: list[str], seen: list[str] = Depends(tagged)) -> int:  # pyright: ignore[reportUnusedFunction]
-            """Never registered."""
-            return len(seen)
-
+        result = result_of(await Wire(client).call_tool(era, "show_item", {"item_id": 1}))
+    assert result["isError"] is True
+    text = result["content"][0]["text"]
+    assert "query.item_id: Field required" in text
+    assert "dependencies do not receive the arguments: a dependency's item_id is read from the HTTP query string" in text
 
 
 async def test_a_sync_tool_reaches_the_context_through_anyio(era: str) -> None:
