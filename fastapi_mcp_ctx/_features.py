@@ -38,7 +38,7 @@ from ._transport.subscriptions import ResourceSubscriptions, SessionAddress, nor
 from .auth import Principal
 from .context import Context
 from .contracts import ErrorContracts
-from .errors import InvalidParamsError, InvalidRequestError, ResourceNotFoundError, UnknownPromptError
+from .errors import InvalidParamsError, InvalidRequestError, McpError, ResourceNotFoundError, UnknownPromptError
 from .settings import McpSettings
 
 __all__ = ["CALL_METHODS", "LIST_METHODS", "Features", "Invocation", "Run"]
@@ -236,7 +236,12 @@ class Features:
                 contents = shape_contents(value, uri, resource.mime_type)
                 return resource.cache.apply(contents) if era == "modern" else contents
 
-            return await run_handler(call, values, context, request, background, finish, error_data={"uri": uri})
+            try:
+                return await run_handler(call, values, context, request, background, finish, error_data={"uri": uri})
+            except McpError as exc:  # HTTPException(404) from the handler or a dependency: this resource is not there
+                if exc.reason == "rejected" and exc.data.get("status") == 404:
+                    raise ResourceNotFoundError(uri, f"Resource not found: {exc.message}"[:512], era=era) from exc
+                raise
 
         return Invocation(f"resources/read:{uri}", f"resource:{resource.uri}", uri, run, True, call.dependant is not None, call.contracts)
 

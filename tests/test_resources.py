@@ -413,3 +413,33 @@ async def test_a_subscription_to_an_escaped_form_hears_the_update_of_the_plain_u
             await wire.legacy("resources/unsubscribe", {"uri": "note://a/secret"})
             assert await router.subscriptions.subscribers("note://a/secret") == []
     assert frames(stream)[0]["params"] == {"uri": "note://a/secret"}
+
+
+@pytest.mark.parametrize("era", ERAS)
+async def test_an_http_404_from_a_resource_dependency_is_not_found(era: str) -> None:
+    """``HTTPException(404)`` raised by a resource's dependency (the FastAPI way of saying an item
+    does not exist) answers the era's not-found error with ``data.uri``; another 4xx stays a
+    rejected request."""
+    router = McpRouter(settings=McpSettings())
+
+    def load_item(ctx: Context = Depends(mcp_context)) -> str:
+        item_id = (ctx.uri or "").removeprefix("items://")
+        if item_id == "403":
+            raise HTTPException(409, "locked")
+        raise HTTPException(404, f"no item {item_id}")
+
+    @router.resource("items://{item_id}")
+    async def item(item_id: int, found: str = Depends(load_item)) -> str:
+        return found
+
+    app = FastAPI()
+    app.include_router(router)
+    async with McpTestClient(app, era=era) as client:
+        with pytest.raises(McpResponseError) as caught:
+            await read(client, "items://7")
+        assert caught.value.code == (-32002 if era == "legacy" else -32602)
+        assert caught.value.data["uri"] == "items://7" and caught.value.data["reason"] == "resource_not_found"
+        assert "no item 7" in caught.value.message
+        with pytest.raises(McpResponseError) as caught:
+            await read(client, "items://403")
+        assert caught.value.code == -32600 and caught.value.data["status"] == 409
