@@ -85,7 +85,8 @@ class McpEndpoint:
         router: the ``McpRouter`` this endpoint serves (found again from the route by
             ``_discovery`` and ``testing``; never called from here).
         settings / sessions / live / dispatcher / streams / notifier / shutdown_coordinator /
-            pending: the router's collaborators, shared with it.
+            pending: the router's collaborators, shared with it (the session ones are held by
+            :class:`~.session_gate.SessionGate`).
         authenticate: the dependant of ``McpRouter(authenticate=...)``, or None.
     """
 
@@ -106,11 +107,7 @@ class McpEndpoint:
     ) -> None:
         self.router = router
         self.settings = settings
-        self.sessions = sessions
-        self.live = live
         self.dispatcher = dispatcher
-        self.streams = streams
-        self.notifier = notifier
         self.shutdown_coordinator = shutdown_coordinator
         self.pending = pending
         self._authenticate = authenticate
