@@ -46,7 +46,7 @@ from fastapi import Depends, FastAPI, Header, HTTPException, Request, Response  
 from jwt_support import RESOURCE, RsaKey, claims, key_server  # noqa: E402
 
 from fastapi_mcp_ctx import McpRouter, McpSettings  # noqa: E402
-from fastapi_mcp_ctx._telemetry import Telemetry  # noqa: E402
+from fastapi_mcp_ctx._server.telemetry import Telemetry  # noqa: E402
 
 ISSUER = "https://idp.example.test"
 

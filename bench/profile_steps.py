@@ -32,9 +32,12 @@ from pydantic import TypeAdapter
 from starlette.background import BackgroundTasks
 from starlette.responses import Response
 
-from fastapi_mcp_ctx import _dispatch, _fastapi_compat, _resolve, _streams, router
+from fastapi_mcp_ctx import _fastapi_compat, router
+from fastapi_mcp_ctx._handlers import resolve as _resolve
+from fastapi_mcp_ctx._server import dispatch as _dispatch
 from fastapi_mcp_ctx._server import endpoint
 from fastapi_mcp_ctx._transport import resumable_call as _resumable_call
+from fastapi_mcp_ctx._transport import streams as _streams
 
 _fastapi_compat_solve_scope: Any = getattr(_fastapi_compat, "SolveScope", None)
 

@@ -19,7 +19,7 @@ and a request :class:`Context` for every handler.
 """
 
 from . import input_required
-from ._client_view import ClientLocation, ClientUser
+from ._context.client_view import ClientLocation, ClientUser
 from .auth import Principal
 from .consent import ConsentGate
 from .content import audio_content, embedded_blob_resource, embedded_text_resource, image_content, text_content

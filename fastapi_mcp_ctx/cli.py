@@ -27,14 +27,14 @@ import click
 from starlette.routing import NoMatchFound
 
 from . import __version__
+from ._auth.host_rules import is_loopback_host
 from ._discovery import find_targets
 from ._extras import missing_extra
-from ._per_process import SERVE_WORKERS_ENV, explicit_memory_state, per_process_state_message
-from ._security import is_loopback_host
-from ._sessions import MemorySessionStore
-from ._stdio import run_stdio
+from ._stdio.serve import run_stdio
 from ._transport.bus import MemoryBus
+from ._transport.sessions import MemorySessionStore
 from .backends import backend_from_url
+from .backends._per_process import SERVE_WORKERS_ENV, explicit_memory_state, per_process_state_message
 from .backends.memory import MemoryBackend
 from .errors import AppLoadError, ConfigurationError, McpError
 

@@ -24,14 +24,14 @@ from typing import TYPE_CHECKING, Any, Final, NoReturn
 from starlette.requests import Request
 from typing_extensions import TypeVar
 
-from . import _call_outbound
-from ._call_input import CallInput
-from ._call_state import CallState, ChangeNotifications, ClientRequester, StreamControl
-from ._call_state import Outbound as Outbound
-from ._cancel_signal import CancelSignal
-from ._client_view import ClientView
-from ._content import ContentCollector
-from ._logging import ContextLogger
+from ._context import outbound as _call_outbound
+from ._context.call_input import CallInput
+from ._context.call_state import CallState, ChangeNotifications, ClientRequester, StreamControl
+from ._context.call_state import Outbound as Outbound
+from ._context.cancel_signal import CancelSignal
+from ._context.client_view import ClientView
+from ._context.content_blocks import ContentCollector
+from ._context.logger import ContextLogger
 from ._outputs import CallOutputs
 from .consent import ConsentGate
 from .contracts import undeclared_reason
@@ -155,7 +155,7 @@ class Context(CallInput, _Reasons[ReasonT]):
     @property
     def content(self) -> ContentCollector:
         """Blocks prepended to the tool result's ``content``: ``ctx.content.image(data, "image/png")``,
-        ``.audio(data, "audio/wav")``, ``ctx.content(block)`` (``fastapi_mcp_ctx._content``)."""
+        ``.audio(data, "audio/wav")``, ``ctx.content(block)`` (``fastapi_mcp_ctx._context.content_blocks``)."""
         return ContentCollector(self._call)
 
     def fail(self, reason: ReasonT, message: str | None = None, /, **data: Any) -> NoReturn:

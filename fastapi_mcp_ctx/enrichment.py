@@ -36,7 +36,7 @@ import re
 import typing
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final, Protocol
 
 import typing_extensions
 from pydantic import BaseModel, ConfigDict, TypeAdapter, create_model
@@ -45,9 +45,6 @@ from pydantic_core import to_json
 
 from ._outputs import CallOutputs
 from .errors import DeclarationError
-
-if TYPE_CHECKING:
-    from .context import CallState
 
 __all__ = ["ECHO_FIELD", "NOTICE_FIELD", "TOTAL_FIELD", "Enrich", "EnrichmentSpec", "build_enrichment", "extend_output_schema"]
 
@@ -220,6 +217,15 @@ def trailer_text(values: Mapping[str, Any]) -> str:
     return "\n".join(lines)
 
 
+class EnrichedCall(Protocol):
+    """What :class:`Enrich` reads and fills of one call (its ``CallState``, in ``_context/call_state.py``):
+    the tool's declaration and the outputs accumulated beside its return value. A Protocol, so this
+    module, which ``CallState`` imports, imports nothing of the call back."""
+
+    enrichment: EnrichmentSpec | None
+    outputs: CallOutputs | None
+
+
 class Enrich:
     """``ctx.enrich``: set the call's declared enrichment fields (module docstring).
 
@@ -230,7 +236,7 @@ class Enrich:
 
     __slots__ = ("_call",)
 
-    def __init__(self, call: CallState) -> None:
+    def __init__(self, call: EnrichedCall) -> None:
         self._call = call
 
     def __call__(self, values: Mapping[str, Any] | None = None, /, **fields: Any) -> None:

@@ -17,28 +17,28 @@ from typing import Any, TypeVar
 
 from fastapi import APIRouter, Depends, params
 
-from ._dispatch import Dispatcher
+from ._auth.resource_metadata import ensure_root_routes
+from ._auth.sealing import request_state_sealer
 from ._fastapi_compat import LeanRoute, build_dependant
-from ._feature_routes import FeatureRoutes
-from ._features import Features
-from ._per_process import guard_state_factory
-from ._registry import ToolRegistry
+from ._handlers.feature_routes import FeatureRoutes
+from ._handlers.features import Features
+from ._handlers.registry import ToolRegistry
+from ._handlers.tool_routes import ToolRoutes
 from ._replicas.relay import Relay
 from ._replicas.stores import readiness, replica_stores
-from ._resource_metadata import ensure_root_routes
-from ._sealing import request_state_sealer
+from ._server.dispatch import Dispatcher
 from ._server.endpoint import McpEndpoint
-from ._sessions import LiveSessions, SessionStore
-from ._tool_routes import ToolRoutes
 from ._transport.bus import MessageBus
 from ._transport.events import EventStore
 from ._transport.listen import ListenHub
 from ._transport.notifications import CALLER, Notifier, served_from
 from ._transport.pending import PendingRequests
 from ._transport.resumable import ResumableStreams
+from ._transport.sessions import LiveSessions, SessionStore
 from ._transport.shutdown import ShutdownCoordinator
 from ._transport.subscriptions import ResourceSubscriptions
 from .backends import StateBackend, backend_from_url
+from .backends._per_process import guard_state_factory
 from .errors import ConfigurationError
 from .settings import McpSettings, SessionMode, get_settings
 from .state import ContextState, derive_cursor_key

@@ -143,7 +143,7 @@ class McpSettings(BaseSettings):
         gc_freeze: at the router's first request (after any fork), ``gc.collect()`` then
             ``gc.freeze()``: full garbage collections walk only what requests made, not the
             application's start-up objects (worth it with Redis sessions, where requests wait
-            mid-flight: ``fastapi_mcp_ctx/_gcfreeze.py``). Process-wide; off by default.
+            mid-flight: ``fastapi_mcp_ctx/_server/gcfreeze.py``). Process-wide; off by default.
         max_batch_size: messages one JSON-RPC batch (a POST body that is an array, served in
             sessions negotiated at 2025-03-26 only) may hold; a larger one is refused whole
             (-32600, HTTP 400). ``max_body_bytes`` bounds its bytes as for any body.

@@ -25,7 +25,7 @@ from resume_wire import call_body, legacy_headers
 from fastapi_mcp_ctx._replicas.autopipe import KeyBatcher
 from fastapi_mcp_ctx._replicas.link import RedisLink
 from fastapi_mcp_ctx._replicas.redis_sessions import RedisSessionStore
-from fastapi_mcp_ctx._sessions import SessionRecord
+from fastapi_mcp_ctx._transport.sessions import SessionRecord
 from fastapi_mcp_ctx.errors import StateUnavailableError
 
 pytestmark = pytest.mark.redis

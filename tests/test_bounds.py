@@ -14,9 +14,9 @@ from conftest import LEGACY, Wire, asgi_exchange, assert_error, make_app, mcp_se
 from notify_app import build, frames, get_stream, listen_body, listen_headers, listening, methods, tenant_auth, wait_frames
 
 from fastapi_mcp_ctx import McpRouter
-from fastapi_mcp_ctx._jsonrpc import JsonRpcRequest, parse_message
-from fastapi_mcp_ctx._sessions import MemorySessionStore, SessionRecord
-from fastapi_mcp_ctx._stdio_session import StdioSession
+from fastapi_mcp_ctx._stdio.session import StdioSession
+from fastapi_mcp_ctx._transport.sessions import MemorySessionStore, SessionRecord
+from fastapi_mcp_ctx._wire.jsonrpc import JsonRpcRequest, parse_message
 from fastapi_mcp_ctx.errors import InvalidParamsError
 
 INIT = {"protocolVersion": LEGACY, "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}

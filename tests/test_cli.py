@@ -497,7 +497,7 @@ def test_serve_with_workers_starts_with_default_memory_state_and_says_its_first_
     first use (tests/test_per_process_state.py)."""
     import uvicorn
 
-    from fastapi_mcp_ctx._per_process import SERVE_WORKERS_ENV
+    from fastapi_mcp_ctx.backends._per_process import SERVE_WORKERS_ENV
 
     (tmp_path / "stateless_app.py").write_text(
         "from fastapi import FastAPI\n"

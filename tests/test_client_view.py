@@ -9,7 +9,7 @@ from conftest import make_app, make_router
 from fastapi import Depends
 
 from fastapi_mcp_ctx import ClientLocation, ClientUser, Context, mcp_context
-from fastapi_mcp_ctx._client_view import MAX_HINT_CHARS, read_user, supports_views
+from fastapi_mcp_ctx._context.client_view import MAX_HINT_CHARS, read_user, supports_views
 from fastapi_mcp_ctx.context import ClientView
 from fastapi_mcp_ctx.testing import McpTestClient
 

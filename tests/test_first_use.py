@@ -82,7 +82,7 @@ def test_a_shared_store_without_a_key_says_what_to_run(tmp_path: Path) -> None:
 
 
 def test_a_state_sealed_by_another_process_key_names_the_setting_in_the_log(caplog: pytest.LogCaptureFixture) -> None:
-    from fastapi_mcp_ctx._sealing import RequestStateSealer, StateBinding
+    from fastapi_mcp_ctx._auth.sealing import RequestStateSealer, StateBinding
     from fastapi_mcp_ctx.errors import InvalidRequestStateError
 
     binding = StateBinding(tenant_id=None, client_id=None, subject=None, operation="tools/call:t", arguments_digest="d")
@@ -125,7 +125,7 @@ async def test_the_development_token_recipe_of_the_auth_guide_works(monkeypatch:
 
 
 async def test_an_unknown_session_id_with_memory_sessions_hints_at_the_shared_store_once(caplog: pytest.LogCaptureFixture) -> None:
-    import fastapi_mcp_ctx._sessions as sessions
+    import fastapi_mcp_ctx._transport.sessions as sessions
 
     sessions._unknown_hinted = False  # pyright: ignore[reportPrivateUsage]
     app = FastAPI()

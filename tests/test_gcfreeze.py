@@ -10,8 +10,8 @@ import pytest
 from conftest import LEGACY, Wire, mcp_settings, open_client
 from notify_app import build
 
-from fastapi_mcp_ctx import _gcfreeze
-from fastapi_mcp_ctx._gcfreeze import freeze_startup_objects
+from fastapi_mcp_ctx._server import gcfreeze as _gcfreeze
+from fastapi_mcp_ctx._server.gcfreeze import freeze_startup_objects
 
 
 @pytest.fixture

@@ -16,12 +16,13 @@ import pytest
 from conftest import Wire, final_message, make_app, make_router, open_client
 from starlette.requests import Request
 
-from fastapi_mcp_ctx import McpRouter, _http
-from fastapi_mcp_ctx._envelope import _decode_header_value, decode_header_value, encode_header_value, header_map  # pyright: ignore[reportPrivateUsage]
-from fastapi_mcp_ctx._first_step import first_step
-from fastapi_mcp_ctx._http import _parse_accept, _read_before, accepted  # pyright: ignore[reportPrivateUsage]
-from fastapi_mcp_ctx._jsonrpc import EncodedResult, _each_key_once, dumps, may_overflow, parse_message, result_message  # pyright: ignore[reportPrivateUsage]
-from fastapi_mcp_ctx._security import loopback_security
+from fastapi_mcp_ctx import McpRouter
+from fastapi_mcp_ctx._auth.host_rules import loopback_security
+from fastapi_mcp_ctx._server import http as _http
+from fastapi_mcp_ctx._server.first_step import first_step
+from fastapi_mcp_ctx._server.http import _parse_accept, _read_before, accepted  # pyright: ignore[reportPrivateUsage]
+from fastapi_mcp_ctx._wire.envelope import _decode_header_value, decode_header_value, encode_header_value, header_map  # pyright: ignore[reportPrivateUsage]
+from fastapi_mcp_ctx._wire.jsonrpc import EncodedResult, _each_key_once, dumps, may_overflow, parse_message, result_message  # pyright: ignore[reportPrivateUsage]
 from fastapi_mcp_ctx.errors import (
     HeaderMismatchError,
     HostNotAllowedError,
@@ -284,7 +285,7 @@ def test_a_refused_header_value_is_refused_every_time(raw: str) -> None:
 
 
 def test_the_bounded_memo_stops_at_its_bounds_and_never_keeps_a_refusal() -> None:
-    from fastapi_mcp_ctx._memo import BoundedMemo
+    from fastapi_mcp_ctx._wire.memo import BoundedMemo
 
     calls: list[str] = []
 

@@ -16,8 +16,8 @@ import sys
 import textwrap
 
 FIRST_USE = (
-    "fastapi_mcp_ctx._jwt",
-    "fastapi_mcp_ctx._jwks",
+    "fastapi_mcp_ctx._auth.bearer",
+    "fastapi_mcp_ctx._auth.jwks",
     "urllib.request",
     "mcp_types.methods",
     "jwt",

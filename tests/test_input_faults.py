@@ -28,9 +28,9 @@ from serving import uvicorn_thread
 from starlette.requests import Request
 
 from fastapi_mcp_ctx import Context, McpRouter, input_required, mcp_context
-from fastapi_mcp_ctx._envelope import RequestEnvelope
-from fastapi_mcp_ctx._sealing import RequestStateSealer
+from fastapi_mcp_ctx._auth.sealing import RequestStateSealer
 from fastapi_mcp_ctx._server.input_rounds import run_rounds
+from fastapi_mcp_ctx._wire.envelope import RequestEnvelope
 from fastapi_mcp_ctx.context import CallState
 from fastapi_mcp_ctx.errors import ClientCapabilityMissingError, InternalError, InvalidRequestStateError
 

@@ -449,7 +449,7 @@ def test_the_revision_schemas_load_at_the_first_ask_not_at_start_up() -> None:
         "    return a + b\n"
         "FastAPI().include_router(router)\n"
         "assert 'mcp_types.methods' not in sys.modules, 'imported at start-up'\n"
-        "from fastapi_mcp_ctx._asking import _input_required_methods\n"
+        "from fastapi_mcp_ctx._context.asking import _input_required_methods\n"
         "assert 'tools/call' in _input_required_methods() and 'mcp_types.methods' in sys.modules\n"
     )
     env = {k: v for k, v in os.environ.items() if not k.startswith("MCP_")}

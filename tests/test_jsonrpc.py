@@ -266,7 +266,7 @@ async def test_error_responses_are_json_objects_with_jsonrpc(wire: Wire) -> None
 
 
 def test_response_with_both_result_and_error_is_invalid() -> None:
-    from fastapi_mcp_ctx._jsonrpc import parse_message
+    from fastapi_mcp_ctx._wire.jsonrpc import parse_message
     from fastapi_mcp_ctx.errors import InvalidRequestError
 
     with pytest.raises(InvalidRequestError):
@@ -274,7 +274,7 @@ def test_response_with_both_result_and_error_is_invalid() -> None:
 
 
 def test_parse_error_messages_name_the_fault() -> None:
-    from fastapi_mcp_ctx._jsonrpc import parse_message
+    from fastapi_mcp_ctx._wire.jsonrpc import parse_message
     from fastapi_mcp_ctx.errors import ParseError
 
     with pytest.raises(ParseError, match="UTF-8"):

@@ -604,7 +604,7 @@ async def test_b03_b04_sessions_follow_the_verified_principal_not_the_token_byte
 def test_only_an_issuer_url_is_advertised_as_authorization_server(issuer: str, advertised: list[str]) -> None:
     """RFC 9728 ``authorization_servers`` lists issuer identifiers, which are URLs (RFC 8414 §2):
     the dev recipe's ``MCP_JWT_ISSUER=dev`` still checks ``iss`` but is not advertised."""
-    from fastapi_mcp_ctx._resource_metadata import metadata_document
+    from fastapi_mcp_ctx._auth.resource_metadata import metadata_document
 
     settings = mcp_settings(auth_mode="jwt", jwt_secret="s" * 32, jwt_issuer=issuer, resource_url="https://mcp.example.com/mcp")
     assert metadata_document(settings, [])["authorization_servers"] == advertised

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from fastapi_mcp_ctx import _logging
-from fastapi_mcp_ctx._logging import REDACTED, ContextLogger, _Formatter, redact, redact_text  # pyright: ignore[reportPrivateUsage]
+from fastapi_mcp_ctx._context import logger as _logging
+from fastapi_mcp_ctx._context.logger import REDACTED, ContextLogger, _Formatter, redact, redact_text  # pyright: ignore[reportPrivateUsage]
 
 SECRETS = ["PW1", "A1", "abc.DEF-123", "hunter2", "sk-live-9", "tok-42", "pg-pass", "cs-7", "PK-8", "ck-5", "pp-6"]
 
@@ -126,7 +126,7 @@ def test_redaction_is_linear_on_adversarial_strings() -> None:
         "import sys\n"
         f"sys.path.insert(0, {str(Path(__file__).resolve().parent)!r})\n"
         "from test_log_redaction import ADVERSARIAL\n"
-        "from fastapi_mcp_ctx._logging import redact_text\n"
+        "from fastapi_mcp_ctx._context.logger import redact_text\n"
         "out = [redact_text(text) for text in ADVERSARIAL]\n"
         "assert out[3].endswith('password=[REDACTED]'), out[3][-40:]\n"
         "assert out[:3] == ADVERSARIAL[:3]\n"

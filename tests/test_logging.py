@@ -22,8 +22,9 @@ import pytest
 from conftest import META_LOG_LEVEL, Wire, make_app, make_router, messages_of, open_client
 from fastapi import Depends
 
-from fastapi_mcp_ctx import Context, _logging, mcp_context
-from fastapi_mcp_ctx._logging import ContextLogger, install_default_handler
+from fastapi_mcp_ctx import Context, mcp_context
+from fastapi_mcp_ctx._context import logger as _logging
+from fastapi_mcp_ctx._context.logger import ContextLogger, install_default_handler
 
 
 def build_app(**settings: Any) -> Any:

@@ -28,8 +28,8 @@ from fastapi import Depends
 from stdio_wire import notification, rpc, spawn
 
 from fastapi_mcp_ctx import Context, mcp_context
-from fastapi_mcp_ctx._jsonrpc import dumps, parse_message
-from fastapi_mcp_ctx._logging import redact
+from fastapi_mcp_ctx._context.logger import redact
+from fastapi_mcp_ctx._wire.jsonrpc import dumps, parse_message
 from fastapi_mcp_ctx.errors import InvalidRequestError
 
 PROGRESS: list[str] = []

@@ -21,7 +21,7 @@ from fastapi import Depends
 from serving import stop_process
 
 from fastapi_mcp_ctx import Context, McpRouter, mcp_context
-from fastapi_mcp_ctx._per_process import SERVE_WORKERS_ENV, served_workers
+from fastapi_mcp_ctx.backends._per_process import SERVE_WORKERS_ENV, served_workers
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -25,7 +25,7 @@ from fastapi_mcp_ctx import (
     mcp_context,
     text_content,
 )
-from fastapi_mcp_ctx._jsonrpc import parse_message
+from fastapi_mcp_ctx._wire.jsonrpc import parse_message
 from fastapi_mcp_ctx.errors import InvalidRequestError, McpResponseError
 from fastapi_mcp_ctx.testing import McpTestClient
 

@@ -16,8 +16,8 @@ from fastapi_mcp_ctx._replicas.redis_events import RedisEventStore
 from fastapi_mcp_ctx._replicas.redis_sessions import RedisLeases, RedisSessionStore
 from fastapi_mcp_ctx._replicas.redis_subscriptions import RedisResourceSubscriptions
 from fastapi_mcp_ctx._replicas.stores import replica_stores
-from fastapi_mcp_ctx._sessions import OwnerQuotaExceeded, SessionRecord
 from fastapi_mcp_ctx._transport.events import StreamKey, UnknownStreamError, new_stream_id
+from fastapi_mcp_ctx._transport.sessions import OwnerQuotaExceeded, SessionRecord
 from fastapi_mcp_ctx._transport.subscriptions import SessionAddress
 from fastapi_mcp_ctx.errors import ConfigurationError, StateUnavailableError
 from fastapi_mcp_ctx.settings import McpSettings

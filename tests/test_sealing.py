@@ -1,4 +1,4 @@
-"""Sealed requestState (``fastapi_mcp_ctx._sealing``): AEAD tokens bound to caller, operation and
+"""Sealed requestState (``fastapi_mcp_ctx._auth.sealing``): AEAD tokens bound to caller, operation and
 arguments; key rotation; expiry; size cap; the router's refusal to start without a shared key."""
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from pydantic import BaseModel
 from serving import uvicorn_process
 
 from fastapi_mcp_ctx import Context, McpRouter, mcp_context
-from fastapi_mcp_ctx._sealing import RequestStateSealer, StateBinding, arguments_digest, shared_store_names
+from fastapi_mcp_ctx._auth.sealing import RequestStateSealer, StateBinding, arguments_digest, shared_store_names
 from fastapi_mcp_ctx.auth import Principal
 from fastapi_mcp_ctx.backends.memory import MemoryBackend
 from fastapi_mcp_ctx.errors import ConfigurationError, InvalidRequestStateError, RequestStateTooLargeError
@@ -197,7 +197,7 @@ async def test_router_without_a_key_logs_once_at_its_first_request_and_seals_wit
 ) -> None:
     """The notice waits for the first request (the application's logging exists by then; at
     import, when the router is built, it reached no handler) and is logged once a process."""
-    import fastapi_mcp_ctx._sealing as sealing
+    import fastapi_mcp_ctx._auth.sealing as sealing
 
     sealing._warned = False  # pyright: ignore[reportPrivateUsage]
     with caplog.at_level(logging.INFO, "fastapi_mcp_ctx"):
@@ -218,7 +218,7 @@ def test_cryptography_loads_only_when_a_state_is_sealed() -> None:
         "import sys\n"
         "from fastapi import FastAPI\n"
         "from fastapi_mcp_ctx import McpRouter\n"
-        "from fastapi_mcp_ctx._sealing import StateBinding\n"
+        "from fastapi_mcp_ctx._auth.sealing import StateBinding\n"
         "router = McpRouter(); FastAPI().include_router(router)\n"
         "assert 'cryptography' not in sys.modules, 'imported at start-up'\n"
         "router.request_state.seal('s', StateBinding(None, None, None, 'tools/call t', ''))\n"
@@ -234,7 +234,7 @@ def test_cryptography_loads_only_when_a_state_is_sealed() -> None:
 _SEAL_IN_CHILD = (
     "import os, sys\n"
     "from fastapi_mcp_ctx.settings import McpSettings\n"
-    "from fastapi_mcp_ctx._sealing import RequestStateSealer, StateBinding\n"
+    "from fastapi_mcp_ctx._auth.sealing import RequestStateSealer, StateBinding\n"
     "from fastapi_mcp_ctx.auth import Principal\n"
     "binding = StateBinding.for_call(Principal('alice', tenant_id='acme', client_id='app-1'), 'tools/call', 'delete_file',"
     " {'path': '/a.txt', 'force': True})\n"

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from conftest import ACCEPT_BOTH, LEGACY, MODERN, Wire, asgi_exchange, make_app, make_router, modern_meta, open_client, rpc
 
-from fastapi_mcp_ctx._security import is_loopback_host
+from fastapi_mcp_ctx._auth.host_rules import is_loopback_host
 
 EVIL_HOST = "evil.example.test:8000"
 EVIL_ORIGIN = "http://evil.example.test:8000"

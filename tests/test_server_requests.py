@@ -21,10 +21,10 @@ from fastapi import Depends
 from s2c_wire import RAISED, answer, build, calling, finished, frames, in_session, wait_frames
 
 from fastapi_mcp_ctx import Context, mcp_context
-from fastapi_mcp_ctx._jsonrpc import JsonRpcResponse
 from fastapi_mcp_ctx._transport.bus import replica_id
 from fastapi_mcp_ctx._transport.pending import PendingRequests, origin_of
 from fastapi_mcp_ctx._transport.requests import required_capabilities
+from fastapi_mcp_ctx._wire.jsonrpc import JsonRpcResponse
 from fastapi_mcp_ctx.errors import (
     ClientResponseError,
     MissingCapabilityError,

@@ -16,10 +16,10 @@ from conftest import make_app, make_router
 from fastapi import APIRouter, FastAPI
 
 from fastapi_mcp_ctx._discovery import find_targets
-from fastapi_mcp_ctx._jsonrpc import JsonRpcResponse
-from fastapi_mcp_ctx._stdio import load_app, resolve_app
-from fastapi_mcp_ctx._stdio_session import LineFramer, StdioSession
+from fastapi_mcp_ctx._stdio.serve import load_app, resolve_app
+from fastapi_mcp_ctx._stdio.session import LineFramer, StdioSession
 from fastapi_mcp_ctx._transport.pending import PendingRequests
+from fastapi_mcp_ctx._wire.jsonrpc import JsonRpcResponse
 from fastapi_mcp_ctx.errors import AppLoadError
 
 

@@ -24,7 +24,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanKind
 
 from fastapi_mcp_ctx import Context, McpRouter, ToolError, mcp_context
-from fastapi_mcp_ctx._telemetry import Telemetry
+from fastapi_mcp_ctx._server.telemetry import Telemetry
 
 TRACE_A = "a" * 32
 PARENT_B = "b" * 16
@@ -242,7 +242,7 @@ async def test_detail_required_keeps_the_required_attributes_only(otel: Otel, er
 async def test_constant_attributes_are_shared_per_tool_and_bounded(otel: Otel) -> None:
     """The span name and constant attributes are made once per (method, tool, versions); a
     client naming ever new tools cannot grow that table past its bound."""
-    from fastapi_mcp_ctx import _telemetry
+    from fastapi_mcp_ctx._server import telemetry as _telemetry
 
     router = McpRouter(settings=mcp_settings())
     telemetry = Telemetry(router.settings, tracer_provider=otel.tracer_provider, meter_provider=otel.meter_provider)
@@ -390,8 +390,8 @@ def test_bind_swaps_the_runner_and_keeps_every_other_field_of_the_prepared_call(
 
     from opentelemetry.sdk.trace import TracerProvider as SdkTracerProvider
 
-    from fastapi_mcp_ctx._outcomes import PreparedCall
-    from fastapi_mcp_ctx._telemetry import CallSpan, _Instruments, _Shape  # pyright: ignore[reportPrivateUsage]
+    from fastapi_mcp_ctx._server.outcomes import PreparedCall
+    from fastapi_mcp_ctx._server.telemetry import CallSpan, _Instruments, _Shape  # pyright: ignore[reportPrivateUsage]
 
     provider = SdkTracerProvider()
     inst = _Instruments("1", tracer_provider=provider)

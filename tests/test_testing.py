@@ -24,7 +24,7 @@ from pydantic import Field
 
 import fastapi_mcp_ctx
 from fastapi_mcp_ctx import Context, McpRouter, Principal, mcp_context, testing
-from fastapi_mcp_ctx._envelope import decode_header_value, encode_header_value
+from fastapi_mcp_ctx._wire.envelope import decode_header_value, encode_header_value
 from fastapi_mcp_ctx.backends.redis import RedisBackend
 from fastapi_mcp_ctx.backends.sql import SqlBackend
 from fastapi_mcp_ctx.errors import McpResponseError

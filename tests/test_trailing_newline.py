@@ -12,8 +12,8 @@ from conftest import Wire, open_client
 from fastapi import FastAPI
 
 from fastapi_mcp_ctx import McpRouter
-from fastapi_mcp_ctx._envelope import decode_header_value, encode_header_value
-from fastapi_mcp_ctx._uri_template import UriTemplate
+from fastapi_mcp_ctx._wire.envelope import decode_header_value, encode_header_value
+from fastapi_mcp_ctx._wire.uri_template import UriTemplate
 from fastapi_mcp_ctx.errors import HeaderMismatchError
 
 

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fastapi_mcp_ctx._uri_template import UriTemplate
+from fastapi_mcp_ctx._wire.uri_template import UriTemplate
 from fastapi_mcp_ctx.errors import UriMatchError
 
 # Text rich in what breaks matchers: reserved characters, '%', '/', '+', spaces, non-ASCII.

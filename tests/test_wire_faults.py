@@ -352,7 +352,7 @@ async def test_a_body_in_many_chunks_within_the_limit_is_served() -> None:
 def test_a_header_value_with_a_line_break_is_always_encoded(value: str) -> None:
     """``$`` matches before a final newline: every ``^...$`` pattern of the package ends in ``\\Z``
     so a trailing line break never passes a check meant for printable text."""
-    from fastapi_mcp_ctx._envelope import decode_header_value, encode_header_value
+    from fastapi_mcp_ctx._wire.envelope import decode_header_value, encode_header_value
 
     encoded = encode_header_value(value)
     assert encoded.startswith("=?base64?") and "\n" not in encoded and decode_header_value(encoded) == value

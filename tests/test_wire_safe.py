@@ -22,8 +22,8 @@ from fastapi import Depends
 from pydantic_core import from_json, to_json
 
 from fastapi_mcp_ctx import Context, mcp_context
-from fastapi_mcp_ctx._jsonrpc import dumps
-from fastapi_mcp_ctx._wire_safe import MAX_INT_DIGITS, encode
+from fastapi_mcp_ctx._wire.jsonrpc import dumps
+from fastapi_mcp_ctx._wire.safe_text import MAX_INT_DIGITS, encode
 
 ODD_NAME = os.fsdecode(b"caf\xe9.txt")  # 'caf\udce9.txt' on a UTF-8 file system
 BIG = 10**5000

@@ -29,7 +29,7 @@ import json
 import secrets
 from typing import Any, Final
 
-from .._sessions import OwnerQuotaExceeded, SessionRecord
+from .._transport.sessions import OwnerQuotaExceeded, SessionRecord
 from .link import RedisLink, Script
 
 __all__ = ["RedisLeases", "RedisSessionStore"]
@@ -204,7 +204,7 @@ class _Keys:
 
 
 class RedisSessionStore:
-    """A :class:`~fastapi_mcp_ctx._sessions.SessionStore` in Redis (see the module docstring).
+    """A :class:`~fastapi_mcp_ctx._transport.sessions.SessionStore` in Redis (see the module docstring).
 
     Args:
         link: the Redis clients.

@@ -29,10 +29,10 @@ import logging
 from collections.abc import Callable, Coroutine
 from typing import Any, Final, Protocol
 
-from .._jsonrpc import JsonRpcResponse, RequestId
-from .._sessions import LiveSessions
 from .._transport.bus import MessageBus, Unsubscribe, replica_id
 from .._transport.pending import PendingRequests, origin_of
+from .._transport.sessions import LiveSessions
+from .._wire.jsonrpc import JsonRpcResponse, RequestId
 from ..errors import McpError, StateUnavailableError
 
 __all__ = ["Relay"]

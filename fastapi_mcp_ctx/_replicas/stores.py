@@ -22,10 +22,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._extras import missing_extra
-from .._sessions import MemorySessionStore, SessionStore
 from .._transport.bus import MemoryBus, MessageBus
 from .._transport.events import EventStore, MemoryEventStore
 from .._transport.leases import LocalLeases, StreamLeases
+from .._transport.sessions import MemorySessionStore, SessionStore
 from .._transport.subscriptions import MemoryResourceSubscriptions, ResourceSubscriptions
 from ..backends.memory import MemoryBackend
 from ..errors import ConfigurationError, McpError

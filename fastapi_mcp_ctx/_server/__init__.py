@@ -1,1 +1,5 @@
-"""Messages to handlers: the HTTP exchange of both eras (DESIGN.md "Layout as it grows")."""
+"""The HTTP exchange of both eras: the front door (``endpoint``, ``http``, ``authn``), the 2025 session
+gate, batches, the method tables (``dispatch``, ``call_prep``, ``outcomes``) and input rounds.
+
+Imports ``_handlers``, ``_transport``, ``_replicas`` and below; imported by ``router`` and ``_stdio``.
+"""

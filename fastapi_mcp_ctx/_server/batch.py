@@ -42,11 +42,11 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
-from .._batch import BATCH_VERSION, array_of, refusal, run_call, split_batch
-from .._dispatch import JSON_OK_SCOPE_KEY, Dispatcher
-from .._envelope import HeaderMap, RequestEnvelope, check_legacy_version, choose_era, read_legacy_envelope
-from .._http import BODY_SCOPE_KEY, reject_repeated
-from .._jsonrpc import (
+from .._transport.requests import BackChannel
+from .._transport.sessions import SessionRecord
+from .._transport.streams import SSE_HEADERS, Reply, run_background, sse_frame
+from .._wire.envelope import HeaderMap, RequestEnvelope, check_legacy_version, choose_era, read_legacy_envelope
+from .._wire.jsonrpc import (
     JsonRpcNotification,
     JsonRpcRequest,
     JsonRpcResponse,
@@ -55,13 +55,13 @@ from .._jsonrpc import (
     parse_message,
     request_id_of,
 )
-from .._outcomes import PreparedCall
-from .._sessions import SessionRecord
-from .._streams import SSE_HEADERS, Reply, run_background, sse_frame
-from .._transport.requests import BackChannel
 from ..context import CancelSignal
 from ..errors import InvalidRequestError, MalformedAnswerError, McpError
 from ..settings import McpSettings
+from .batching import BATCH_VERSION, array_of, refusal, run_call, split_batch
+from .dispatch import JSON_OK_SCOPE_KEY, Dispatcher
+from .http import BODY_SCOPE_KEY, reject_repeated
+from .outcomes import PreparedCall
 
 __all__ = ["BatchHooks", "BatchResponse", "serve_batch"]
 

@@ -4,7 +4,7 @@
 route. The endpoint runs the transport checks (Host/Origin, repeated headers, Content-Type,
 Accept, the bounded body read), ``authenticate=``, picks the era (``_envelope.choose_era``,
 DESIGN.md decision 2), gates 2025 sessions (``initialize``, ``Mcp-Session-Id``, the GET stream,
-DELETE: ``session_gate.py``) and hands each request to the :class:`~fastapi_mcp_ctx._dispatch.Dispatcher`.
+DELETE: ``session_gate.py``) and hands each request to the :class:`~fastapi_mcp_ctx._server.dispatch.Dispatcher`.
 
 Spec: 2025-11-25 ``basic/transports`` (Streamable HTTP, sessions) and 2026-07-28
 ``basic/transports/streamable-http`` (single exchange, required headers).
@@ -20,10 +20,18 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.types import Scope
 
-from .._authn import AuthOutcome, resolve_principal
-from .._batch import starts_batch
-from .._dispatch import JSON_OK_SCOPE_KEY, PRINCIPAL_SCOPE_KEY, Dispatcher
-from .._envelope import (
+from .._auth.gate import build_gate
+from .._auth.host_rules import TransportSecurity, is_loopback_host, loopback_security
+from .._auth.resource_metadata import challenge, ensure_root_routes, metadata_routes
+from .._auth.sealing import announce_process_key
+from .._context.logger import install_default_handler
+from .._replicas.relay import Relay
+from .._transport.notifications import Notifier
+from .._transport.pending import PendingRequests
+from .._transport.resumable import ResumableStreams
+from .._transport.sessions import LiveSessions, SessionRecord, SessionStore
+from .._transport.shutdown import ShutdownCoordinator
+from .._wire.envelope import (
     HeaderMap,
     RequestEnvelope,
     check_legacy_version,
@@ -32,21 +40,7 @@ from .._envelope import (
     read_legacy_envelope,
     read_modern_envelope,
 )
-from .._gate import build_gate
-from .._gcfreeze import freeze_startup_objects
-from .._http import BODY_SCOPE_KEY, accepted, read_body, refuse_content_coding, reject_repeated
-from .._jsonrpc import JsonRpcNotification, JsonRpcRequest, JsonRpcResponse, parse_message, request_id_of
-from .._logging import install_default_handler
-from .._outcomes import error_reply, json_reply
-from .._replicas.relay import Relay
-from .._resource_metadata import challenge, ensure_root_routes, metadata_routes
-from .._sealing import announce_process_key
-from .._security import TransportSecurity, is_loopback_host, loopback_security
-from .._sessions import LiveSessions, SessionRecord, SessionStore
-from .._transport.notifications import Notifier
-from .._transport.pending import PendingRequests
-from .._transport.resumable import ResumableStreams
-from .._transport.shutdown import ShutdownCoordinator
+from .._wire.jsonrpc import JsonRpcNotification, JsonRpcRequest, JsonRpcResponse, parse_message, request_id_of
 from ..errors import (
     AuthenticationError,
     InvalidRequestError,
@@ -58,7 +52,13 @@ from ..errors import (
     UnsupportedVersionError,
 )
 from ..settings import McpSettings
+from .authn import AuthOutcome, resolve_principal
 from .batch import BatchHooks, serve_batch
+from .batching import starts_batch
+from .dispatch import JSON_OK_SCOPE_KEY, PRINCIPAL_SCOPE_KEY, Dispatcher
+from .gcfreeze import freeze_startup_objects
+from .http import BODY_SCOPE_KEY, accepted, read_body, refuse_content_coding, reject_repeated
+from .outcomes import error_reply, json_reply
 from .session_gate import SESSION_HEADER, SessionGate, error_response
 
 __all__ = ["McpEndpoint"]

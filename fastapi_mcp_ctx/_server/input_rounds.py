@@ -29,10 +29,10 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, TypeVar
 
-from .._asking import refusal, with_elicitation_id
-from .._registry import ToolDef
-from .._results import error_result
-from .._sealing import RequestStateSealer, StateBinding
+from .._auth.sealing import RequestStateSealer, StateBinding
+from .._context.asking import refusal, with_elicitation_id
+from .._handlers.registry import ToolDef
+from .._handlers.results import error_result
 from ..auth import Principal
 from ..context import CallState, Context
 from ..errors import InputRoundsExceededError, InvalidParamsError, InvalidRequestStateError, ServerRequestError

@@ -15,19 +15,16 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import Scope
 
-from .._dispatch import PRINCIPAL_SCOPE_KEY, Dispatcher
-from .._envelope import HeaderMap, check_legacy_version, choose_era
-from .._http import accepted
-from .._jsonrpc import JsonRpcNotification, JsonRpcRequest, error_message
-from .._outcomes import json_reply
 from .._replicas.deadline import store_work
 from .._replicas.relay import Relay
-from .._sessions import LiveSessions, OwnerQuotaExceeded, SessionRecord, SessionStore, check_client_metadata
-from .._streams import Reply, StandaloneStream
 from .._transport.notifications import Notifier
 from .._transport.pending import PendingRequests
 from .._transport.resumable import ResumableStreams
+from .._transport.sessions import LiveSessions, OwnerQuotaExceeded, SessionRecord, SessionStore, check_client_metadata
 from .._transport.shutdown import ShutdownCoordinator
+from .._transport.streams import Reply, StandaloneStream
+from .._wire.envelope import HeaderMap, check_legacy_version, choose_era
+from .._wire.jsonrpc import JsonRpcNotification, JsonRpcRequest, error_message
 from ..auth import Principal
 from ..errors import (
     McpError,
@@ -40,6 +37,9 @@ from ..errors import (
     StreamConflictError,
 )
 from ..settings import McpSettings
+from .dispatch import PRINCIPAL_SCOPE_KEY, Dispatcher
+from .http import accepted
+from .outcomes import json_reply
 
 __all__ = ["SESSION_HEADER", "SessionGate", "error_response"]
 

@@ -23,11 +23,11 @@ from starlette.background import BackgroundTask
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
-from .._sessions import SessionRecord
 from ..errors import McpError
 from ..settings import McpSettings
 from .events import EventStore, StreamKey
 from .leases import StreamLeases, hold
+from .sessions import SessionRecord
 from .shutdown import ShutdownCoordinator
 from .sse import Attachments, Connection, sse_headers
 

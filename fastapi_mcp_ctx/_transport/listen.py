@@ -37,9 +37,9 @@ from starlette.background import BackgroundTask, BackgroundTasks
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
-from .._jsonrpc import RequestId, notification_message
-from .._streams import SSE_HEADERS, sse_frame
+from .._wire.jsonrpc import RequestId, notification_message
 from ..errors import InvalidParamsError, StateUnavailableError
+from .streams import SSE_HEADERS, sse_frame
 from .subscriptions import normalize_uri
 
 __all__ = [

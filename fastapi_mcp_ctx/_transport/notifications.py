@@ -30,7 +30,7 @@ from typing import Any, Final, get_args
 import anyio
 from anyio.streams.memory import MemoryObjectSendStream
 
-from .._jsonrpc import RequestId, notification_message
+from .._wire.jsonrpc import RequestId, notification_message
 from ..context import get_request_context
 from .bus import EVENTS_CHANNEL, MessageBus, Unsubscribe, encode_message, session_channel, session_prefix
 from .listen import LIST_CHANGED_METHODS, TENANT_KEY, UPDATED_METHOD, ChangeKind, ListenFilter, ListenHub, ListenStream, Served

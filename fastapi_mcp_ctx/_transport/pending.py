@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 
 import anyio
 
-from .._jsonrpc import JsonRpcResponse, RequestId
+from .._wire.jsonrpc import JsonRpcResponse, RequestId
 
 __all__ = ["PendingRequests", "origin_of"]
 

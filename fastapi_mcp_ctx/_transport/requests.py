@@ -42,8 +42,8 @@ from typing import Any, Final
 import anyio
 from pydantic import ValidationError as PydanticValidationError
 
-from .._envelope import Era
-from .._jsonrpc import notification_message
+from .._wire.envelope import Era
+from .._wire.jsonrpc import notification_message
 from ..context import CallState, ClientView
 from ..errors import (
     ClientResponseError,

@@ -36,9 +36,8 @@ import anyio
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, is_version_at_least
 from starlette.responses import Response
 
-from .._envelope import HeaderMap
-from .._jsonrpc import dumps
-from .._sessions import SessionRecord
+from .._wire.envelope import HeaderMap
+from .._wire.jsonrpc import dumps
 from ..errors import InvalidEventIdError, McpError, ServerShuttingDownError, StreamConflictError
 from ..settings import McpSettings
 from .events import EventStore, StreamKey, UnknownStreamError, new_stream_id, parse_event_id
@@ -46,6 +45,7 @@ from .get_stream import GetLog as _GetLog
 from .get_stream import GetResponse as _GetResponse
 from .leases import LocalLeases, StreamLeases
 from .notifications import Notifier
+from .sessions import SessionRecord
 from .shutdown import ShutdownCoordinator
 from .sse import Attachments, Connection, closer, sse_headers
 

@@ -26,15 +26,15 @@ from fastapi.background import BackgroundTasks
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
-from .._cancel_scope import new_cancel_scope
-from .._jsonrpc import dumps
-from .._sessions import SessionRecord
-from .._streams import Reply, Runner, run_background, sse_frame
+from .._context.cancel_scope import new_cancel_scope
+from .._wire.jsonrpc import dumps
 from ..context import CallState, CancelSignal
 from ..errors import ConfigurationError, StateUnavailableError
 from .events import StoredEvent, StreamKey, UnknownStreamError, new_stream_id
 from .resumable import ResumableStreams, sse_headers
+from .sessions import SessionRecord
 from .sse import End, event_frame, retry_frame
+from .streams import Reply, Runner, run_background, sse_frame
 
 __all__ = ["ResumableCallResponse", "answered_stream"]
 

@@ -24,9 +24,9 @@ from typing import Final, Literal, Protocol
 import anyio
 from starlette.types import Send
 
-from .._streams import SSE_HEADERS, sse_frame
 from ..errors import StateUnavailableError
 from .events import EventStore, StoredEvent, StreamKey, UnknownStreamError
+from .streams import SSE_HEADERS, sse_frame
 
 __all__ = ["Attached", "Attachments", "Connection", "End", "closer", "event_frame", "retry_frame", "sse_headers", "tail"]
 

@@ -29,7 +29,7 @@ from sqlalchemy.ext.asyncio import create_async_engine
 from starlette.testclient import TestClient
 
 from fastapi_mcp_ctx import Context, McpRouter, McpSettings, mcp_context
-from fastapi_mcp_ctx._envelope import META_CAPABILITIES, META_CLIENT_INFO, META_VERSION
+from fastapi_mcp_ctx._wire.envelope import META_CAPABILITIES, META_CLIENT_INFO, META_VERSION
 from fastapi_mcp_ctx.backends._loops import PerLoop
 from fastapi_mcp_ctx.backends.base import StateBackend
 from fastapi_mcp_ctx.backends.redis import RedisBackend

@@ -1,0 +1,94 @@
+"""One call's state: :class:`CallState`, built by the dispatcher for each call and read by the
+:class:`~fastapi_mcp_ctx.context.Context` view, and the Protocols of what a transport plugs into it
+(change notifications, server→client requests, stream control).
+
+Everything here is per call and never shared; the transports and the router provide the
+implementations, so this module imports none of them.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, Literal, Protocol
+
+from starlette.requests import Request
+
+from .._outputs import CallOutputs
+from .._wire.envelope import RequestEnvelope
+from ..contracts import ErrorContracts
+from ..enrichment import EnrichmentSpec
+from ..inputs import InputRound
+from ..settings import McpSettings
+from .cancel_signal import CancelSignal
+
+if TYPE_CHECKING:
+    from ..state import ContextState
+
+__all__ = ["CallState", "ChangeNotifications", "ClientRequester", "Outbound", "StreamControl"]
+
+Outbound = Callable[[dict[str, Any]], Awaitable[None]]
+"""Sends one JSON-RPC message on the call's own stream."""
+
+
+_NO_EXTRA: Mapping[str, Any] = MappingProxyType({})
+"""``CallState.extra`` of a call with none: one read-only empty mapping shared by every call."""
+
+
+class ChangeNotifications(Protocol):
+    """Where ``ctx.notify_*_list_changed`` / ``ctx.notify_resource_updated`` publish (the router's notifier)."""
+
+    async def list_changed(self, kind: Literal["tools", "prompts", "resources"]) -> None: ...
+
+    async def resource_updated(self, uri: str) -> None: ...
+
+
+class ClientRequester(Protocol):
+    """Sends a call's server→client requests and returns the client's ``result``
+    (``fastapi_mcp_ctx._transport.requests.BackChannel``; see ``Context.send_request``)."""
+
+    async def send_request(self, call: CallState, method: str, params: dict[str, Any] | None, timeout: float) -> dict[str, Any]: ...
+
+
+class StreamControl(Protocol):
+    """What ``ctx.close_sse_stream()`` reaches: the transport of a resumable 2025 call."""
+
+    async def close_connection(self) -> bool: ...
+
+    async def close_standalone(self) -> bool: ...
+
+
+@dataclass(slots=True)
+class CallState:
+    """Everything the dispatcher knows about one call (built per request, never shared)."""
+
+    request_id: str | int
+    method: str
+    envelope: RequestEnvelope
+    settings: McpSettings
+    request: Request
+    session_id: str | None = None
+    tenant_id: str | None = "default"
+    auth: Any = None
+    operation: str | None = None
+    logger_name: str | None = None
+    uri: str | None = None
+    extra: Mapping[str, Any] = field(default_factory=lambda: _NO_EXTRA)
+    outbound: Outbound | None = None
+    signal: CancelSignal = field(default_factory=CancelSignal)
+    client_log_level: Callable[[], str | None] = lambda: None
+    state_factory: Callable[[str | None], ContextState] | None = None
+    started_at: float = field(default_factory=time.time)
+    span_id: str | None = None
+    last_progress: float | None = None
+    notifications: ChangeNotifications | None = None
+    back_channel: ClientRequester | None = None
+    stream_control: StreamControl | None = None
+    input_round: InputRound | None = None
+    trace_id: str | None = None
+    """The active OpenTelemetry span's trace id (32 hex), set by ``_telemetry`` when tracing."""
+    enrichment: EnrichmentSpec | None = None
+    contracts: ErrorContracts | None = None
+    outputs: CallOutputs | None = None

@@ -1,0 +1,357 @@
+"""Tool registration: a FastAPI-style function becomes an MCP tool definition.
+
+The plain parameters (everything FastAPI does not resolve) become a pydantic model: it
+validates ``arguments`` and gives ``inputSchema`` (JSON Schema 2020-12, descriptions from
+``Annotated[..., Field(description=...)]``). The return annotation gives ``outputSchema``;
+a non-object output (``int``, ``str``, ``list``...) is wrapped as ``{"result": value}``.
+Spec 2025-11-25 ``server/tools`` §Tool, §Output Schema.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+import types as pytypes
+import typing
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Annotated, Any, Final, Union, get_args, get_origin
+
+import mcp_types as types
+from fastapi import Depends, params
+from fastapi.dependencies.models import Dependant
+from pydantic import BaseModel, ConfigDict, PydanticUserError, TypeAdapter, create_model
+
+from .._fastapi_compat import build_dependant, dependency_of, is_dependency_parameter
+from ..context import Context, mcp_context
+from ..contracts import ErrorContract, ErrorContracts
+from ..enrichment import EnrichmentSpec
+from .tool_declarations import declare
+
+__all__ = ["SignatureParts", "ToolDef", "ToolRegistry", "build_dependants", "build_tool", "split_signature"]
+
+_NAME: Final = re.compile(r"^[A-Za-z0-9_.\-/]{1,128}\Z")
+_CONTENT_TYPES: Final[tuple[type, ...]] = (
+    types.TextContent,
+    types.ImageContent,
+    types.AudioContent,
+    types.EmbeddedResource,
+    types.ResourceLink,
+    types.CallToolResult,
+)
+_HEADER_TOKEN: Final = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+\Z")
+# Core-schema node types whose strict validation builds a new value of exactly the declared
+# types (containers rebuilt, scalars checked): serializing that value cannot meet an unexpected
+# one. Models, dataclasses, custom validators/serializers and arbitrary types pass instances
+# through as they are (a model's field may have been reassigned to anything), so outputs
+# holding them keep pydantic's warnings="error" check at serialization, a few µs a call.
+_REBUILT_BY_VALIDATION: Final = frozenset(
+    {
+        "any", "none", "bool", "int", "float", "str", "bytes", "literal", "enum", "nullable", "union",
+        "list", "tuple", "set", "frozenset", "dict", "date", "time", "datetime", "timedelta", "decimal", "uuid",
+    }
+)  # fmt: skip
+
+
+@dataclass(slots=True)
+class ToolDef:
+    """One registered tool.
+
+    Attributes:
+        name / title / description: as listed in ``tools/list``.
+        handler: the user's function (sync functions run in a worker thread).
+        arguments_model: pydantic model validating ``arguments``.
+        argument_names: the handler parameters filled from ``arguments``.
+        dependant: FastAPI dependency graph, or None when the tool has no dependency.
+        context_params: parameters declared ``Depends(mcp_context)`` at the top level.
+        lean_dependant: the graph without ``context_params`` (None: nothing left to solve),
+            solved when ``mcp_context`` is not overridden; the call's Context fills them.
+        output_adapter: serializer of the return value, None without an output schema.
+        output_passthrough: validating the output may pass instances through unchecked
+            (models, dataclasses, custom types): serialize it with ``warnings="error"``.
+        wrap_output: True when structured output is wrapped as ``{"result": value}``.
+        header_params: ``inputSchema`` property → ``Mcp-Param-<token>`` (lowercase) for
+            properties annotated ``"x-mcp-header"`` (2026-07-28 Value Encoding).
+        listing: the ``Tool`` object as sent in ``tools/list``.
+        scopes: the OAuth scopes a caller needs (``tool(scopes=[...])``).
+        enrichment: declared ``enrichment=`` fields (``enrichment.py``), or None.
+        contracts: declared ``errors=`` contracts (``contracts.py``), or None.
+    """
+
+    name: str
+    handler: Callable[..., Any]
+    is_async: bool
+    arguments_model: type[BaseModel]
+    argument_names: tuple[str, ...]
+    dependant: Dependant | None
+    context_params: tuple[str, ...]
+    lean_dependant: Dependant | None
+    output_adapter: TypeAdapter[Any] | None
+    output_passthrough: bool
+    wrap_output: bool
+    header_params: dict[str, str]
+    listing: dict[str, Any] = field(default_factory=lambda: {})
+    scopes: frozenset[str] = frozenset()
+    """``scopes=`` of the registration: all are needed to call it (``_scopes.require_scopes``)."""
+    enrichment: EnrichmentSpec | None = None
+    contracts: ErrorContracts | None = None
+
+
+def _is_content_annotation(annotation: Any) -> bool:
+    origin = get_origin(annotation)
+    if origin in (list, Sequence, typing.Sequence):
+        return all(_is_content_annotation(a) for a in get_args(annotation))
+    if origin is Union or origin is pytypes.UnionType:
+        return all(_is_content_annotation(a) for a in get_args(annotation))
+    return inspect.isclass(annotation) and issubclass(annotation, _CONTENT_TYPES)
+
+
+def _clean_schema(schema: dict[str, Any], *, arguments: bool = False) -> dict[str, Any]:
+    schema.pop("title", None)
+    schema.setdefault("type", "object")
+    if arguments:
+        schema.setdefault("properties", {})
+    return schema
+
+
+def _rebuilt_by_validation(schema: Any) -> bool:
+    """True when every node of a core schema is in ``_REBUILT_BY_VALIDATION`` (metadata aside)."""
+    if isinstance(schema, dict):
+        node: dict[str, Any] = schema  # pyright: ignore[reportUnknownVariableType]
+        kind = node.get("type")
+        if isinstance(kind, str) and kind not in _REBUILT_BY_VALIDATION:
+            return False
+        return all(_rebuilt_by_validation(value) for key, value in node.items() if key != "metadata")
+    if isinstance(schema, (list, tuple)):
+        items: list[Any] | tuple[Any, ...] = schema  # pyright: ignore[reportUnknownVariableType]
+        return all(_rebuilt_by_validation(item) for item in items)
+    return True
+
+
+def _output(annotation: Any) -> tuple[TypeAdapter[Any] | None, dict[str, Any] | None, bool]:
+    if annotation is inspect.Signature.empty or annotation is None or annotation is type(None):
+        return None, None, False
+    if _is_content_annotation(annotation):
+        return None, None, False
+    try:  # keep inf/nan as floats in Any-typed parts so shaping can refuse them (never null)
+        adapter: TypeAdapter[Any] = TypeAdapter(annotation, config=ConfigDict(ser_json_inf_nan="constants"))
+    except PydanticUserError:  # a model, dataclass or TypedDict: its own config decides
+        adapter = TypeAdapter(annotation)
+    schema = adapter.json_schema(mode="serialization")
+    if schema.get("type") == "object" or (inspect.isclass(annotation) and issubclass(annotation, BaseModel)):
+        return adapter, _clean_schema(schema), False
+    defs = schema.pop("$defs", None)
+    wrapped: dict[str, Any] = {"type": "object", "properties": {"result": schema}, "required": ["result"]}
+    if defs:
+        wrapped["$defs"] = defs
+    return adapter, wrapped, True
+
+
+def _header_params(schema: dict[str, Any], tool: str) -> dict[str, str]:
+    found: dict[str, str] = {}
+    properties: dict[str, Any] = schema.get("properties", {})
+    for prop, raw in properties.items():
+        sub: dict[str, Any] = raw if isinstance(raw, dict) else {}  # pyright: ignore[reportUnknownVariableType]
+        token = sub.get("x-mcp-header")
+        if token is None:
+            continue
+        if not isinstance(token, str) or not _HEADER_TOKEN.fullmatch(token):
+            raise ValueError(f"tool {tool!r}: x-mcp-header of {prop!r} must be an RFC 9110 token")
+        kind = sub.get("type")
+        if kind not in ("string", "integer", "boolean"):
+            raise ValueError(f"tool {tool!r}: x-mcp-header property {prop!r} must be string, integer or boolean")
+        if token.lower() in found.values():
+            raise ValueError(f"tool {tool!r}: duplicate x-mcp-header token {token!r}")
+        found[prop] = token.lower()
+    return found
+
+
+@dataclass(frozen=True, slots=True)
+class SignatureParts:
+    """A handler's signature split the way every handler kind (tool, resource, prompt,
+    completer) uses it: ``plain`` maps each argument parameter to ``(annotation, default)``
+    (``...`` when required) for a pydantic model; ``dependency_parameters`` are FastAPI's."""
+
+    signature: inspect.Signature
+    hints: dict[str, Any]
+    plain: dict[str, tuple[Any, Any]]
+    dependency_parameters: list[inspect.Parameter]
+
+
+def _context_by_type(parameter: inspect.Parameter) -> inspect.Parameter:
+    """``ctx: Context`` (and ``ctx: Context = Depends()``, which FastAPI would turn into a call of
+    the class) mean ``Depends(mcp_context)``, as ``request: Request`` needs no marker: the
+    spelling of FastMCP and the official SDK works unchanged. A ``Depends(other)`` is kept."""
+    annotation = parameter.annotation
+    metadata = get_args(annotation)[1:] if get_origin(annotation) is Annotated else ()
+    base = get_args(annotation)[0] if metadata else annotation
+    origin = get_origin(base) or base
+    if not (inspect.isclass(origin) and issubclass(origin, Context)):
+        return parameter
+    markers = [m for m in (parameter.default, *metadata) if isinstance(m, params.Depends)]
+    if any(m.dependency is not None for m in markers):
+        return parameter
+    if parameter.default is not inspect.Parameter.empty and not markers:
+        return parameter  # a plain default on a Context parameter: left for FastAPI to refuse
+    return parameter.replace(annotation=base, default=Depends(mcp_context))
+
+
+def split_signature(handler: Callable[..., Any], what: str) -> SignatureParts:
+    """Split ``handler``'s parameters into arguments and dependencies (``what`` names the
+    handler in errors, e.g. ``"tool 'add'"``).
+
+    Raises:
+        ValueError: a ``*args`` / ``**kwargs`` parameter.
+    """
+    signature = inspect.signature(handler)
+    hints = typing.get_type_hints(handler, include_extras=True)
+    plain: dict[str, tuple[Any, Any]] = {}
+    dependency_parameters: list[inspect.Parameter] = []
+    for parameter in signature.parameters.values():
+        if parameter.kind in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD):
+            raise ValueError(f"{what}: *args / **kwargs parameters are not supported")
+        resolved = _context_by_type(parameter.replace(annotation=hints.get(parameter.name, parameter.annotation)))
+        if is_dependency_parameter(resolved):
+            dependency_parameters.append(resolved)
+            continue
+        annotation = resolved.annotation if resolved.annotation is not inspect.Parameter.empty else Any
+        default = resolved.default if resolved.default is not inspect.Parameter.empty else ...
+        plain[parameter.name] = (annotation, default)
+    return SignatureParts(signature, hints, plain, dependency_parameters)
+
+
+def build_dependants(
+    name: str, dependency_parameters: Sequence[inspect.Parameter], dependencies: Sequence[params.Depends], path: str
+) -> tuple[Dependant | None, tuple[str, ...], Dependant | None]:
+    """``(dependant, context_params, lean_dependant)`` of a handler (see :class:`ToolDef`)."""
+    context_params = tuple(p.name for p in dependency_parameters if dependency_of(p) is mcp_context)
+    dependant = build_dependant(name, dependency_parameters, dependencies, path)
+    if not context_params:
+        return dependant, context_params, dependant
+    lean_parameters = [p for p in dependency_parameters if p.name not in context_params]
+    return dependant, context_params, build_dependant(name, lean_parameters, dependencies, path)
+
+
+def build_tool(
+    handler: Callable[..., Any],
+    *,
+    name: str | None,
+    title: str | None,
+    description: str | None,
+    annotations: types.ToolAnnotations | dict[str, Any] | None,
+    input_schema: dict[str, Any] | None,
+    dependencies: Sequence[params.Depends],
+    meta: dict[str, Any] | None,
+    icons: list[dict[str, Any]] | None,
+    path: str,
+    enrichment: Any = None,
+    errors: Sequence[ErrorContract] | None = None,
+) -> ToolDef:
+    """Turn ``handler`` into a :class:`ToolDef`.
+
+    Raises:
+        ValueError: a tool name outside ``^[A-Za-z0-9_.\\-/]{1,128}$``, a ``*args``/``**kwargs``
+            parameter, an invalid ``x-mcp-header`` annotation, an ``enrichment=`` that cannot
+            extend the output schema, or ``errors=`` that are not unique ``ErrorContract``s (or
+            miss a reason a ``Context[Literal[...]]`` parameter names).
+    """
+    tool_name = name or handler.__name__
+    if not _NAME.fullmatch(tool_name):
+        raise ValueError(f"invalid tool name {tool_name!r}: use 1-128 characters of [A-Za-z0-9_.-/]")
+    parts = split_signature(handler, f"tool {tool_name!r}")
+    signature, hints, plain, dependency_parameters = parts.signature, parts.hints, parts.plain, parts.dependency_parameters
+    model = create_model(  # pyright: ignore[reportCallIssue, reportUnknownVariableType]
+        f"{tool_name}_arguments",
+        __config__=ConfigDict(extra="ignore", arbitrary_types_allowed=True),
+        **plain,  # pyright: ignore[reportArgumentType]
+    )
+    schema = input_schema if input_schema is not None else _clean_schema(model.model_json_schema(), arguments=True)  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType]
+    adapter, output_schema, wrap = _output(hints.get("return", signature.return_annotation))
+    contexts = [p.annotation for p in dependency_parameters if dependency_of(p) is mcp_context]
+    declared = declare(f"tool {tool_name!r}", output_schema, meta, enrichment, errors, contexts)  # enrichment=, errors=
+    output_schema, meta = declared.output_schema, declared.meta
+    listing: dict[str, Any] = {"name": tool_name}
+    if title is not None:
+        listing["title"] = title
+    doc = description if description is not None else inspect.getdoc(handler)
+    if doc:
+        listing["description"] = doc
+    listing["inputSchema"] = schema
+    if output_schema is not None:
+        listing["outputSchema"] = output_schema
+    if annotations is not None:
+        listing["annotations"] = (
+            annotations.model_dump(by_alias=True, exclude_none=True, mode="json")
+            if isinstance(annotations, BaseModel)
+            else dict(annotations)
+        )
+    if icons:
+        listing["icons"] = icons
+    if meta:
+        listing["_meta"] = meta
+    dependant, context_params, lean_dependant = build_dependants(tool_name, dependency_parameters, dependencies, path)
+    return ToolDef(
+        name=tool_name,
+        handler=handler,
+        is_async=inspect.iscoroutinefunction(handler),
+        arguments_model=model,  # pyright: ignore[reportUnknownArgumentType]
+        argument_names=tuple(plain),
+        dependant=dependant,
+        context_params=context_params,
+        lean_dependant=lean_dependant,
+        output_adapter=adapter,
+        output_passthrough=adapter is not None and not _rebuilt_by_validation(adapter.core_schema),
+        wrap_output=wrap,
+        header_params=_header_params(schema, tool_name),
+        listing=listing,
+        enrichment=declared.enrichment,
+        contracts=declared.contracts,
+    )
+
+
+class ToolRegistry:
+    """Registered tools in registration order (``tools/list`` order is deterministic).
+
+    ``version`` increases on every change so cached pages can be invalidated.
+    """
+
+    def __init__(self) -> None:
+        self._tools: dict[str, ToolDef] = {}
+        self.version = 0
+
+    def add(self, tool: ToolDef) -> None:
+        """Register ``tool``; raises ValueError when the name is taken."""
+        if tool.name in self._tools:
+            raise ValueError(f"a tool named {tool.name!r} is already registered")
+        self._tools[tool.name] = tool
+        self.version += 1
+
+    def remove(self, name: str) -> bool:
+        """Unregister a tool; returns False when it was not registered."""
+        removed = self._tools.pop(name, None) is not None
+        if removed:
+            self.version += 1
+        return removed
+
+    def get(self, name: str) -> ToolDef | None:
+        """The tool called ``name``, or None."""
+        return self._tools.get(name)
+
+    def tools(self) -> list[ToolDef]:
+        """Every tool, in registration order."""
+        return list(self._tools.values())
+
+    def listings(self) -> list[dict[str, Any]]:
+        """Every tool's ``Tool`` object, in registration order."""
+        return [tool.listing for tool in self._tools.values()]
+
+    def __len__(self) -> int:
+        return len(self._tools)
+
+    def scopes(self) -> set[str]:
+        """Every scope some registered tool needs (the metadata's ``scopes_supported``)."""
+        return {scope for tool in self._tools.values() for scope in tool.scopes}
+
+    def any_scoped(self) -> bool:
+        """Whether some tool needs a scope (``tools/list`` is filtered per caller only then)."""
+        return any(tool.scopes for tool in self._tools.values())

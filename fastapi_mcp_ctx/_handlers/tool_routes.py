@@ -1,0 +1,120 @@
+"""The tool registration methods of ``McpRouter``: ``tool`` and ``add_tool``.
+
+A mixin of :class:`~fastapi_mcp_ctx.router.McpRouter` (as ``_feature_routes.FeatureRoutes``
+holds resources, prompts and completions): each method builds a ``ToolDef``
+(``_registry.build_tool``) with its ``scopes=`` and adds it to the router's
+:class:`~._registry.ToolRegistry`. The router's ``dependencies=`` run before every tool.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+import mcp_types as types
+from fastapi import params
+
+from .._auth.scopes import with_scopes
+from ..contracts import ErrorContract
+from .registry import ToolRegistry, build_tool
+
+__all__ = ["ToolRoutes"]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class ToolRoutes:
+    """``tool`` and ``add_tool`` of ``McpRouter``."""
+
+    registry: ToolRegistry
+    mcp_path: str
+    tool_dependencies: list[params.Depends]
+
+    def tool(
+        self,
+        name: str | None = None,
+        *,
+        title: str | None = None,
+        description: str | None = None,
+        annotations: types.ToolAnnotations | dict[str, Any] | None = None,
+        input_schema: dict[str, Any] | None = None,
+        dependencies: Sequence[params.Depends] | None = None,
+        meta: dict[str, Any] | None = None,
+        icons: list[dict[str, Any]] | None = None,
+        scopes: Sequence[str] | None = None,
+        enrichment: Any = None,
+        errors: Sequence[ErrorContract] | None = None,
+    ) -> Callable[[F], F]:
+        """Decorator registering a FastAPI-style function as an MCP tool.
+
+        Plain parameters are the tool's arguments (their model gives ``inputSchema``);
+        ``Depends``/``Security``/``Header``/``Request``/``BackgroundTasks`` parameters are
+        resolved by FastAPI. The docstring is the description; the return annotation gives
+        ``outputSchema``. The function is returned unchanged.
+
+        Args:
+            name: tool name (default: the function name), 1-128 of ``[A-Za-z0-9_.-/]``.
+            title: display title. description: overrides the docstring.
+            annotations: ``ToolAnnotations`` (``readOnlyHint``, ``destructiveHint``...).
+            input_schema: advertise this JSON Schema instead of the generated one.
+            dependencies: ``[Depends(...)]`` run before the handler, after the router's.
+            meta: ``_meta`` of the ``Tool``. icons: ``Icon`` objects.
+            scopes: OAuth scopes a caller needs (403 ``insufficient_scope`` otherwise; see docs/auth.md).
+            enrichment: fields ``ctx.enrich`` sets, extending ``outputSchema`` (``fastapi_mcp_ctx.enrichment``).
+            errors: ``[ErrorContract(...)]``, the reasons ``ctx.fail`` takes (``fastapi_mcp_ctx.contracts``).
+        Raises:
+            ValueError: invalid or duplicate name, unsupported signature.
+        """
+
+        def register(func: F) -> F:
+            self.add_tool(
+                func,
+                name=name,
+                title=title,
+                description=description,
+                annotations=annotations,
+                input_schema=input_schema,
+                dependencies=dependencies,
+                meta=meta,
+                icons=icons,
+                scopes=scopes,
+                enrichment=enrichment,
+                errors=errors,
+            )
+            return func
+
+        return register
+
+    def add_tool(
+        self,
+        func: Callable[..., Any],
+        *,
+        name: str | None = None,
+        title: str | None = None,
+        description: str | None = None,
+        annotations: types.ToolAnnotations | dict[str, Any] | None = None,
+        input_schema: dict[str, Any] | None = None,
+        dependencies: Sequence[params.Depends] | None = None,
+        meta: dict[str, Any] | None = None,
+        icons: list[dict[str, Any]] | None = None,
+        scopes: Sequence[str] | None = None,
+        enrichment: Any = None,
+        errors: Sequence[ErrorContract] | None = None,
+    ) -> None:
+        """Register ``func`` as a tool (the non-decorator form of :meth:`tool`)."""
+        self.registry.add(
+            with_scopes(build_tool(
+                func,
+                name=name,
+                title=title,
+                description=description,
+                annotations=annotations,
+                input_schema=input_schema,
+                dependencies=[*self.tool_dependencies, *(dependencies or [])],
+                meta=meta,
+                icons=icons,
+                path=self.mcp_path,
+                enrichment=enrichment,
+                errors=errors,
+            ), scopes)
+        )

@@ -1,0 +1,183 @@
+"""One handler call made ready to run: its ``CallState`` and ``Context``, and the runner that
+turns the handler's result or failure into the call's reply (the dispatcher's tools, resources,
+prompts and completions all go through :meth:`CallPreparation._prepare`).
+
+The reply rules: the era's error for a protocol error; a 2025 tool's missing client
+capability is an ``isError`` result naming it; a crash is logged with its traceback and
+answered ``-32603``; a cancelled call answers per era (2025: ``RequestCancelledError``; 2026:
+nothing), a shutdown's ``ServerShuttingDownError`` in both.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from fastapi.background import BackgroundTasks
+from starlette.requests import Request
+
+from .._auth.sealing import RequestStateSealer
+from .._handlers.features import Run
+from .._handlers.registry import ToolDef
+from .._handlers.results import error_result, merge_outputs
+from .._transport.notifications import Notifier
+from .._transport.requests import BackChannel
+from .._transport.sessions import LiveSessions, SessionRecord, new_session_id
+from .._transport.shutdown import SHUTDOWN_REASON, ShutdownCoordinator
+from .._transport.streams import Outbound, Reply
+from .._wire.envelope import RequestEnvelope
+from .._wire.jsonrpc import JsonRpcRequest, error_message, result_message
+from ..auth import Principal
+from ..context import CallState, CancelSignal, Context
+from ..contracts import ErrorContracts
+from ..errors import (
+    InternalError,
+    InvalidRequestError,
+    McpError,
+    MissingCapabilityError,
+    RequestCancelledError,
+    ServerShuttingDownError,
+)
+from ..settings import McpSettings
+from ..state import ContextState
+from .http import BODY_SCOPE_KEY, replaying_receive
+from .input_rounds import run_rounds
+from .outcomes import PreparedCall, error_reply
+
+__all__ = ["PRINCIPAL_SCOPE_KEY", "CallPreparation", "echo"]
+
+logger = logging.getLogger("fastapi_mcp_ctx")
+
+PRINCIPAL_SCOPE_KEY = "fastapi_mcp_ctx.principal"
+_ECHO_LIMIT = 256
+
+
+def echo(value: str) -> str:
+    """A client-supplied name echoed in an error, bounded to 256 characters."""
+    return value if len(value) <= _ECHO_LIMIT else value[:_ECHO_LIMIT] + "…"
+
+
+def _no_log_level() -> str | None:
+    """A sessionless call's client log level: none was set."""
+    return None
+
+
+class CallPreparation:
+    """The call-preparing half of the ``Dispatcher`` (a base class: the dispatcher's fields
+    below are read, never set here)."""
+
+    __slots__ = ()
+    settings: McpSettings
+    live: LiveSessions
+    state_factory: Callable[[str | None], ContextState] | None
+    notifier: Notifier | None
+    shutdown: ShutdownCoordinator | None
+    sealer: RequestStateSealer | None
+
+    def _finish(self, result: dict[str, Any], envelope: RequestEnvelope, *, cacheable: bool = False) -> dict[str, Any]:
+        raise NotImplementedError  # the Dispatcher's: resultType, cache hints, serverInfo
+
+    def _prepare(
+        self,
+        message: JsonRpcRequest,
+        envelope: RequestEnvelope,
+        request: Request,
+        session: SessionRecord | None,
+        signal: CancelSignal,
+        back_channel: BackChannel | None,
+        *,
+        run: Run,
+        operation: str,
+        logger_name: str,
+        private_scope: bool,
+        tool: ToolDef | None = None,
+        uri: str | None = None,
+        cacheable: bool = False,
+        contracts: ErrorContracts | None = None,
+    ) -> PreparedCall:
+        """The :class:`PreparedCall` of one handler call (``tools/call``, ``resources/read``,
+        ``prompts/get``, ``completion/complete``): its ``CallState`` and ``Context``, and a
+        runner turning ``run``'s result or failure into the reply."""
+        background = BackgroundTasks()
+        # One HTTP request carries one call; a handler with dependencies gets a private scope
+        # copy because the solver stores the call's exit stacks in it. The body was read
+        # already: the call's request replays it, so ``await request.body()`` works in a tool.
+        scope = dict(request.scope) if private_scope else request.scope
+        call_request = Request(scope, replaying_receive(scope.get(BODY_SCOPE_KEY, b""), request.receive))
+        live = self.live.get(session.id) if session is not None else None
+        if live is not None and message.id in live.in_flight:
+            raise InvalidRequestError(f"Request id {echo(repr(message.id))} is already in flight in this session")
+        principal: Principal | None = request.scope.get(PRINCIPAL_SCOPE_KEY)
+        state = CallState(
+            request_id=message.id,
+            method=message.method,
+            envelope=envelope,
+            settings=self.settings,
+            request=call_request,
+            auth=principal,
+            tenant_id=principal.tenant_id if principal is not None else "default",
+            session_id=session.id if session is not None else self._stateless_session_id(envelope),
+            operation=operation,
+            logger_name=logger_name,
+            uri=uri,
+            client_log_level=(lambda: session.log_level) if session is not None else _no_log_level,
+            state_factory=self.state_factory,
+            notifications=self.notifier,
+            signal=signal,
+        )
+        state.back_channel = back_channel
+        if tool is not None and (tool.enrichment is not None or tool.contracts is not None):  # enrichment=, errors=: ctx.enrich, ctx.fail
+            state.enrichment, state.contracts = tool.enrichment, tool.contracts
+        elif contracts is not None:  # a resource's or prompt's errors=: ctx.fail
+            state.contracts = contracts
+        context = Context(state)
+        if live is not None:
+            live.in_flight[message.id] = state.signal
+        era = envelope.era
+        request_id = message.id
+
+        shutdown = self.shutdown
+
+        async def runner(outbound: Outbound) -> Reply | None:
+            state.outbound = outbound
+            call_signal = state.signal
+            if shutdown is not None:
+                shutdown.call_started(call_signal)
+            try:
+                result = await run_rounds(context, state, message.params, lambda: run(context, call_request, background), self.sealer, tool)
+                if tool is not None and (state.outputs is not None or tool.enrichment is not None) and result.get("resultType") != "input_required":
+                    result = merge_outputs(tool, result, state.outputs, request_id)  # ctx.enrich / ctx.content
+                return Reply(result_message(request_id, self._finish(result, envelope, cacheable=cacheable)))
+            except MissingCapabilityError as exc:
+                if era == "modern" or tool is None:
+                    return error_reply(request_id, exc, era)
+                exc.recovery_hint = "Reconnect with a client that declares it."
+                return Reply(result_message(request_id, error_result(exc, request_id, tool)))
+            except McpError as exc:
+                return error_reply(request_id, exc, era)
+            except Exception:
+                logger.exception("internal error in %s (request id %r)", operation, request_id)
+                return error_reply(request_id, InternalError(), era)
+            finally:
+                state.outbound = None
+                if shutdown is not None:
+                    shutdown.call_ended(call_signal)
+                if live is not None and session is not None:
+                    self.live.call_ended(live, session.id, request_id, state.signal)
+
+        def cancelled() -> Reply | None:
+            if state.signal.reason == SHUTDOWN_REASON:
+                return error_reply(request_id, ServerShuttingDownError(), era)
+            if era == "modern":
+                return None
+            return Reply(error_message(request_id, RequestCancelledError()))
+
+        return PreparedCall(runner, signal, background, cancelled, state)
+
+    def _stateless_session_id(self, envelope: RequestEnvelope) -> str | None:
+        """``ctx.session_id`` of a 2025 request served without a session: a fresh token per
+        request when ``expose_stateless_session_id`` is on, else None (2026: always None)."""
+        if envelope.era == "legacy" and self.settings.expose_stateless_session_id:
+            return new_session_id()
+        return None

@@ -1,0 +1,371 @@
+"""The method table of both eras, and the one place exceptions become wire errors.
+
+``Dispatcher.dispatch`` takes a validated JSON-RPC request plus its envelope and returns
+the HTTP response: a JSON body for plain methods, a :class:`CallResponse` (JSON or SSE)
+for ``tools/call``. ``Dispatcher.serve`` is the transport-neutral core (stdio uses it): a
+:class:`Reply`, or a :class:`PreparedCall` the transport runs. Methods outside an era's table answer ``-32601`` (HTTP 404 in the
+2026-07-28 era, where removed methods such as ``initialize`` and ``ping`` land too).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from fastapi.background import BackgroundTasks
+from mcp_types.version import (
+    HANDSHAKE_PROTOCOL_VERSIONS,
+    LATEST_HANDSHAKE_VERSION,
+    MODERN_PROTOCOL_VERSIONS,
+)
+from starlette.requests import Request
+from starlette.responses import Response
+
+from .._auth.scopes import may_use, require_scopes
+from .._auth.sealing import RequestStateSealer
+from .._handlers.features import CALL_METHODS, Features, per_caller
+from .._handlers.registry import ToolRegistry
+from .._handlers.resolve import run_tool
+from .._transport.listen import ListenResponse, parse_filter
+from .._transport.notifications import Notifier
+from .._transport.pending import PendingRequests
+from .._transport.requests import BackChannel
+from .._transport.resumable import ResumableStreams
+from .._transport.resumable_call import ResumableCallResponse, answered_stream
+from .._transport.sessions import LiveSessions, SessionRecord, SessionStore, check_initialize_params
+from .._transport.shutdown import ShutdownCoordinator
+from .._transport.streams import CallResponse, Reply
+from .._transport.subscriptions import SessionAddress
+from .._wire.envelope import LOG_LEVELS, RequestEnvelope, check_header_params
+from .._wire.jsonrpc import EncodedResult, JsonRpcRequest, dumps, result_message
+from .._wire.pages import decode_cursor, paginate
+from ..auth import Principal
+from ..context import CancelSignal, Context
+from ..errors import (
+    InternalError,
+    InvalidParamsError,
+    McpError,
+    MethodNotFoundError,
+    UnknownToolError,
+)
+from ..settings import McpSettings
+from ..state import ContextState
+from .call_prep import PRINCIPAL_SCOPE_KEY, CallPreparation, echo
+from .outcomes import PreparedCall, error_reply, json_reply
+from .telemetry import Telemetry
+
+__all__ = ["Dispatcher"]
+
+logger = logging.getLogger("fastapi_mcp_ctx")
+
+SERVER_INFO_KEY: Final = "io.modelcontextprotocol/serverInfo"
+JSON_OK_SCOPE_KEY: Final = "fastapi_mcp_ctx.json_ok"
+LEGACY_METHODS: Final = frozenset({"ping", "tools/list", "tools/call", "logging/setLevel"})
+MODERN_METHODS: Final = frozenset({"server/discover", "tools/list", "tools/call", "subscriptions/listen"})
+
+
+@dataclass(slots=True)
+class Dispatcher(CallPreparation):
+    """Serves JSON-RPC requests of both eras for one :class:`McpRouter`."""
+
+    registry: ToolRegistry
+    settings: McpSettings
+    sessions: SessionStore
+    live: LiveSessions
+    state_factory: Callable[[str | None], ContextState] | None = None
+    notifier: Notifier | None = None
+    pending: PendingRequests | None = None
+    streams: ResumableStreams | None = None
+    shutdown: ShutdownCoordinator | None = None
+    sealer: RequestStateSealer | None = None
+    features: Features | None = None
+    telemetry: Telemetry | None = None
+
+    def __post_init__(self) -> None:
+        if self.telemetry is None and self.settings.telemetry != "off":
+            self.telemetry = Telemetry(self.settings)
+    _pages: dict[tuple[Any, ...], EncodedResult] = field(default_factory=lambda: {})
+    """Encoded ``tools/list`` pages (see :meth:`_tools_list`)."""
+
+    # -- helpers -------------------------------------------------------------------------
+    @property
+    def server_info(self) -> dict[str, Any]:
+        """``Implementation`` of this server (``name``, ``version``)."""
+        return {"name": self.settings.server_name, "version": self.settings.server_version}
+
+    def capabilities(self, era: str = "legacy", *, transport: str = "http") -> dict[str, Any]:
+        """``ServerCapabilities``: tools, logging, and the declared ``listChanged`` / ``subscribe``
+        only where the transport and mode deliver them (B52): 2026 (listen), HTTP 2025 stateful
+        (the GET stream) and stdio (the connection's output); never HTTP 2025 stateless."""
+        if self.notifier is None:
+            return {"tools": {"listChanged": False}, "logging": {}}
+        modern = era == "modern"
+        deliverable = transport == "stdio" or modern or self.settings.session_mode == "stateful"
+        table = self._table(era)
+        caps = self.notifier.capabilities(
+            methods=table,
+            deliverable=deliverable,
+            subscribe_method="subscriptions/listen" if modern else "resources/subscribe",
+        )
+        if "completion/complete" in table:
+            caps["completions"] = {}
+        return {**caps, "logging": {}}
+
+    def _not_in_era(self, method: str, era: str) -> MethodNotFoundError:
+        """``-32601``; for a method the other era serves (2026 ``ping``, 2025 ``server/discover``)
+        the message and recovery hint say which era has it."""
+        other = "legacy" if era == "modern" else "modern"
+        if method not in self._table(other):
+            return MethodNotFoundError(data={"method": echo(method)})
+        where = "the 2025 handshake era (removed in 2026-07-28)" if other == "legacy" else "the 2026-07-28 era"
+        return MethodNotFoundError(
+            f"Method not found: {method} exists only in {where}",
+            data={"method": method},
+            recovery_hint="Send it at a protocol version of that era, or use this era's equivalent.",
+        )
+
+    def _table(self, era: str) -> frozenset[str]:
+        """The methods served in ``era``: the core table plus the resources, prompts and
+        completions the application registered (``_features``)."""
+        table = MODERN_METHODS if era == "modern" else LEGACY_METHODS
+        if self.features is None:
+            return table
+        subscribe = self.notifier is not None and self.notifier.served.resources_subscribe
+        return self.features.methods(era, subscribe, table)
+
+    def _finish(self, result: dict[str, Any], envelope: RequestEnvelope, *, cacheable: bool = False) -> dict[str, Any]:
+        if envelope.era == "modern":
+            result.setdefault("resultType", "complete")  # input_required results come set (_server.input_rounds)
+            if cacheable and result["resultType"] != "input_required":  # an input_required result has no hints
+                result.setdefault("ttlMs", self.settings.cache_ttl_ms)
+                result.setdefault("cacheScope", self.settings.cache_scope)
+            meta = result.setdefault("_meta", {})
+            meta.setdefault(SERVER_INFO_KEY, self.server_info)
+        return result
+
+    # -- the handshake -------------------------------------------------------------------
+    def initialize_result(self, params: dict[str, Any], *, transport: str = "http") -> tuple[dict[str, Any], str]:
+        """``InitializeResult`` for ``params`` and the negotiated version (``transport``: ``"http"``
+        or ``"stdio"``, see :meth:`capabilities`).
+
+        A requested version this server speaks is echoed; anything else gets the latest
+        handshake version (spec 2025-11-25 ``basic/lifecycle`` §Version Negotiation).
+
+        Raises:
+            InvalidParamsError: ``protocolVersion`` not a string, ``capabilities`` not an object,
+                ``clientInfo`` not an object with a string ``name`` (-32602; schema
+                ``InitializeRequestParams``).
+        """
+        check_initialize_params(params)
+        requested = params.get("protocolVersion")
+        version = requested if requested in HANDSHAKE_PROTOCOL_VERSIONS else LATEST_HANDSHAKE_VERSION
+        result: dict[str, Any] = {
+            "protocolVersion": version,
+            "capabilities": self.capabilities(transport=transport),
+            "serverInfo": self.server_info,
+        }
+        if self.settings.instructions:
+            result["instructions"] = self.settings.instructions
+        return result, str(version)
+
+    # -- dispatch ------------------------------------------------------------------------
+    async def dispatch(
+        self,
+        message: JsonRpcRequest,
+        envelope: RequestEnvelope,
+        request: Request,
+        session: SessionRecord | None,
+        headers: Mapping[str, str],
+        sse_allowed: bool,
+    ) -> Response:
+        """Serve one request over HTTP: JSON, or a :class:`CallResponse` for ``tools/call``."""
+        json_ok: bool = request.scope.get(JSON_OK_SCOPE_KEY, True)
+        if message.method == "subscriptions/listen" and envelope.era == "modern":
+            try:
+                return await self._listen(message, headers, request.scope.get(PRINCIPAL_SCOPE_KEY))
+            except McpError as exc:
+                return json_reply(error_reply(message.id, exc, envelope.era), headers, json_ok=json_ok)
+        channel = BackChannel.http(self.pending, era=envelope.era, session_id=session.id if session else None, sse_allowed=sse_allowed)
+        span = self.telemetry.start(message, envelope, request.scope, session.id if session else None) if self.telemetry else None
+        outcome = await self.serve(message, envelope, request, session, back_channel=channel)
+        if span is not None:  # OpenTelemetry (_telemetry): the span ends with the reply, or with the tool's run
+            outcome = span.bind(outcome, None if isinstance(outcome, Reply) else outcome.state)
+        streams = self.streams
+        if streams is not None and session is not None and streams.serves(envelope.era, session):
+            if isinstance(outcome, Reply):
+                return json_reply(outcome, headers) if json_ok else answered_stream(streams, outcome, session, headers)
+            return ResumableCallResponse(streams, outcome, session, headers, sse_allowed=sse_allowed, json_allowed=json_ok)
+        if isinstance(outcome, Reply):
+            return json_reply(outcome, headers, json_ok=json_ok)
+        return CallResponse(
+            outcome.runner,
+            outcome.signal,
+            headers=headers,
+            sse_allowed=sse_allowed,
+            json_allowed=json_ok,
+            background=outcome.background,
+            cancelled_message=outcome.cancelled_message,
+        )
+
+    async def serve(
+        self,
+        message: JsonRpcRequest,
+        envelope: RequestEnvelope,
+        request: Request,
+        session: SessionRecord | None,
+        *,
+        http_headers: bool = True,
+        signal: CancelSignal | None = None,
+        back_channel: BackChannel | None = None,
+    ) -> Reply | PreparedCall:
+        """Serve one request on any transport; every exception becomes a JSON-RPC error here.
+
+        Args:
+            http_headers: False on a transport without headers (stdio): the 2026-07-28
+                ``Mcp-Param-*`` checks do not apply.
+            signal: the call's cancellation signal, when the transport makes it (default: a new one).
+            back_channel: where the call's ``ctx.send_request`` goes (None: it fails at once).
+        Returns:
+            The final :class:`Reply`, or a :class:`PreparedCall` for ``tools/call``.
+        """
+        try:
+            if message.method not in self._table(envelope.era):
+                raise self._not_in_era(message.method, envelope.era)
+            if message.method == "tools/call":
+                return await self._tools_call(
+                    message, envelope, request, session, http_headers, signal if signal is not None else CancelSignal(), back_channel
+                )
+            if message.method in CALL_METHODS and self.features is not None:
+                invocation = self.features.prepare(
+                    message.method, message.params, envelope.era, principal=request.scope.get(PRINCIPAL_SCOPE_KEY), settings=self.settings
+                )
+                return self._prepare(
+                    message, envelope, request, session, signal if signal is not None else CancelSignal(), back_channel,
+                    run=invocation.run, operation=invocation.operation, logger_name=invocation.logger_name,
+                    private_scope=invocation.private_scope, uri=invocation.uri, cacheable=invocation.cacheable,
+                    contracts=invocation.contracts,
+                )  # fmt: skip
+            transport = "http" if http_headers else "stdio"
+            principal: Principal | None = request.scope.get(PRINCIPAL_SCOPE_KEY)
+            return Reply(result_message(message.id, await self._simple(message, envelope, session, transport, principal)))
+        except McpError as exc:
+            return error_reply(message.id, exc, envelope.era)
+        except Exception:
+            logger.exception("internal error serving %s (request id %r)", message.method, message.id)
+            return error_reply(message.id, InternalError(), envelope.era)
+
+    async def _simple(
+        self,
+        message: JsonRpcRequest,
+        envelope: RequestEnvelope,
+        session: SessionRecord | None,
+        transport: str = "http",
+        principal: Principal | None = None,
+    ) -> dict[str, Any]:
+        method, params = message.method, message.params
+        if method == "ping":
+            return {}
+        features = self.features
+        if method == "tools/list":
+            if self.settings.hide_unauthorized_tools and self.registry.any_scoped():  # per caller: never cached
+                return self._tools_result(params.get("cursor"), envelope, principal)
+            return self._tools_list(params.get("cursor"), envelope)
+        if features is not None and (method.startswith("resources/") or method == "prompts/list"):
+            tenant = principal.tenant_id if principal is not None else "default"
+            subscriber = SessionAddress(tenant, session.id) if session is not None else None
+            result = await features.simple(method, params, envelope.era, subscriber, principal=principal, settings=self.settings)
+            return self._finish(result, envelope, cacheable=method.endswith("/list"))
+        if method == "server/discover":
+            result: dict[str, Any] = {"supportedVersions": list(MODERN_PROTOCOL_VERSIONS), "capabilities": self.capabilities("modern", transport=transport)}
+            if self.settings.instructions:
+                result["instructions"] = self.settings.instructions
+            return self._finish(result, envelope, cacheable=True)
+        if method == "logging/setLevel":
+            level = params.get("level")
+            if level not in LOG_LEVELS:
+                raise InvalidParamsError(f"Invalid log level: expected one of {', '.join(LOG_LEVELS)}")
+            if session is not None:
+                session.log_level = level
+                await self.sessions.update(session)
+            return {}
+        raise MethodNotFoundError(data={"method": echo(method)})
+
+    async def _listen(self, message: JsonRpcRequest, headers: Mapping[str, str], principal: Principal | None) -> Response:
+        """2026 ``subscriptions/listen``: ``-32601`` when the application declared nothing to
+        listen for (B52), else the stream of the caller's tenant (see ``_transport.listen``)."""
+        notifier = self.notifier
+        if notifier is None or not notifier.served.any:
+            raise MethodNotFoundError(data={"method": message.method})
+        tenant, owner = (principal.tenant_id, principal.owner_key) if principal is not None else ("default", None)
+        stream = await notifier.open_listen(
+            message.id, parse_filter(message.params, notifier.served), tenant_id=tenant, owner=owner
+        )
+        return ListenResponse(stream, notifier.hub, keepalive_seconds=self.settings.keepalive_seconds, headers=headers)
+
+    def _tools_list(self, cursor: Any, envelope: RequestEnvelope) -> dict[str, Any]:
+        """The ``tools/list`` result for ``cursor`` when every caller sees the same list, built and
+        encoded once per registry version, era, page and list hints (an :class:`EncodedResult`; at
+        most 64 pages kept)."""
+        registry, settings, features = self.registry, self.settings, self.features
+        start = decode_cursor("tools", cursor, len(registry))
+        key = (
+            registry.version, envelope.era, start, settings.page_size, settings.cache_ttl_ms,
+            settings.cache_scope, settings.server_name, settings.server_version,
+            features.list_cache.get("tools/list") if features is not None else None,
+        )  # fmt: skip
+        cached = self._pages.get(key)
+        if cached is None:
+            if len(self._pages) >= 64:
+                self._pages.clear()
+            result = self._tools_result(cursor, envelope, None)
+            cached = self._pages[key] = EncodedResult(result, dumps(result))
+        return EncodedResult(cached, cached.encoded)
+
+    def _tools_result(self, cursor: Any, envelope: RequestEnvelope, principal: Principal | None) -> dict[str, Any]:
+        filtered = self.settings.hide_unauthorized_tools and self.registry.any_scoped()
+        if filtered:  # only what the caller may call
+            listings = [t.listing for t in self.registry.tools() if may_use(t.scopes, principal)]
+        else:
+            listings = self.registry.listings()
+        page = paginate("tools", "tools", listings, cursor, self.settings.page_size)
+        features = self.features
+        page = features.list_hints("tools/list", page, envelope.era) if features is not None else page
+        return self._finish(per_caller(page, envelope.era, filtered), envelope, cacheable=True)
+
+    # -- tools/call ----------------------------------------------------------------------
+    async def _tools_call(
+        self,
+        message: JsonRpcRequest,
+        envelope: RequestEnvelope,
+        request: Request,
+        session: SessionRecord | None,
+        http_headers: bool,
+        signal: CancelSignal,
+        back_channel: BackChannel | None = None,
+    ) -> PreparedCall:
+        params = message.params
+        name = params.get("name")
+        if not isinstance(name, str):
+            raise InvalidParamsError("tools/call requires a string 'name'")
+        arguments = params.get("arguments")
+        if arguments is None:
+            arguments = {}
+        elif not isinstance(arguments, dict):
+            raise InvalidParamsError("tools/call 'arguments' must be an object")
+        tool = self.registry.get(name)
+        if tool is None:
+            raise UnknownToolError(f"Unknown tool: {echo(name)}", data={"name": echo(name)})
+        if tool.scopes:
+            require_scopes(tool.scopes, request.scope.get(PRINCIPAL_SCOPE_KEY), self.settings)
+        if envelope.era == "modern" and tool.header_params and http_headers:
+            check_header_params(tool.header_params, arguments, request.headers)  # pyright: ignore[reportUnknownArgumentType]
+
+        async def run(context: Context, call_request: Request, background: BackgroundTasks) -> dict[str, Any]:
+            return await run_tool(tool, arguments, context, call_request, background, message.out_of_range)  # pyright: ignore[reportUnknownArgumentType]
+
+        return self._prepare(
+            message, envelope, request, session, signal, back_channel,
+            run=run, operation=f"tools/call:{name}", logger_name=name, private_scope=tool.dependant is not None, tool=tool,
+        )  # fmt: skip

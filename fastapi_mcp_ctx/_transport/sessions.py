@@ -1,0 +1,304 @@
+"""2025-era sessions (``Mcp-Session-Id``) behind a small store interface.
+
+A :class:`SessionRecord` holds only what a shared store can keep (JSON-able: negotiated
+version, client capabilities and info, log level, owner); live, in-process objects (the
+standalone GET stream, in-flight cancellation signals) live in :class:`LiveSessions`.
+Spec 2025-11-25 ``basic/transports`` §Session Management: ids are cryptographically random
+visible ASCII; an ended or unknown id gets 404.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import secrets
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import anyio
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+
+from ..context import CancelSignal
+from ..errors import InvalidParamsError
+
+__all__ = [
+    "LiveSession",
+    "LiveSessions",
+    "MemorySessionStore",
+    "OwnerQuotaExceeded",
+    "SessionRecord",
+    "SessionStore",
+    "check_client_metadata",
+    "check_initialize_params",
+    "new_session_id",
+]
+
+_unknown_hinted = False  # the in-memory store's "unknown id" hint was logged in this process
+
+
+class OwnerQuotaExceeded(OverflowError):
+    """Raised by :meth:`SessionStore.create` when the record's owner holds its quota of sessions."""
+
+    def __init__(self, owner: str, limit: int) -> None:
+        super().__init__(f"Too many open sessions for this caller (owner {owner!r} holds its quota of {limit})")
+        self.owner = owner
+        self.limit = limit
+
+
+def check_client_metadata(params: dict[str, Any], max_bytes: int) -> None:
+    """Refuse ``initialize`` params whose ``capabilities`` + ``clientInfo`` would make a session
+    keep more than ``max_bytes`` bytes (measured as compact JSON of both together).
+
+    Raises:
+        InvalidParamsError: over the limit (``-32602``, HTTP 400), naming the limit and the setting.
+    """
+    kept = {"capabilities": params.get("capabilities"), "clientInfo": params.get("clientInfo")}
+    size = len(json.dumps(kept, separators=(",", ":"), ensure_ascii=False).encode())
+    if size > max_bytes:
+        raise InvalidParamsError(
+            f"initialize: capabilities and clientInfo take {size} bytes of JSON; a session keeps at most "
+            f"{max_bytes} (MCP_MAX_CLIENT_METADATA_BYTES)"
+        )
+
+
+def new_session_id() -> str:
+    """A fresh session id: 32 lowercase hex characters from ``secrets`` (128 bits)."""
+    return secrets.token_hex(16)
+
+
+@dataclass(slots=True)
+class SessionRecord:
+    """What a 2025 session remembers between requests (all JSON-able).
+
+    Attributes:
+        id: the ``Mcp-Session-Id``.
+        protocol_version: negotiated in ``initialize``.
+        client_capabilities / client_info: from ``initialize`` params.
+        log_level: set by ``logging/setLevel`` (None: every level).
+        owner: the authenticated principal the session is bound to (None without auth).
+        created_at / last_seen: UNIX times in seconds.
+    """
+
+    id: str
+    protocol_version: str
+    client_capabilities: dict[str, Any] = field(default_factory=lambda: {})
+    client_info: dict[str, Any] | None = None
+    log_level: str | None = None
+    owner: str | None = None
+    created_at: float = field(default_factory=time.time)
+    last_seen: float = field(default_factory=time.time)
+
+    @classmethod
+    def from_initialize(cls, params: dict[str, Any], protocol_version: str, owner: str | None = None) -> SessionRecord:
+        """A new session (fresh id) for ``initialize`` params: ``capabilities`` and ``clientInfo``
+        kept when they are objects."""
+        capabilities = params.get("capabilities")
+        client_info = params.get("clientInfo")
+        return cls(
+            id=new_session_id(),
+            owner=owner,
+            protocol_version=protocol_version,
+            client_capabilities=capabilities if isinstance(capabilities, dict) else {},  # pyright: ignore[reportUnknownArgumentType]
+            client_info=client_info if isinstance(client_info, dict) else None,  # pyright: ignore[reportUnknownArgumentType]
+        )
+
+
+class SessionStore(Protocol):
+    """Where session records live. Implementations must be safe under concurrency."""
+
+    async def create(self, record: SessionRecord) -> None:
+        """Store a new record. Raises ``OverflowError`` when the store is full
+        (:class:`OwnerQuotaExceeded` when only the record's owner is at its quota)."""
+        ...
+
+    async def get(self, session_id: str) -> SessionRecord | None:
+        """The live record (refreshing its idle timer), or None when unknown or expired."""
+        ...
+
+    async def update(self, record: SessionRecord) -> None:
+        """Persist changed fields of a record (e.g. ``log_level``)."""
+        ...
+
+    async def delete(self, session_id: str) -> bool:
+        """End a session; False when it was unknown."""
+        ...
+
+
+class MemorySessionStore:
+    """In-process :class:`SessionStore` with idle expiry and a size cap.
+
+    Args:
+        idle_seconds: a session unused for this many seconds is gone (404).
+        max_sessions: ``create`` raises ``OverflowError`` beyond this many live sessions.
+        max_per_owner: ``create`` raises :class:`OwnerQuotaExceeded` beyond this many live
+            sessions of one owner (records with ``owner=None``, the anonymous caller, only
+            count towards ``max_sessions``). None: no per-owner quota.
+        pinned: ``pinned(session_id)`` True keeps the session from expiring (the router: its
+            GET stream is open); its idle time restarts when it is no longer pinned.
+        clock: time source in seconds (tests inject one).
+    """
+
+    def __init__(
+        self,
+        *,
+        idle_seconds: float,
+        max_sessions: int,
+        max_per_owner: int | None = None,
+        pinned: Callable[[str], bool] | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._records: dict[str, SessionRecord] = {}
+        self._idle = idle_seconds
+        self._max = max_sessions
+        self._max_per_owner = max_per_owner
+        self._pinned = pinned
+        self._clock = clock
+
+    def _expired(self, record: SessionRecord, now: float) -> bool:
+        if self._pinned is not None and self._pinned(record.id):
+            record.last_seen = now
+            return False
+        return now - record.last_seen > self._idle
+
+    def _count(self, owner: str) -> int:
+        return sum(1 for rec in self._records.values() if rec.owner == owner)
+
+    def _sweep(self, now: float) -> None:
+        for sid in [sid for sid, rec in self._records.items() if self._expired(rec, now)]:
+            del self._records[sid]
+
+    async def create(self, record: SessionRecord) -> None:
+        now = self._clock()
+        if len(self._records) >= self._max:
+            self._sweep(now)
+            if len(self._records) >= self._max:
+                raise OverflowError("Too many open sessions")
+        owner, limit = record.owner, self._max_per_owner
+        if owner is not None and limit is not None and self._count(owner) >= limit:
+            self._sweep(now)
+            if self._count(owner) >= limit:
+                raise OwnerQuotaExceeded(owner, limit)
+        record.created_at = record.last_seen = now
+        self._records[record.id] = record
+
+    async def get(self, session_id: str) -> SessionRecord | None:
+        record = self._records.get(session_id)
+        if record is None:
+            self._hint_unknown()
+            return None
+        now = self._clock()
+        # the idle check first: a record within its idle time lives on whether pinned or not
+        # (both refresh last_seen), so the pinned lookup runs only for one that would expire
+        if now - record.last_seen > self._idle and self._expired(record, now):
+            del self._records[session_id]
+            return None
+        record.last_seen = now
+        return record
+
+    def _hint_unknown(self) -> None:
+        """Once a process: an id this process never held (or already forgot) may come from another
+        worker or replica, which in-memory sessions cannot see (the client then gets 404)."""
+        global _unknown_hinted
+        if not _unknown_hinted:
+            _unknown_hinted = True
+            logging.getLogger("fastapi_mcp_ctx").warning(
+                "A 2025 request named an Mcp-Session-Id this process does not hold (expired, deleted, or opened by "
+                "another process). Sessions are in this process's memory: if the app runs as several uvicorn workers "
+                "or replicas, set MCP_SESSION_STORE_URL=redis://... so they share them (docs/deployment.md)"
+            )
+
+    async def update(self, record: SessionRecord) -> None:
+        if record.id in self._records:
+            self._records[record.id] = record
+
+    async def delete(self, session_id: str) -> bool:
+        return self._records.pop(session_id, None) is not None
+
+
+@dataclass(slots=True)
+class LiveSession:
+    """In-process companions of a session: the standalone stream and in-flight calls."""
+
+    standalone_send: MemoryObjectSendStream[dict[str, Any]] | None = None
+    standalone_receive: MemoryObjectReceiveStream[dict[str, Any]] | None = None
+    in_flight: dict[str | int, CancelSignal] = field(default_factory=lambda: {})
+
+    def open_standalone(self, max_buffer: int = 1024) -> MemoryObjectReceiveStream[dict[str, Any]] | None:
+        """Open the GET stream (queueing ``max_buffer`` messages at most); None when one is
+        already open (HTTP 409)."""
+        if self.standalone_send is not None:
+            return None
+        send, receive = anyio.create_memory_object_stream[dict[str, Any]](max_buffer_size=max_buffer)
+        self.standalone_send, self.standalone_receive = send, receive
+        return receive
+
+    def close_standalone(self) -> None:
+        """Close the GET stream (its response ends)."""
+        if self.standalone_send is not None:
+            self.standalone_send.close()
+        self.standalone_send = self.standalone_receive = None
+
+
+class LiveSessions:
+    """Map of session id → :class:`LiveSession` for this process."""
+
+    def __init__(self) -> None:
+        self._live: dict[str, LiveSession] = {}
+
+    def streaming(self, session_id: str) -> bool:
+        """True while ``session_id``'s GET stream is open in this process."""
+        live = self._live.get(session_id)
+        return live is not None and live.standalone_send is not None
+
+    def get(self, session_id: str) -> LiveSession:
+        """The live companion of ``session_id`` (created on first use)."""
+        live = self._live.get(session_id)
+        if live is None:
+            live = self._live[session_id] = LiveSession()
+        return live
+
+    def release(self, session_id: str) -> None:
+        """Drop the companion of ``session_id`` when nothing is live in it any more."""
+        live = self._live.get(session_id)
+        if live is not None and not live.in_flight and live.standalone_send is None:
+            del self._live[session_id]
+
+    def call_ended(self, live: LiveSession, session_id: str, request_id: str | int, signal: CancelSignal) -> None:
+        """A call of ``session_id`` registered in ``live.in_flight`` under ``request_id`` with
+        ``signal`` ended: its entry goes (when it is still this call's), then :meth:`release`."""
+        in_flight = live.in_flight
+        if in_flight.get(request_id) is signal:
+            del in_flight[request_id]
+        current = self._live.get(session_id)
+        if current is not None and not current.in_flight and current.standalone_send is None:
+            del self._live[session_id]
+
+    def end(self, session_id: str) -> None:
+        """Forget a session: close its stream, cancel its in-flight calls."""
+        live = self._live.pop(session_id, None)
+        if live is None:
+            return
+        live.close_standalone()
+        for signal in live.in_flight.values():
+            signal.cancel("session ended")
+
+
+def check_initialize_params(params: Mapping[str, Any]) -> None:
+    """The required members of ``InitializeRequestParams``, with their JSON types.
+
+    Raises:
+        InvalidParamsError: ``protocolVersion`` not a string, ``capabilities`` not an object,
+            ``clientInfo`` not an object with a string ``name`` (and ``version``) (-32602).
+    """
+    if not isinstance(params.get("protocolVersion"), str):
+        raise InvalidParamsError("initialize requires a string 'protocolVersion'")
+    if not isinstance(params.get("capabilities"), dict):
+        raise InvalidParamsError("initialize requires a 'capabilities' object")
+    info = params.get("clientInfo")
+    if not isinstance(info, dict):
+        raise InvalidParamsError("initialize requires a 'clientInfo' object")
+    client: dict[str, Any] = info  # pyright: ignore[reportUnknownVariableType]
+    if not isinstance(client.get("name"), str) or not isinstance(client.get("version", ""), str):
+        raise InvalidParamsError("initialize 'clientInfo' needs a string 'name' (and 'version')")

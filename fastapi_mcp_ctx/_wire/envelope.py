@@ -1,0 +1,385 @@
+"""Era routing and the 2026-07-28 per-request envelope: pure functions, no I/O.
+
+``choose_era`` implements DESIGN.md decision 2 (checklist §5): a request is served in the
+modern (2026-07-28) era when the ``MCP-Protocol-Version`` header names a non-handshake
+version, or when the header is absent, there is no ``Mcp-Session-Id`` and
+``params._meta`` carries ``io.modelcontextprotocol/protocolVersion``; otherwise in the
+handshake (2025) era. A version the server does not know at all is the modern era's
+``-32022`` without a session id, and a 2025 request (400, :func:`check_legacy_version`) with one.
+
+``read_modern_envelope`` runs the modern validation ladder (checklist §4.5 steps 8-11):
+duplicate headers → ``-32020``; ``_meta`` object with both required keys → ``-32602``;
+header rung (``MCP-Protocol-Version``, ``Mcp-Method``, ``Mcp-Name`` equal to the body) →
+``-32020``; version served → ``-32022``. Spec: 2026-07-28
+``basic/transports/streamable-http`` §Server Validation and ``basic/index`` §_meta.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from decimal import Decimal, InvalidOperation
+from typing import Any, Final, Literal
+
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
+
+from ..errors import HeaderMismatchError, InvalidParamsError, UnsupportedVersionError, UnsupportedVersionHeaderError
+from .memo import BoundedMemo
+
+__all__ = [
+    "LOG_LEVELS",
+    "Era",
+    "RequestEnvelope",
+    "HeaderMap",
+    "check_header_params",
+    "check_legacy_version",
+    "choose_era",
+    "header_map",
+    "decode_header_value",
+    "encode_header_value",
+    "parse_traceparent",
+    "read_legacy_envelope",
+    "read_modern_envelope",
+]
+
+Era = Literal["legacy", "modern"]
+
+META_VERSION: Final = "io.modelcontextprotocol/protocolVersion"
+META_CAPABILITIES: Final = "io.modelcontextprotocol/clientCapabilities"
+META_CLIENT_INFO: Final = "io.modelcontextprotocol/clientInfo"
+META_LOG_LEVEL: Final = "io.modelcontextprotocol/logLevel"
+
+LOG_LEVELS: Final[tuple[str, ...]] = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
+"""RFC 5424 levels in ascending severity (spec ``server/utilities/logging``)."""
+
+# Methods whose target is named by the Mcp-Name header, and the params member it mirrors.
+NAME_MEMBER: Final[dict[str, str]] = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
+
+_SENTINEL: Final = re.compile(r"^=\?base64\?(.*)\?=\Z", re.DOTALL)
+_TRACEPARENT: Final = re.compile(r"^([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})\Z")
+_HEADER_VALUE: Final = re.compile(r"^[\x20-\x7e]*\Z")
+_PLAIN_VALUE: Final = re.compile(r"^(?:[\x21-\x7e](?:[\x20-\x7e]*[\x21-\x7e])?)?\Z")
+
+
+class HeaderMap(dict[str, str]):
+    """Request headers read once: lower-cased name → value (the last one when repeated).
+
+    ``repeated`` holds the names that appeared more than once.
+    """
+
+    __slots__ = ("repeated",)
+
+    def __init__(self, items: Mapping[str, str] | None = None) -> None:
+        super().__init__(items or {})
+        self.repeated: set[str] = set()
+
+
+def header_map(raw: Iterable[tuple[bytes, bytes]]) -> HeaderMap:
+    """Build a :class:`HeaderMap` from ASGI ``scope["headers"]`` (latin-1, as HTTP defines)."""
+    pairs = raw if isinstance(raw, (list, tuple)) else list(raw)
+    headers = HeaderMap({key.decode("latin-1").lower(): value.decode("latin-1") for key, value in pairs})
+    if len(headers) != len(pairs):  # a name appeared twice: find which (rare)
+        seen: set[str] = set()
+        for key, _ in pairs:
+            name = key.decode("latin-1").lower()
+            if name in seen:
+                headers.repeated.add(name)
+            seen.add(name)
+    return headers
+
+
+@dataclass(slots=True)
+class RequestEnvelope:
+    """What the request says about itself, in either era.
+
+    Attributes:
+        era: ``"legacy"`` (2025 handshake) or ``"modern"`` (2026-07-28).
+        protocol_version: the negotiated (legacy) or declared (modern) revision.
+        client_capabilities: ``ClientCapabilities`` as a dict (modern: this request's; legacy:
+            the session's from ``initialize``), or None when unknown.
+        client_info: ``Implementation`` dict or None.
+        log_level: minimum ``notifications/message`` level the client opted into, or None.
+        progress_token: ``params._meta.progressToken`` (str or int, ``0`` included) or None.
+        trace: W3C ``traceparent`` / ``tracestate`` / ``baggage`` found in headers or ``_meta``.
+        meta: ``params._meta`` as sent (an object), or None (``ctx.client.user`` reads it).
+    """
+
+    era: Era
+    protocol_version: str
+    client_capabilities: dict[str, Any] | None = None
+    client_info: dict[str, Any] | None = None
+    log_level: str | None = None
+    progress_token: str | int | None = None
+    trace: dict[str, str] = field(default_factory=lambda: {})
+    meta: dict[str, Any] | None = None
+
+
+def _meta_of(params: dict[str, Any]) -> Any:
+    return params.get("_meta")
+
+
+def choose_era(headers: HeaderMap, params: dict[str, Any] | None) -> Era:
+    """Decide the era of one POST (DESIGN.md decision 2).
+
+    Args:
+        headers: the HTTP request headers.
+        params: the JSON-RPC ``params`` object, or None for a GET/DELETE.
+    Returns:
+        ``"modern"`` or ``"legacy"``.
+    """
+    version = headers.get("mcp-protocol-version")
+    has_session = headers.get("mcp-session-id") is not None
+    if version is not None:
+        value = version.strip()
+        if value in HANDSHAKE_PROTOCOL_VERSIONS:
+            return "legacy"
+        if value in MODERN_PROTOCOL_VERSIONS:
+            return "modern"
+        return "legacy" if has_session else "modern"  # unknown: a session says 2025
+    if has_session or params is None:
+        return "legacy"
+    meta = _meta_of(params)
+    if isinstance(meta, dict) and META_VERSION in meta:
+        return "modern"
+    return "legacy"
+
+
+def check_legacy_version(headers: HeaderMap) -> None:
+    """A 2025-era ``MCP-Protocol-Version`` header, when present, must name a handshake version.
+
+    Spec 2025-11-25 ``basic/transports`` §Protocol Version Header (absent: assume 2025-03-26).
+
+    Raises:
+        UnsupportedVersionHeaderError: 400, ``data.supported`` (the handshake versions) and
+            ``data.requested``.
+    """
+    version = headers.get("mcp-protocol-version")
+    if version is not None and version.strip() not in HANDSHAKE_PROTOCOL_VERSIONS:
+        raise UnsupportedVersionHeaderError(version.strip()[:64], list(HANDSHAKE_PROTOCOL_VERSIONS))
+
+
+def _refuse_unknown_version(headers: HeaderMap) -> None:
+    """``read_modern_envelope``'s one addition to the ladder: when ``_meta`` lacks the envelope
+    and the header names a version this server does not serve, the answer is ``-32022``
+    (``data.supported``), not ``-32602``: without an envelope the version is the fault a client
+    can act on."""
+    header_version = headers.get("mcp-protocol-version")
+    if header_version is not None and header_version.strip(" \t") not in MODERN_PROTOCOL_VERSIONS:
+        raise UnsupportedVersionError(header_version.strip(" \t")[:64], list(MODERN_PROTOCOL_VERSIONS))
+
+
+_DECODED: Final = BoundedMemo[str](256)  # a client names the same few tools on every request: remember their headers
+
+
+def decode_header_value(raw: str) -> str:
+    """Decode an ``Mcp-Name`` / ``Mcp-Param-*`` value: literal, or ``=?base64?<b64 utf-8>?=``.
+
+    Values decoded once are remembered (at most 256 values of at most 256 characters; refused
+    ones are judged every time).
+
+    Raises:
+        HeaderMismatchError: the sentinel holds malformed base64 (bad padding or alphabet,
+            non-canonical) or bytes that are not UTF-8, or the value has control characters.
+    """
+    return _DECODED.get(raw, _decode_header_value)
+
+
+def _decode_header_value(raw: str) -> str:
+    value = raw.strip(" \t")
+    match = _SENTINEL.fullmatch(value)
+    if match is None:
+        if not _HEADER_VALUE.fullmatch(value):
+            raise HeaderMismatchError("Header value has invalid characters")
+        return value
+    encoded = match.group(1)
+    try:
+        decoded = base64.b64decode(encoded, validate=True)
+        if base64.b64encode(decoded).decode("ascii") != encoded:
+            raise ValueError("non-canonical base64")
+        return decoded.decode("utf-8")
+    except (binascii.Error, ValueError) as exc:
+        raise HeaderMismatchError("Malformed base64 header value") from exc
+
+
+def encode_header_value(value: str) -> str:
+    """The ``Mcp-Name`` / ``Mcp-Param-*`` form of ``value`` (the inverse of :func:`decode_header_value`).
+
+    Printable ASCII without leading or trailing whitespace is sent as is; anything else as
+    ``=?base64?<base64 of the UTF-8 bytes>?=`` (2026-07-28 ``streamable-http`` §Header encoding).
+    """
+    if _PLAIN_VALUE.fullmatch(value) and not _SENTINEL.fullmatch(value):  # fullmatch: "$" also matches before a final "\n"
+        return value
+    return "=?base64?" + base64.b64encode(value.encode("utf-8")).decode("ascii") + "?="
+
+
+def parse_traceparent(value: str | None) -> tuple[str, str] | None:
+    """``(trace_id, parent_span_id)`` from a W3C ``traceparent``, or None when malformed/absent."""
+    if not value:
+        return None
+    match = _TRACEPARENT.match(value.strip().lower())
+    if match is None or match.group(1) == "ff" or set(match.group(2)) == {"0"} or set(match.group(3)) == {"0"}:
+        return None
+    return match.group(2), match.group(3)
+
+
+_TRACE_KEYS: Final = frozenset(("traceparent", "tracestate", "baggage"))
+
+
+def _trace(headers: HeaderMap, meta: dict[str, Any] | None) -> dict[str, str]:
+    trace: dict[str, str] = {}
+    if _TRACE_KEYS.isdisjoint(headers) and (meta is None or _TRACE_KEYS.isdisjoint(meta)):  # most requests: nothing to read
+        return trace
+    for key in ("traceparent", "tracestate", "baggage"):
+        value: Any = meta.get(key) if meta is not None else None
+        if not isinstance(value, str):
+            value = headers.get(key)
+        if isinstance(value, str) and value:
+            trace[key] = value
+    return trace
+
+
+def _progress_token(meta: dict[str, Any] | None) -> str | int | None:
+    if meta is None:
+        return None
+    if "progressToken" not in meta:
+        return None
+    token = meta["progressToken"]
+    if isinstance(token, bool) or not isinstance(token, (str, int)):
+        raise InvalidParamsError("params._meta.progressToken must be a string or an integer (schema: ProgressToken)")
+    return token
+
+
+def read_legacy_envelope(headers: HeaderMap, params: dict[str, Any], protocol_version: str) -> RequestEnvelope:
+    """The envelope of a handshake-era request (progress token and trace from ``_meta``)."""
+    raw_meta = _meta_of(params)
+    if raw_meta is None:  # most calls: no _meta, so no progress token, and a trace only from headers
+        traced = "traceparent" in headers or "tracestate" in headers or "baggage" in headers
+        return RequestEnvelope(era="legacy", protocol_version=protocol_version, trace=_trace(headers, None) if traced else {})
+    if not isinstance(raw_meta, dict):
+        raise InvalidParamsError("params._meta must be an object (schema: RequestParams._meta)")
+    meta: dict[str, Any] = raw_meta  # pyright: ignore[reportUnknownVariableType]
+    return RequestEnvelope(
+        era="legacy",
+        protocol_version=protocol_version,
+        progress_token=_progress_token(meta),
+        trace=_trace(headers, meta),
+        meta=meta,
+    )
+
+
+def read_modern_envelope(
+    headers: HeaderMap, method: str, params: dict[str, Any], *, http_headers: bool = True
+) -> RequestEnvelope:
+    """Validate and read a 2026-07-28 request (checklist §4.5 steps 8-11, in that order).
+
+    ``http_headers=False`` (stdio, which has no headers) skips the header rung.
+
+    Raises:
+        HeaderMismatchError: a standard header repeated, missing, or different from the body
+            (``-32020``).
+        InvalidParamsError: ``params._meta`` missing, not an object, lacking a required key,
+            or carrying an invalid ``logLevel`` / non-string version (``-32602``).
+        UnsupportedVersionError: the declared version is not served (``-32022``).
+    """
+    if http_headers and headers.repeated:
+        for name in ("mcp-protocol-version", "mcp-method", "mcp-name"):
+            if name in headers.repeated:
+                raise HeaderMismatchError(f"{name} header appears more than once")
+    raw_meta = _meta_of(params)
+    if not isinstance(raw_meta, dict):
+        _refuse_unknown_version(headers)
+        raise InvalidParamsError(
+            "params._meta must be an object carrying the required "
+            f"'{META_VERSION}' and '{META_CAPABILITIES}' envelope keys"
+        )
+    meta: dict[str, Any] = raw_meta  # pyright: ignore[reportUnknownVariableType]
+    if META_VERSION not in meta or META_CAPABILITIES not in meta:
+        missing = [key for key in (META_VERSION, META_CAPABILITIES) if key not in meta]
+        _refuse_unknown_version(headers)
+        raise InvalidParamsError(f"params._meta is missing the required envelope key(s): {', '.join(missing)}")
+    capabilities = meta[META_CAPABILITIES]
+    if not isinstance(capabilities, dict):
+        raise InvalidParamsError(f"params._meta['{META_CAPABILITIES}'] must be an object")
+    version: Any = meta[META_VERSION]
+    if http_headers:
+        header_version = headers.get("mcp-protocol-version")
+        if header_version is None:
+            raise HeaderMismatchError("Missing MCP-Protocol-Version header")
+        if header_version.strip(" \t") != version:
+            raise HeaderMismatchError("mcp-protocol-version header does not match the request envelope's protocol version")
+        header_method = headers.get("mcp-method")
+        if header_method is None:
+            raise HeaderMismatchError("Missing Mcp-Method header")
+        if header_method.strip(" \t") != method:
+            raise HeaderMismatchError("mcp-method header does not match the request body's method")
+        member = NAME_MEMBER.get(method)
+        if member is not None:
+            header_name = headers.get("mcp-name")
+            body_name = params.get(member)
+            if header_name is None:
+                raise HeaderMismatchError(f"Missing Mcp-Name header (it mirrors params.{member})")
+            if decode_header_value(header_name) != body_name:
+                raise HeaderMismatchError(f"mcp-name header does not match the request body's '{member}' parameter")
+    if not isinstance(version, str):
+        raise InvalidParamsError(f"params._meta['{META_VERSION}'] must be a string")
+    if version not in MODERN_PROTOCOL_VERSIONS:
+        raise UnsupportedVersionError(version, list(MODERN_PROTOCOL_VERSIONS))
+    log_level = meta.get(META_LOG_LEVEL)
+    if log_level is not None and log_level not in LOG_LEVELS:
+        raise InvalidParamsError(f"Invalid {META_LOG_LEVEL}: expected one of {', '.join(LOG_LEVELS)}")
+    client_info = meta.get(META_CLIENT_INFO)
+    if client_info is not None and not (isinstance(client_info, dict) and isinstance(client_info.get("name"), str)):  # pyright: ignore[reportUnknownMemberType]
+        raise InvalidParamsError(f"params._meta['{META_CLIENT_INFO}'] must be an object with a string 'name' (schema: Implementation)")
+    return RequestEnvelope(
+        era="modern",
+        protocol_version=version,
+        client_capabilities=capabilities,  # pyright: ignore[reportUnknownArgumentType]
+        client_info=client_info if isinstance(client_info, dict) else None,  # pyright: ignore[reportUnknownArgumentType]
+        log_level=log_level,
+        progress_token=_progress_token(meta),
+        trace=_trace(headers, meta),
+        meta=meta,
+    )
+
+
+def check_header_params(header_params: Mapping[str, str], arguments: Mapping[str, Any], headers: Mapping[str, str]) -> None:
+    """2026-07-28 ``Mcp-Param-*`` headers must mirror the arguments a tool marks with
+    ``x-mcp-header`` (``header_params``: argument name -> header token).
+
+    Raises:
+        HeaderMismatchError: a header missing, present without its argument, or different from
+            it (-32020); numbers compare exactly (42 == 42.0, never 1e1 or 1_0).
+    """
+    for prop, token in header_params.items():
+        raw = headers.get(f"mcp-param-{token}")
+        value = arguments.get(prop)
+        if value is None:
+            if raw is not None:
+                raise HeaderMismatchError(f"Mcp-Param-{token} header present but argument {prop!r} is absent")
+            continue
+        if raw is None:
+            raise HeaderMismatchError(f"Missing Mcp-Param-{token} header for argument {prop!r}")
+        decoded = decode_header_value(raw)
+        if isinstance(value, bool):
+            matches = decoded == ("true" if value else "false")
+        elif isinstance(value, (int, float)):
+            matches = _numbers_equal(decoded, value)  # exact: 42 == 42.0, never 1e1 or 1_0
+        else:
+            matches = decoded == value
+        if not matches:
+            raise HeaderMismatchError(f"Mcp-Param-{token} header does not match argument {prop!r}")
+
+
+_DECIMAL: Final = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?")
+
+
+def _numbers_equal(header: str, value: int | float) -> bool:
+    if not _DECIMAL.fullmatch(header):
+        return False
+    try:
+        return Decimal(header) == Decimal(value)
+    except InvalidOperation:
+        return False
