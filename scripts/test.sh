@@ -11,6 +11,8 @@ eval "$(scripts/services.sh env)"
 export MCP_REQUIRE_SERVICES=1
 echo "== ruff (pyflakes, import order)"
 .venv/bin/ruff check fastapi_mcp_ctx tests examples bench
+echo "== import-linter (the layers of docs/architecture.md, pyproject.toml [tool.importlinter])"
+.venv/bin/lint-imports --no-cache
 echo "== pyright (strict) over fastapi_mcp_ctx"
 .venv/bin/pyright
 echo "== pytest"

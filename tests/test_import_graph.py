@@ -18,7 +18,7 @@ import pytest
 PACKAGE = "fastapi_mcp_ctx"
 MAX_TOP_FLOOR = 25
 """Modules directly in ``fastapi_mcp_ctx/``: the public modules, a few leaves, no subpackage's parts."""
-MAX_CHAIN = 22
+MAX_CHAIN = 19
 """The longest chain of imports, in modules (a ratchet: lower it when a change shortens the chain)."""
 
 

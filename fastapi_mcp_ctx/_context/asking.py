@@ -28,7 +28,7 @@ from __future__ import annotations
 import functools
 import uuid
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, Final, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any, Final, NoReturn, Protocol, TypeVar
 
 import anyio
 import mcp_types as types
@@ -50,10 +50,23 @@ from ..inputs import InputRound, admit, answers_method
 from .client_view import capability_object
 
 if TYPE_CHECKING:
-    from .call_messages import CallMessages
     from .call_state import CallState
 
-__all__ = ["ask_elicit", "ask_list_roots", "ask_sample", "current_round", "refusal", "request_input", "with_elicitation_id"]
+
+
+class Messenger(Protocol):
+    """What the helpers need of the asking ``Context`` (``CallMessages``, ``call_messages.py``): its progress
+    token, progress and requests. A Protocol, so the helpers do not import the view that calls them."""
+
+    @property
+    def progress_token(self) -> str | int | None: ...
+
+    async def report_progress(self, progress: float, total: float | None = None, message: str | None = None) -> bool: ...
+
+    async def send_request(self, method: str, params: Mapping[str, Any] | None = None, *, timeout: float | None = None) -> dict[str, Any]: ...
+
+
+__all__ = ["Messenger", "ask_elicit", "ask_list_roots", "ask_sample", "current_round", "refusal", "request_input", "with_elicitation_id"]
 
 M = TypeVar("M", bound=BaseModel)
 Can = Callable[[str], bool]
@@ -136,7 +149,7 @@ def with_elicitation_id(params: dict[str, Any]) -> dict[str, Any]:
 
 
 async def _ask(
-    ctx: CallMessages,
+    ctx: Messenger,
     call: CallState,
     can: Can,
     key: str,
@@ -170,7 +183,7 @@ async def _ask(
     raise InputRoundsExceededError(call.settings.input_max_rounds)
 
 
-async def _live(ctx: CallMessages, call: CallState, method: str, params: dict[str, Any], timeout: float | None, interval: float | None) -> dict[str, Any]:
+async def _live(ctx: Messenger, call: CallState, method: str, params: dict[str, Any], timeout: float | None, interval: float | None) -> dict[str, Any]:
     if interval is None or ctx.progress_token is None:
         return await ctx.send_request(method, params, timeout=timeout)
     result: dict[str, Any] = {}
@@ -199,7 +212,7 @@ def _validated(model: type[M], answer: Mapping[str, Any]) -> M | None:
 
 
 async def ask_elicit(
-    ctx: CallMessages, call: CallState, can: Can, message: str, schema: type[M], key: str | None, timeout: float | None
+    ctx: Messenger, call: CallState, can: Can, message: str, schema: type[M], key: str | None, timeout: float | None
 ) -> ElicitAnswer[M]:
     """``await ctx.elicit(message, Model)``: an accepted answer whose content does not validate
     as ``Model`` counts as no answer (asked again: 2026 a new round, 2025 a new request)."""
@@ -216,7 +229,7 @@ async def ask_elicit(
 
 
 async def ask_sample(
-    ctx: CallMessages,
+    ctx: Messenger,
     call: CallState,
     can: Can,
     prompt_or_params: str | Mapping[str, Any],
@@ -240,7 +253,7 @@ async def ask_sample(
     return types.CreateMessageResult.model_validate(answer)
 
 
-async def ask_list_roots(ctx: CallMessages, call: CallState, can: Can, key: str | None, timeout: float | None) -> list[types.Root]:
+async def ask_list_roots(ctx: Messenger, call: CallState, can: Can, key: str | None, timeout: float | None) -> list[types.Root]:
     """``await ctx.list_roots()``: the client's roots."""
     name = key if key is not None else current_round(call).next_key("roots")
     answer = await _ask(ctx, call, can, name, build_list_roots(), timeout, lambda _: True)

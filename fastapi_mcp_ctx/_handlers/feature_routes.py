@@ -14,11 +14,12 @@ from typing import Any, TypeVar
 from fastapi import params
 
 from ..contracts import ErrorContract
+from .cache_hints import CacheHints, CacheScope
 from .completions import build_completer
 from .feature_handler import FeatureHandler
 from .features import Features
 from .prompts import build_prompt
-from .resources import CacheHints, CacheScope, build_resource
+from .resources import build_resource
 
 __all__ = ["FeatureRoutes"]
 

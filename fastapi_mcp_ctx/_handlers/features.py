@@ -21,8 +21,7 @@ template need every scope (403 ``insufficient_scope`` otherwise, as ``tools/call
 from __future__ import annotations
 
 import re
-from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 from fastapi.background import BackgroundTasks
@@ -33,13 +32,14 @@ from .._transport.subscriptions import ResourceSubscriptions, SessionAddress, no
 from .._wire.pages import paginate
 from ..auth import Principal
 from ..context import Context
-from ..contracts import ErrorContracts
 from ..errors import InvalidParamsError, InvalidRequestError, McpError, ResourceNotFoundError, UnknownPromptError
 from ..settings import McpSettings
+from .cache_hints import CacheHints
 from .completions import build_completer, parse_request, shape_completion
 from .feature_handler import FeatureHandler, run_handler
+from .invocation import Invocation, Run
 from .prompts import PromptDef, PromptRegistry, check_arguments, shape_messages
-from .resources import CacheHints, ResourceDef, ResourceRegistry, shape_contents
+from .resources import ResourceDef, ResourceRegistry, shape_contents
 
 __all__ = ["CALL_METHODS", "LIST_METHODS", "Features", "Invocation", "Run"]
 
@@ -48,26 +48,6 @@ CALL_METHODS: Final = frozenset({"resources/read", "prompts/get", "completion/co
 LIST_METHODS: Final = ("tools/list", "prompts/list", "resources/list", "resources/templates/list")
 _URI_LIMIT: Final = 8192
 _URI: Final = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*:[^\x00-\x20\x7f]*\Z")
-
-Run = Callable[[Context, Request, BackgroundTasks], Awaitable[dict[str, Any]]]
-
-
-@dataclass(frozen=True, slots=True)
-class Invocation:
-    """A checked ``resources/read`` / ``prompts/get`` / ``completion/complete``: ``run`` gives
-    the result dict; ``operation`` / ``logger_name`` / ``uri`` feed the call's ``Context``;
-    ``cacheable``: a 2026 result carries cache hints; ``private_scope``: the handler has
-    dependencies (the call gets its own copy of the request scope); ``contracts``: the handler's
-    declared error contracts (``CallState.contracts``: ``ctx.fail``)."""
-
-    operation: str
-    logger_name: str
-    uri: str | None
-    run: Run
-    cacheable: bool
-    private_scope: bool
-    contracts: ErrorContracts | None = None
-
 
 def _uri_param(params: Mapping[str, Any], method: str) -> str:
     uri = params.get("uri")

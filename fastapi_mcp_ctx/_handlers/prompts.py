@@ -29,8 +29,8 @@ from pydantic import ValidationError as PydanticValidationError
 from .._auth.scopes import normalize_scopes
 from ..contracts import ErrorContract, meta_with_contracts
 from ..errors import InvalidParamsError
+from .cache_hints import CacheHints
 from .feature_handler import FeatureHandler, build_handler
-from .resources import CacheHints
 
 __all__ = ["PromptDef", "PromptRegistry", "build_prompt", "shape_messages"]
 

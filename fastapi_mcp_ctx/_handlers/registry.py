@@ -14,7 +14,7 @@ import re
 import types as pytypes
 import typing
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Annotated, Any, Final, Union, get_args, get_origin
 
 import mcp_types as types
@@ -24,9 +24,9 @@ from pydantic import BaseModel, ConfigDict, PydanticUserError, TypeAdapter, crea
 
 from .._fastapi_compat import build_dependant, dependency_of, is_dependency_parameter
 from ..context import Context, mcp_context
-from ..contracts import ErrorContract, ErrorContracts
-from ..enrichment import EnrichmentSpec
+from ..contracts import ErrorContract
 from .tool_declarations import declare
+from .tool_def import ToolDef
 
 __all__ = ["SignatureParts", "ToolDef", "ToolRegistry", "build_dependants", "build_tool", "split_signature"]
 
@@ -51,50 +51,6 @@ _REBUILT_BY_VALIDATION: Final = frozenset(
         "list", "tuple", "set", "frozenset", "dict", "date", "time", "datetime", "timedelta", "decimal", "uuid",
     }
 )  # fmt: skip
-
-
-@dataclass(slots=True)
-class ToolDef:
-    """One registered tool.
-
-    Attributes:
-        name / title / description: as listed in ``tools/list``.
-        handler: the user's function (sync functions run in a worker thread).
-        arguments_model: pydantic model validating ``arguments``.
-        argument_names: the handler parameters filled from ``arguments``.
-        dependant: FastAPI dependency graph, or None when the tool has no dependency.
-        context_params: parameters declared ``Depends(mcp_context)`` at the top level.
-        lean_dependant: the graph without ``context_params`` (None: nothing left to solve),
-            solved when ``mcp_context`` is not overridden; the call's Context fills them.
-        output_adapter: serializer of the return value, None without an output schema.
-        output_passthrough: validating the output may pass instances through unchecked
-            (models, dataclasses, custom types): serialize it with ``warnings="error"``.
-        wrap_output: True when structured output is wrapped as ``{"result": value}``.
-        header_params: ``inputSchema`` property → ``Mcp-Param-<token>`` (lowercase) for
-            properties annotated ``"x-mcp-header"`` (2026-07-28 Value Encoding).
-        listing: the ``Tool`` object as sent in ``tools/list``.
-        scopes: the OAuth scopes a caller needs (``tool(scopes=[...])``).
-        enrichment: declared ``enrichment=`` fields (``enrichment.py``), or None.
-        contracts: declared ``errors=`` contracts (``contracts.py``), or None.
-    """
-
-    name: str
-    handler: Callable[..., Any]
-    is_async: bool
-    arguments_model: type[BaseModel]
-    argument_names: tuple[str, ...]
-    dependant: Dependant | None
-    context_params: tuple[str, ...]
-    lean_dependant: Dependant | None
-    output_adapter: TypeAdapter[Any] | None
-    output_passthrough: bool
-    wrap_output: bool
-    header_params: dict[str, str]
-    listing: dict[str, Any] = field(default_factory=lambda: {})
-    scopes: frozenset[str] = frozenset()
-    """``scopes=`` of the registration: all are needed to call it (``_scopes.require_scopes``)."""
-    enrichment: EnrichmentSpec | None = None
-    contracts: ErrorContracts | None = None
 
 
 def _is_content_annotation(annotation: Any) -> bool:

@@ -44,8 +44,8 @@ from ..errors import (
     ValidationError,
 )
 from ..input_required import InputRequired
-from .registry import ToolDef
 from .results import error_result, shape_result
+from .tool_def import ToolDef
 
 __all__ = ["Invocable", "call_handler", "dependency_problems", "describe_errors", "from_http_exception", "run_tool"]
 

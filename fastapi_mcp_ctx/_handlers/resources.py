@@ -21,7 +21,7 @@ import base64
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final, Literal
+from typing import Any, Final
 
 import mcp_types as types
 from fastapi import params
@@ -33,37 +33,13 @@ from .._wire.safe_text import encode
 from .._wire.uri_template import UriTemplate, UriValue
 from ..contracts import ErrorContract, meta_with_contracts
 from ..errors import ResourceNotFoundError
+from .cache_hints import CacheHints
 from .feature_handler import FeatureHandler, build_handler
 
-__all__ = ["CacheHints", "ResourceDef", "ResourceRegistry", "build_resource", "shape_contents"]
+__all__ = ["ResourceDef", "ResourceRegistry", "build_resource", "shape_contents"]
 
 _SCHEME: Final = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*:")
 _CONTENT_TYPES: Final = (types.TextResourceContents, types.BlobResourceContents)
-CacheScope = Literal["public", "private"]
-
-
-@dataclass(frozen=True, slots=True)
-class CacheHints:
-    """2026-07-28 cache hints of one result (spec ``server/utilities/caching``): ``ttl_ms``
-    (milliseconds, >= 0) and ``cache_scope`` (``"public"``: no user data; ``"private"``); None
-    leaves the server's default (``MCP_CACHE_TTL_MS`` / ``MCP_CACHE_SCOPE``)."""
-
-    ttl_ms: int | None = None
-    cache_scope: CacheScope | None = None
-
-    def __post_init__(self) -> None:
-        if self.ttl_ms is not None and (isinstance(self.ttl_ms, bool) or not isinstance(self.ttl_ms, int) or self.ttl_ms < 0):  # pyright: ignore[reportUnnecessaryIsInstance]
-            raise ValueError("ttl_ms must be an integer >= 0 (milliseconds)")
-        if self.cache_scope not in (None, "public", "private"):
-            raise ValueError("cache_scope must be 'public' or 'private'")
-
-    def apply(self, result: dict[str, Any]) -> dict[str, Any]:
-        """Set the declared hints on ``result`` (the server defaults fill the rest later)."""
-        if self.ttl_ms is not None:
-            result["ttlMs"] = self.ttl_ms
-        if self.cache_scope is not None:
-            result["cacheScope"] = self.cache_scope
-        return result
 
 
 @dataclass(frozen=True, slots=True)

@@ -45,7 +45,7 @@ from .._wire.jsonrpc import RequestId, non_finite_paths
 from .._wire.safe_text import encode
 from ..enrichment import trailer_text
 from ..errors import McpError, ToolError
-from .registry import ToolDef
+from .tool_def import ToolDef
 
 __all__ = ["ERROR_META_KEY", "error_result", "merge_outputs", "shape_result", "text_result"]
 

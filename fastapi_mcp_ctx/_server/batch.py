@@ -42,6 +42,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
+from .._context.cancel_signal import CancelSignal
 from .._transport.requests import BackChannel
 from .._transport.sessions import SessionRecord
 from .._transport.streams import SSE_HEADERS, Reply, run_background, sse_frame
@@ -55,7 +56,6 @@ from .._wire.jsonrpc import (
     parse_message,
     request_id_of,
 )
-from ..context import CancelSignal
 from ..errors import InvalidRequestError, MalformedAnswerError, McpError
 from ..settings import McpSettings
 from .batching import BATCH_VERSION, array_of, refusal, run_call, split_batch

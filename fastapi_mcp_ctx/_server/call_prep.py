@@ -18,9 +18,11 @@ from fastapi.background import BackgroundTasks
 from starlette.requests import Request
 
 from .._auth.sealing import RequestStateSealer
-from .._handlers.features import Run
-from .._handlers.registry import ToolDef
+from .._context.call_state import CallState
+from .._context.cancel_signal import CancelSignal
+from .._handlers.invocation import Run
 from .._handlers.results import error_result, merge_outputs
+from .._handlers.tool_def import ToolDef
 from .._transport.notifications import Notifier
 from .._transport.requests import BackChannel
 from .._transport.sessions import LiveSessions, SessionRecord, new_session_id
@@ -29,7 +31,7 @@ from .._transport.streams import Outbound, Reply
 from .._wire.envelope import RequestEnvelope
 from .._wire.jsonrpc import JsonRpcRequest, error_message, result_message
 from ..auth import Principal
-from ..context import CallState, CancelSignal, Context
+from ..context import Context
 from ..contracts import ErrorContracts
 from ..errors import (
     InternalError,

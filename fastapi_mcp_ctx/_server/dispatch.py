@@ -25,6 +25,7 @@ from starlette.responses import Response
 
 from .._auth.scopes import may_use, require_scopes
 from .._auth.sealing import RequestStateSealer
+from .._context.cancel_signal import CancelSignal
 from .._handlers.features import CALL_METHODS, Features, per_caller
 from .._handlers.registry import ToolRegistry
 from .._handlers.resolve import run_tool
@@ -42,7 +43,7 @@ from .._wire.envelope import LOG_LEVELS, RequestEnvelope, check_header_params
 from .._wire.jsonrpc import EncodedResult, JsonRpcRequest, dumps, result_message
 from .._wire.pages import decode_cursor, paginate
 from ..auth import Principal
-from ..context import CancelSignal, Context
+from ..context import Context
 from ..errors import (
     InternalError,
     InvalidParamsError,

@@ -31,10 +31,11 @@ from typing import Any, Final, TypeVar
 
 from .._auth.sealing import RequestStateSealer, StateBinding
 from .._context.asking import refusal, with_elicitation_id
-from .._handlers.registry import ToolDef
+from .._context.call_state import CallState
 from .._handlers.results import error_result
+from .._handlers.tool_def import ToolDef
 from ..auth import Principal
-from ..context import CallState, Context
+from ..context import Context
 from ..errors import InputRoundsExceededError, InvalidParamsError, InvalidRequestStateError, ServerRequestError
 from ..input_required import InputRequired
 from ..inputs import InputRound, admit, decode_round_state, encode_round_state

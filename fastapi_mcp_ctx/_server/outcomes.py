@@ -14,9 +14,10 @@ from dataclasses import dataclass
 from fastapi.background import BackgroundTasks
 from starlette.responses import Response
 
+from .._context.call_state import CallState
+from .._context.cancel_signal import CancelSignal
 from .._transport.streams import SSE_HEADERS, Reply, Runner, sse_frame
 from .._wire.jsonrpc import RequestId, dumps, error_message
-from ..context import CallState, CancelSignal
 from ..errors import (
     AuthenticationError,
     ConfigurationError,

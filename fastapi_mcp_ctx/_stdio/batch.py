@@ -28,6 +28,7 @@ from anyio.abc import TaskGroup
 from starlette.background import BackgroundTasks
 from starlette.requests import Request
 
+from .._context.cancel_signal import CancelSignal
 from .._server.batching import array_of, run_call, split_batch
 from .._server.dispatch import Dispatcher
 from .._server.outcomes import PreparedCall
@@ -44,7 +45,6 @@ from .._wire.jsonrpc import (
     parse_message,
     request_id_of,
 )
-from ..context import CancelSignal
 from ..errors import InvalidRequestError, McpError
 
 __all__ = ["StdioBatchHooks", "serve_stdio_batch", "take_non_request"]

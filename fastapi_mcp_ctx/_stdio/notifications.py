@@ -30,10 +30,10 @@ import anyio
 from anyio.abc import TaskGroup
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
+from .._context.cancel_signal import CancelSignal
 from .._transport.listen import ListenStream, parse_filter
 from .._transport.notifications import Notifier
 from .._wire.jsonrpc import JsonRpcRequest, RequestId, error_message
-from ..context import CancelSignal
 from ..errors import McpError, MethodNotFoundError
 
 __all__ = ["StdioNotifications"]

@@ -40,6 +40,7 @@ from mcp_types.version import LATEST_HANDSHAKE_VERSION, MODERN_PROTOCOL_VERSIONS
 from starlette.requests import Request
 from starlette.types import Message
 
+from .._context.cancel_signal import CancelSignal
 from .._server.batching import BATCH_VERSION, run_call, starts_batch
 from .._server.http import BODY_SCOPE_KEY
 from .._server.outcomes import PreparedCall
@@ -58,7 +59,6 @@ from .._wire.jsonrpc import (
     request_id_of,
     result_message,
 )
-from ..context import CancelSignal
 from ..errors import InvalidRequestError, McpError, PayloadTooLargeError, UnsupportedVersionError
 from ..router import McpRouter
 from .batch import StdioBatchHooks, serve_stdio_batch, take_non_request

@@ -42,9 +42,10 @@ from typing import Any, Final
 import anyio
 from pydantic import ValidationError as PydanticValidationError
 
+from .._context.call_state import CallState
+from .._context.client_view import ClientView
 from .._wire.envelope import Era
 from .._wire.jsonrpc import notification_message
-from ..context import CallState, ClientView
 from ..errors import (
     ClientResponseError,
     MissingCapabilityError,

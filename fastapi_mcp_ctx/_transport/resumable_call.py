@@ -26,9 +26,10 @@ from fastapi.background import BackgroundTasks
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
+from .._context.call_state import CallState
 from .._context.cancel_scope import new_cancel_scope
+from .._context.cancel_signal import CancelSignal
 from .._wire.jsonrpc import dumps
-from ..context import CallState, CancelSignal
 from ..errors import ConfigurationError, StateUnavailableError
 from .events import StoredEvent, StreamKey, UnknownStreamError, new_stream_id
 from .resumable import ResumableStreams, sse_headers

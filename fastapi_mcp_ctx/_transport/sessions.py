@@ -20,7 +20,7 @@ from typing import Any, Protocol
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-from ..context import CancelSignal
+from .._context.cancel_signal import CancelSignal
 from ..errors import InvalidParamsError
 
 __all__ = [

@@ -38,7 +38,7 @@ from typing import Any, Final, Protocol
 
 import anyio
 
-from ..context import CancelSignal
+from .._context.cancel_signal import CancelSignal
 
 __all__ = ["SHUTDOWN_REASON", "Closer", "ShutdownCoordinator", "install_signal_hook"]
 

@@ -23,8 +23,8 @@ from starlette.responses import Response
 from starlette.types import Message, Receive, Scope, Send
 
 from .._context.cancel_scope import new_cancel_scope
+from .._context.cancel_signal import CancelSignal
 from .._wire.jsonrpc import dumps
-from ..context import CancelSignal
 
 __all__ = ["SSE_HEADERS", "CallResponse", "Reply", "StandaloneStream", "run_background", "sse_frame"]
 

@@ -1,0 +1,60 @@
+"""What one registered tool is: :class:`ToolDef`, built by ``_handlers/registry.py`` and read by
+the modules that run a call (``resolve``, ``results``, ``_server/dispatch.py``, ``_server/input_rounds.py``)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from fastapi.dependencies.models import Dependant
+from pydantic import BaseModel, TypeAdapter
+
+from ..contracts import ErrorContracts
+from ..enrichment import EnrichmentSpec
+
+__all__ = ["ToolDef"]
+
+
+@dataclass(slots=True)
+class ToolDef:
+    """One registered tool.
+
+    Attributes:
+        name / title / description: as listed in ``tools/list``.
+        handler: the user's function (sync functions run in a worker thread).
+        arguments_model: pydantic model validating ``arguments``.
+        argument_names: the handler parameters filled from ``arguments``.
+        dependant: FastAPI dependency graph, or None when the tool has no dependency.
+        context_params: parameters declared ``Depends(mcp_context)`` at the top level.
+        lean_dependant: the graph without ``context_params`` (None: nothing left to solve),
+            solved when ``mcp_context`` is not overridden; the call's Context fills them.
+        output_adapter: serializer of the return value, None without an output schema.
+        output_passthrough: validating the output may pass instances through unchecked
+            (models, dataclasses, custom types): serialize it with ``warnings="error"``.
+        wrap_output: True when structured output is wrapped as ``{"result": value}``.
+        header_params: ``inputSchema`` property → ``Mcp-Param-<token>`` (lowercase) for
+            properties annotated ``"x-mcp-header"`` (2026-07-28 Value Encoding).
+        listing: the ``Tool`` object as sent in ``tools/list``.
+        scopes: the OAuth scopes a caller needs (``tool(scopes=[...])``).
+        enrichment: declared ``enrichment=`` fields (``enrichment.py``), or None.
+        contracts: declared ``errors=`` contracts (``contracts.py``), or None.
+    """
+
+    name: str
+    handler: Callable[..., Any]
+    is_async: bool
+    arguments_model: type[BaseModel]
+    argument_names: tuple[str, ...]
+    dependant: Dependant | None
+    context_params: tuple[str, ...]
+    lean_dependant: Dependant | None
+    output_adapter: TypeAdapter[Any] | None
+    output_passthrough: bool
+    wrap_output: bool
+    header_params: dict[str, str]
+    listing: dict[str, Any] = field(default_factory=lambda: {})
+    scopes: frozenset[str] = frozenset()
+    """``scopes=`` of the registration: all are needed to call it (``_scopes.require_scopes``)."""
+    enrichment: EnrichmentSpec | None = None
+    contracts: ErrorContracts | None = None
