@@ -1,7 +1,6 @@
-"""Several replicas of one application, through Redis (DESIGN.md decision 9).
+"""Several replicas of one app through Redis (DESIGN.md decision 9): ``link`` (the clients), the Redis forms of
+``_transport``'s stores (``redis_sessions``, ``redis_events``, ``redis_bus``, ``redis_subscriptions``), ``relay``
+(what one replica forwards to the others); only ``relay`` and ``stores`` work without the ``redis`` extra.
 
-:mod:`.link` (the Redis clients), :mod:`.redis_sessions` (session records, GET-stream
-leases), :mod:`.redis_events` (the SSE event log as Redis Streams), :mod:`.redis_bus` (the
-replica bus on pub/sub) and :mod:`.relay` (what one replica forwards to the others). Only
-:mod:`.relay` and :mod:`.stores` import nothing of redis-py; the others need the ``redis`` extra.
+Imports ``_transport``, ``backends``, ``_wire`` and the leaves; imported by ``_server`` and ``router``.
 """

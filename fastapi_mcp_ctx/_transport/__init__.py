@@ -1,5 +1,6 @@
-"""Mechanisms the server drives beyond one request/response: the replica bus, change
-notifications (2025 GET streams, 2026 ``subscriptions/listen`` streams), the per-session
-resource subscription registry, server→client requests with the table of their pending
-answers, resumable 2025 SSE streams (the event store, connections that tail it,
-``Last-Event-ID`` resumption) and graceful shutdown (DESIGN.md "Layout as it grows", decision 9)."""
+"""Beyond one request/response: responses that may stream, 2025 session records, resumable SSE streams
+and their event store, change notifications (GET and ``subscriptions/listen`` streams), server→client
+requests, the replica bus's interface, graceful shutdown (DESIGN.md decision 9).
+
+Imports ``context``, ``_context``, ``_wire`` and the leaves; imported by ``_replicas``, ``_handlers`` and above.
+"""
