@@ -2,7 +2,7 @@
 
 Created at the first use in a call (``CallState.outputs`` stays None otherwise, so a call
 that uses neither pays nothing) and merged into the result once the handler has returned
-(``_results.merge_outputs``).
+(``_handlers.results.merge_outputs``).
 """
 
 from __future__ import annotations

@@ -201,7 +201,7 @@ def serve(
             err=True,
         )
     before = os.environ.get(SERVE_WORKERS_ENV)
-    if workers > 1:  # the workers import the app afresh: this tells them they are N (_per_process.py)
+    if workers > 1:  # the workers import the app afresh: this tells them they are N (backends/_per_process.py)
         os.environ[SERVE_WORKERS_ENV] = str(workers)
     try:
         uvicorn.run(

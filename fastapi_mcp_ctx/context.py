@@ -9,8 +9,8 @@ Like Starlette's ``HTTPConnection`` the view does no I/O in ``__init__``; everyt
 property over :class:`CallState`, built by the dispatcher for each call. This module never
 imports the router or the dispatcher. ``Context`` holds the call and its lazily made logger and
 state; its members come in groups from its bases, each a module of its own, bottom to top:
-``_call_view.CallView`` (identity, trace, the client's side), ``_call_messages.CallMessages``
-(progress, notifications, server→client requests, SSE closes), ``_call_input.CallInput``
+``_context.call_view.CallView`` (identity, trace, the client's side), ``_context.call_messages.CallMessages``
+(progress, notifications, server→client requests, SSE closes), ``_context.call_input.CallInput``
 (multi-round-trip input). The logger, state, consent, results and error contracts are here.
 """
 
@@ -52,8 +52,8 @@ __all__ = [
     "get_request_context",
     "mcp_context",
 ]
-# CallState and the Protocols (``_call_state``), CancelSignal (``_cancel_signal``) and ClientView
-# (``_client_view``) are re-exported: this module is where the package and users import them from.
+# CallState and the Protocols (``_context.call_state``), CancelSignal (``_context.cancel_signal``) and
+# ClientView (``_context.client_view``) are re-exported: this module is where the package and users import them from.
 
 SCOPE_KEY: Final = "fastapi_mcp_ctx.call"
 _current: ContextVar[Context | None] = ContextVar("fastapi_mcp_ctx_context", default=None)
@@ -145,7 +145,7 @@ class Context(CallInput, _Reasons[ReasonT]):
         (see ``fastapi_mcp_ctx.consent``)."""
         return ConsentGate(self)
 
-    # -- result enrichment, content blocks, error contracts (enrichment.py, _content.py, contracts.py)
+    # -- result enrichment, content blocks, error contracts (enrichment.py, _context/content_blocks.py, contracts.py)
     @property
     def enrich(self) -> Enrich:
         """The tool's declared enrichment: ``ctx.enrich(totalCount=3)``, ``.notice(text)``,

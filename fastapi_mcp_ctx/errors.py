@@ -32,7 +32,7 @@ Tree::
     │   ├── UnknownToolError         -32602  400  tools/call of a tool that is not registered
     │   ├── UnknownPromptError       -32602  400  prompts/get of a prompt that is not registered
     │   ├── ResourceNotFoundError    -32602  400  resources/read of a URI nothing serves (data.uri); -32002 in 2025
-    │   ├── UriMatchError            -32602  400  a malformed escape or a '/' in a simple template variable (_uri_template)
+    │   ├── UriMatchError            -32602  400  a malformed escape or a '/' in a simple template variable (_wire.uri_template)
     │   ├── InvalidCursorError       -32602  400  a forged, foreign or stale pagination cursor
     │   ├── ValidationError          -32602  400  a ctx.state key or prefix outside the key grammar
     │   ├── SerializationError       -32602  400  a ctx.state value that is not JSON-serializable
@@ -80,7 +80,7 @@ server log gets the traceback.
 
 The error envelope (one shape for every failure a caller can see). As a JSON-RPC error's
 ``error``, and in an ``isError`` tool result as ``_meta["fastapi-mcp-ctx/error"]`` (plus
-``structuredContent.error`` when the tool has no ``outputSchema``, see ``_results``)::
+``structuredContent.error`` when the tool has no ``outputSchema``, see ``_handlers.results``)::
 
     {"code": int, "message": str,
      "data": {"requestId": <the request's id, null when unreadable>,
@@ -911,7 +911,7 @@ class UriMatchError(InvalidParamsError):
     """A URI that fits a resource template's shape but holds a value the matcher refuses
     (-32602, ``data.reason`` ``"invalid_uri"``, ``data.uri``): a malformed percent-escape, a
     simple ``{var}`` decoding to a ``/``, a repeated query parameter (RFC 6570 §3.2; see
-    ``_uri_template``)."""
+    ``_wire.uri_template``)."""
 
     default_message = "Invalid resource URI"
     default_reason = "invalid_uri"

@@ -1,8 +1,9 @@
 """``McpRouter``: an ``APIRouter`` serving MCP on one path (POST, GET, DELETE), both eras.
 
-Data flows one way: HTTP (this module) → JSON-RPC frame (``_jsonrpc``) → era and envelope
-(``_envelope``) → method table (``_dispatch``) → dependency resolution (``_resolve``) →
-handler → result shaping (``_results``) → JSON or SSE (``_streams``).
+Data flows one way: HTTP (``_server.endpoint``, mounted here) → JSON-RPC frame (``_wire.jsonrpc``) → era
+and envelope (``_wire.envelope``) → method table (``_server.dispatch``) → dependency resolution
+(``_handlers.resolve``) → handler → result shaping (``_handlers.results``) → JSON or SSE
+(``_transport.streams``); the layers: docs/architecture.md.
 
 Spec: 2025-11-25 ``basic/transports`` (Streamable HTTP, sessions) and 2026-07-28
 ``basic/transports/streamable-http`` (single exchange, required headers).
@@ -51,7 +52,7 @@ class McpRouter(ToolRoutes, FeatureRoutes, APIRouter):
     """An ``APIRouter`` that serves the Model Context Protocol at ``path`` (default ``/mcp``).
 
     Mount it with ``app.include_router(mcp_router)``; it needs no lifespan of its own.
-    Register tools with :meth:`tool`; resources, prompts, completers: ``_feature_routes``.
+    Register tools with :meth:`tool`; resources, prompts, completers: ``_handlers.feature_routes``.
 
     Args:
         path: the MCP endpoint path (POST, GET and DELETE on it).
@@ -194,7 +195,7 @@ class McpRouter(ToolRoutes, FeatureRoutes, APIRouter):
                 include_in_schema=False,
             )
         )
-        self.routes.extend(self.endpoint.metadata_routes)  # RFC 9728 at root paths (_resource_metadata)
+        self.routes.extend(self.endpoint.metadata_routes)  # RFC 9728 at root paths (_auth.resource_metadata)
 
     def _backend_from_settings(self) -> StateBackend:
         """``ctx.state``'s backend from ``MCP_STORAGE_URL``; a scheme no backend serves is a

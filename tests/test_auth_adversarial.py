@@ -545,7 +545,7 @@ async def test_fault_authenticate_reading_the_body_does_not_hang() -> None:
     """Observed: the request hangs (the dependency consumed the body from ``receive``; the
     endpoint then waits for a body that never comes, until the client gives up → 400).
     Expected: the body is available to both (read it once, bounded, before authenticate,
-    and replay it, as ``_dispatch.replaying_receive`` already does for tools).
+    and replay it, as ``_server.http.replaying_receive`` already does for tools).
     Fix: router.py ``_endpoint``/``_resolve_principal``."""
     async with _client(build_auth_app(auth_signed_body)) as c:
         body = json.dumps(modern_call()).encode()
@@ -868,8 +868,8 @@ async def body_guard(request: Request) -> None:
 async def test_fault_route_guard_reading_the_body_does_not_hang() -> None:
     """``app.include_router(router, dependencies=[Depends(body_guard)])`` where the guard
     awaits ``request.body()``. Observed: the request hangs (FastAPI cached the body on the
-    Request, but ``_http.read_body`` reads ``request.receive`` directly and waits for a body
-    that was already consumed). Expected: served. Fix: ``_http.read_body`` (use the body
+    Request, but ``_server.http.read_body`` reads ``request.receive`` directly and waits for a body
+    that was already consumed). Expected: served. Fix: ``_server.http.read_body`` (use the body
     already read on the Request / ``request.stream()``)."""
     r, a = plain_router(), FastAPI()
     a.include_router(r, dependencies=[Depends(body_guard)])

@@ -1,4 +1,4 @@
-"""``MCP_GC_FREEZE`` (``_gcfreeze.py``): the start-up objects move to the permanent generation at
+"""``MCP_GC_FREEZE`` (``_server/gcfreeze.py``): the start-up objects move to the permanent generation at
 the router's first request, once per process; off by default."""
 
 from __future__ import annotations

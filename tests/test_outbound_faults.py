@@ -4,7 +4,7 @@
   ``nan``, ``ctx.report_progress(1, nan)``, ``ctx.log.info("v", v=inf)``; an ``Any``-typed ``nan``
   became ``null`` silently. Now: a non-finite output is an ``invalid_output`` ``isError``
   result, non-finite progress a ``ValueError`` to the handler, log data the strings ``"NaN"`` /
-  ``"Infinity"`` / ``"-Infinity"``; ``_jsonrpc.dumps`` never writes a bare ``NaN`` token.
+  ``"Infinity"`` / ``"-Infinity"``; ``_wire.jsonrpc.dumps`` never writes a bare ``NaN`` token.
 - (b) argument errors were unbounded (500 000 bad list items: an 80 MB answer, twice).
 - (c) an integer of more than 4300 digits (Python's int-str limit) was a ``-32700`` parse error.
 - (d) duplicate keys were accepted, last one winning (a parser differential with proxies).

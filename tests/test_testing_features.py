@@ -1,4 +1,4 @@
-"""``McpTestClient``'s resource, prompt and completion helpers (``_testing_features``), both eras.
+"""``McpTestClient``'s resource, prompt and completion helpers (``testing._features``), both eras.
 
 A real app; what the client sent is judged by what the server did with it (pages followed,
 the ``Mcp-Name`` header accepted, ``_meta.progressToken`` reaching ``ctx.report_progress``,

@@ -1,4 +1,4 @@
-"""The RFC 6570 matcher of resource templates (``_uri_template``): the inverse of expansion.
+"""The RFC 6570 matcher of resource templates (``_wire.uri_template``): the inverse of expansion.
 
 Known fault B40 (optional, order-free query variables; a match binding nothing is a match),
 and the matcher rules: literals escaped, values decoded exactly once after matching, a ``/``

@@ -88,7 +88,7 @@ class CallState:
     stream_control: StreamControl | None = None
     input_round: InputRound | None = None
     trace_id: str | None = None
-    """The active OpenTelemetry span's trace id (32 hex), set by ``_telemetry`` when tracing."""
+    """The active OpenTelemetry span's trace id (32 hex), set by ``_server.telemetry`` when tracing."""
     enrichment: EnrichmentSpec | None = None
     contracts: ErrorContracts | None = None
     outputs: CallOutputs | None = None

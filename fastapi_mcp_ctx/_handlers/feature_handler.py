@@ -3,8 +3,8 @@
 A handler's plain parameters are its arguments (template variables, prompt arguments,
 completion inputs), validated by a pydantic model in lax mode (they arrive as strings: a
 ``{id}`` declared ``id: int`` gets ``123``); ``Depends`` / ``Security`` / ``Request`` ...
-parameters are resolved by FastAPI's solver exactly as for tools (``_registry.split_signature``,
-``_resolve.call_handler``: overrides, yield teardown after the result is shaped, background tasks,
+parameters are resolved by FastAPI's solver exactly as for tools (``_handlers.registry.split_signature``,
+``_handlers.resolve.call_handler``: overrides, yield teardown after the result is shaped, background tasks,
 the call's ``Context``). Failures are JSON-RPC errors in the one envelope (DESIGN decision 11):
 invalid arguments ``-32602``, a :class:`~fastapi_mcp_ctx.errors.ToolError` its own code, reason
 and data, an ``HTTPException`` 401/403 the request's authentication error (another 4xx

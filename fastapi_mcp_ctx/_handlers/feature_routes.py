@@ -1,8 +1,8 @@
 """The registration methods of resources, prompts and completions on ``McpRouter``.
 
 A mixin of :class:`~fastapi_mcp_ctx.router.McpRouter` (which keeps its own module to the
-HTTP mount and tools): each method builds a definition (``_resources``, ``_prompts``,
-``_completions``) and adds it to the router's :class:`~._features.Features`. The router's
+HTTP mount and tools): each method builds a definition (``_handlers.resources``,
+``_handlers.prompts``, ``_handlers.completions``) and adds it to the router's :class:`~.features.Features`. The router's
 ``dependencies=`` run before every resource, prompt and completer, as before every tool.
 """
 

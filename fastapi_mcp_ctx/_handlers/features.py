@@ -12,7 +12,7 @@ Cache hints (2026-07-28 ``server/utilities/caching``): per list method
 (:meth:`Features.set_list_cache`) and per resource (``ttl_ms`` / ``cache_scope`` of
 ``@resource``); what is not declared takes ``MCP_CACHE_TTL_MS`` / ``MCP_CACHE_SCOPE``.
 
-Scopes (``resource(scopes=...)``, ``prompt(scopes=...)``; ``_scopes``): ``resources/read``,
+Scopes (``resource(scopes=...)``, ``prompt(scopes=...)``; ``_auth.scopes``): ``resources/read``,
 ``prompts/get``, 2025 ``resources/subscribe`` and ``completion/complete`` of a scoped prompt or
 template need every scope (403 ``insufficient_scope`` otherwise, as ``tools/call``); with
 ``MCP_HIDE_UNAUTHORIZED_TOOLS`` the lists omit what the caller may not use.

@@ -71,8 +71,8 @@ def build_prompt(
 
     Raises:
         ValueError: a name outside ``^[A-Za-z0-9_.\\-/]{1,128}$``, ``*args`` / ``**kwargs``, an
-            invalid scope (``_scopes.normalize_scopes``; TypeError for a str); invalid ``errors=``
-            (``_feature_handler.build_handler``) or ``meta`` setting the contracts' key.
+            invalid scope (``_auth.scopes.normalize_scopes``; TypeError for a str); invalid ``errors=``
+            (``_handlers.feature_handler.build_handler``) or ``meta`` setting the contracts' key.
     """
     required_scopes = normalize_scopes(scopes)
     prompt_name = name or func.__name__

@@ -2,7 +2,7 @@
 
 Errors follow spec 2025-11-25 ``server/tools`` §Error Handling (SEP-1303): invalid arguments
 and execution failures are ``isError`` results the model can read, each built by
-``_results.error_result`` (the one envelope); a dependency raising ``HTTPException(401)`` /
+``_handlers.results.error_result`` (the one envelope); a dependency raising ``HTTPException(401)`` /
 ``(403)`` is an authentication / authorization error of the request; a crash is logged with its
 traceback and the model sees a generic message.
 
@@ -83,7 +83,7 @@ def describe_errors(exc: PydanticValidationError) -> str:
 
 class Invocable(Protocol):
     """What :func:`call_handler` needs of a registered handler (a tool, resource, prompt or
-    completer definition; see :class:`~._registry.ToolDef` for the fields)."""
+    completer definition; see :class:`~.registry.ToolDef` for the fields)."""
 
     @property
     def handler(self) -> Callable[..., Any]: ...
@@ -183,7 +183,7 @@ async def run_tool(
 
     ``request`` must be private to this call (its scope carries the call's exit stacks and
     the :class:`Context` under ``SCOPE_KEY``). ``out_of_range`` names arguments whose JSON
-    number overflowed a double (``_jsonrpc``): the tool does not run, the result is an
+    number overflowed a double (``_wire.jsonrpc``): the tool does not run, the result is an
     ``isError`` naming them.
 
     Raises:

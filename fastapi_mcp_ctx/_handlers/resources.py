@@ -1,6 +1,6 @@
 """Resources: registration, lookup by URI, and the shape of ``resources/read`` contents.
 
-A resource is a static URI or an RFC 6570 template (``_uri_template``); its function's plain
+A resource is a static URI or an RFC 6570 template (``_wire.uri_template``); its function's plain
 parameters take the template's variables (strings, or a list for ``{/var*}``; lax validation
 turns ``"123"`` into an ``int`` parameter), its ``Depends`` parameters are FastAPI's. Lookup:
 the static URI first (exact string), then each template in registration order; the first
@@ -88,8 +88,8 @@ def build_resource(
     Raises:
         ValueError: ``uri`` without a scheme, an unsupported template, a template variable the
             function does not take, or a required parameter that is no path variable; an
-            invalid scope (``_scopes.normalize_scopes``; TypeError for a str); invalid ``errors=``
-            (``_feature_handler.build_handler``) or ``meta`` setting the contracts' key.
+            invalid scope (``_auth.scopes.normalize_scopes``; TypeError for a str); invalid ``errors=``
+            (``_handlers.feature_handler.build_handler``) or ``meta`` setting the contracts' key.
     """
     required_scopes = normalize_scopes(scopes)
     if not isinstance(uri, str) or not _SCHEME.match(uri):  # pyright: ignore[reportUnnecessaryIsInstance]
@@ -193,7 +193,7 @@ def _item(value: Any, uri: str, mime_type: str | None) -> dict[str, Any]:
     if isinstance(value, str):
         text = value
     else:
-        text = encode(to_jsonable_python(value, fallback=str)).decode()  # readable JSON text (_wire_safe)
+        text = encode(to_jsonable_python(value, fallback=str)).decode()  # readable JSON text (_wire.safe_text)
         mime_type = mime_type or "application/json"
     if mime_type is not None:
         item["mimeType"] = mime_type

@@ -1,5 +1,5 @@
 """What a tool declares beside its signature (``enrichment=``, ``errors=``), checked once at
-registration and folded into its listing: one call from ``_registry.build_tool``."""
+registration and folded into its listing: one call from ``_handlers.registry.build_tool``."""
 
 from __future__ import annotations
 

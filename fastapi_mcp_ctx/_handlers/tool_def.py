@@ -55,6 +55,6 @@ class ToolDef:
     header_params: dict[str, str]
     listing: dict[str, Any] = field(default_factory=lambda: {})
     scopes: frozenset[str] = frozenset()
-    """``scopes=`` of the registration: all are needed to call it (``_scopes.require_scopes``)."""
+    """``scopes=`` of the registration: all are needed to call it (``_auth.scopes.require_scopes``)."""
     enrichment: EnrichmentSpec | None = None
     contracts: ErrorContracts | None = None

@@ -1,9 +1,9 @@
 """The tool registration methods of ``McpRouter``: ``tool`` and ``add_tool``.
 
-A mixin of :class:`~fastapi_mcp_ctx.router.McpRouter` (as ``_feature_routes.FeatureRoutes``
+A mixin of :class:`~fastapi_mcp_ctx.router.McpRouter` (as ``_handlers.feature_routes.FeatureRoutes``
 holds resources, prompts and completions): each method builds a ``ToolDef``
-(``_registry.build_tool``) with its ``scopes=`` and adds it to the router's
-:class:`~._registry.ToolRegistry`. The router's ``dependencies=`` run before every tool.
+(``_handlers.registry.build_tool``) with its ``scopes=`` and adds it to the router's
+:class:`~.registry.ToolRegistry`. The router's ``dependencies=`` run before every tool.
 """
 
 from __future__ import annotations

@@ -5,13 +5,13 @@ implementation MUST support receiving them (on HTTP, ``basic/transports`` lets a
 an array; on stdio a line may be one). 2024-11-05 has none (its ``basic`` pages define single
 messages only); 2025-06-18 removed them, as does 2026-07-28. So an array is served only in a
 session negotiated at :data:`BATCH_VERSION`; elsewhere it gets the single-message refusal of
-``_jsonrpc.parse_message`` (:func:`refusal`). JSON-RPC 2.0 §6: invalid JSON is one -32700
+``_wire.jsonrpc.parse_message`` (:func:`refusal`). JSON-RPC 2.0 §6: invalid JSON is one -32700
 error, ``[]`` one -32600 error, each member is judged alone.
 
 Here: :func:`starts_batch` (is a body an array), :func:`split_batch` (its members as JSON texts,
 bounded by ``MCP_MAX_BATCH_SIZE``), :func:`refusal`, :func:`run_call` (one prepared call under
 its cancel signal) and :func:`array_of` (the answer line). HTTP: ``_server/batch.py``; stdio:
-``_stdio_batch.py``.
+``_stdio/batch.py``.
 """
 
 from __future__ import annotations

@@ -129,7 +129,7 @@ class Dispatcher(CallPreparation):
 
     def _table(self, era: str) -> frozenset[str]:
         """The methods served in ``era``: the core table plus the resources, prompts and
-        completions the application registered (``_features``)."""
+        completions the application registered (``_handlers.features``)."""
         table = MODERN_METHODS if era == "modern" else LEGACY_METHODS
         if self.features is None:
             return table
@@ -191,7 +191,7 @@ class Dispatcher(CallPreparation):
         channel = BackChannel.http(self.pending, era=envelope.era, session_id=session.id if session else None, sse_allowed=sse_allowed)
         span = self.telemetry.start(message, envelope, request.scope, session.id if session else None) if self.telemetry else None
         outcome = await self.serve(message, envelope, request, session, back_channel=channel)
-        if span is not None:  # OpenTelemetry (_telemetry): the span ends with the reply, or with the tool's run
+        if span is not None:  # OpenTelemetry (_server.telemetry): the span ends with the reply, or with the tool's run
             outcome = span.bind(outcome, None if isinstance(outcome, Reply) else outcome.state)
         streams = self.streams
         if streams is not None and session is not None and streams.serves(envelope.era, session):

@@ -2,7 +2,7 @@
 
 ``McpRouter`` (registration and the public methods) mounts one :class:`McpEndpoint` as its
 route. The endpoint runs the transport checks (Host/Origin, repeated headers, Content-Type,
-Accept, the bounded body read), ``authenticate=``, picks the era (``_envelope.choose_era``,
+Accept, the bounded body read), ``authenticate=``, picks the era (``_wire.envelope.choose_era``,
 DESIGN.md decision 2), gates 2025 sessions (``initialize``, ``Mcp-Session-Id``, the GET stream,
 DELETE: ``session_gate.py``) and hands each request to the :class:`~fastapi_mcp_ctx._server.dispatch.Dispatcher`.
 

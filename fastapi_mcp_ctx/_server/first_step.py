@@ -1,6 +1,6 @@
 """Run an awaitable's first step now: its result when it needs no waiting, else the rest to await.
 
-The body read (``_http.read_body``) guards its wait with a deadline timer; but the ASGI server
+The body read (``_server.http.read_body``) guards its wait with a deadline timer; but the ASGI server
 has usually received the whole body before the app runs, and its ``receive()`` then returns
 without suspending, so the timer (8k instructions a request on asyncio) guards nothing. With
 :func:`first_step` the read takes that answer at once and starts the deadline only when the

@@ -172,7 +172,7 @@ class StdioSession:
         if not line.strip():
             return
         record = self._record
-        if record is not None and record.protocol_version == BATCH_VERSION and starts_batch(line):  # _stdio_batch.py
+        if record is not None and record.protocol_version == BATCH_VERSION and starts_batch(line):  # _stdio/batch.py
             await serve_stdio_batch(self._batch_hooks(), record, line, self.router.settings.max_batch_size, requests)
             return
         try:

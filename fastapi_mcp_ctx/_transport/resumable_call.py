@@ -10,7 +10,7 @@ The call runs inside this response and writes each event to the store before its
   (priming event), then closes the connection after a ``retry`` hint; the call goes on;
 - at shutdown the same happens to every call of such a client (``_transport.shutdown``).
 
-``CallResponse`` in ``_streams`` is the non-resumable twin (2026 era, sessionless 2025,
+``CallResponse`` in ``_transport.streams`` is the non-resumable twin (2026 era, sessionless 2025,
 ``MCP_HTTP_RESUMABILITY=false``).
 """
 

@@ -363,7 +363,7 @@ def dumps(message: dict[str, Any]) -> bytes:
     result = message.get("result")
     if type(result) is EncodedResult and len(result) == result.size and len(message) == 3 and "id" in message:
         return b'{"jsonrpc":"2.0","id":' + to_json(message["id"]) + b',"result":' + result.encoded + b"}"
-    return encode(message)  # a lone surrogate or an over-long integer: written repaired (_wire_safe)
+    return encode(message)  # a lone surrogate or an over-long integer: written repaired (_wire.safe_text)
 
 
 def result_message(request_id: RequestId, result: dict[str, Any]) -> dict[str, Any]:

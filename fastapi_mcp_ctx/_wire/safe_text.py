@@ -15,7 +15,7 @@ no validator before the writer sees them:
 these is present, writes it again repaired: each lone surrogate becomes U+FFFD (the Unicode
 replacement character), each such integer its exact decimal digits as a JSON string; the
 server log names the paths (an error: the handler's output was wrong). Like ``NaN`` written as
-the string ``"NaN"`` (``_jsonrpc.dumps``), the message stays readable and never silently
+the string ``"NaN"`` (``_wire.jsonrpc.dumps``), the message stays readable and never silently
 drops or invents a value. The checks cost nothing on ordinary messages: the surrogate case
 is the encoder's own failure, and the integer scan runs only on messages longer than
 ``MAX_INT_DIGITS`` bytes (a search of digit runs, then a walk only when one is found).

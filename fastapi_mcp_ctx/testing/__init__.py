@@ -16,9 +16,9 @@ stream, read as they arrive); :attr:`McpResponse.asked` records what was asked.
 :func:`reset_state` empties ``ctx.state`` between tests. Needs the ``testing`` extra:
 ``pip install "fastapi-mcp-ctx[testing]"`` (httpx, asgi-lifespan).
 
-The client's parts: the wire round trip (``_testing_exchange``), the answered questions
-(``_testing_input``), the results (``_testing_results``), resources/prompts/completions
-(``_testing_features``), :func:`reset_state` (``_testing_state``); the lifecycle and the tool
+The client's parts: the wire round trip (``testing._exchange``), the answered questions
+(``testing._input``), the results (``testing._results``), resources/prompts/completions
+(``testing._features``), :func:`reset_state` (``testing._state``); the lifecycle and the tool
 requests are here.
 """
 
@@ -86,7 +86,7 @@ class McpTestClient(WireExchange, StateReset, Notified, FeatureRequests):
     ``x-mcp-header`` arguments of tools seen by :meth:`list_tools` (as the official client does).
     Answers are read as JSON or SSE; results are checked against the official wire models.
     Resources, prompts and completions: ``list_resources``, ``list_resource_templates``,
-    ``read_resource``, ``list_prompts``, ``get_prompt``, ``complete`` (``_testing_features``).
+    ``read_resource``, ``list_prompts``, ``get_prompt``, ``complete`` (``testing._features``).
 
     Args:
         app: the ASGI app (your ``FastAPI`` app including an ``McpRouter``).

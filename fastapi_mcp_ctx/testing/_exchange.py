@@ -1,6 +1,6 @@
 """One round trip of :class:`~fastapi_mcp_ctx.testing.McpTestClient` with the app: the JSON-RPC
-message in the client's era (``_testing_wire.Outgoing``), run through the in-process transport
-(``_testing_transport.exchange``) under the client's timeout, the 2025 server→client requests
+message in the client's era (``testing._wire.Outgoing``), run through the in-process transport
+(``testing._transport.exchange``) under the client's timeout, the 2025 server→client requests
 of its stream answered as they arrive (a POST on the session), the answer matched by id, its
 notifications kept, and its result checked against the official wire model.
 
