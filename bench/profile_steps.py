@@ -35,7 +35,7 @@ from starlette.responses import Response
 from fastapi_mcp_ctx import _fastapi_compat, router
 from fastapi_mcp_ctx._handlers import resolve as _resolve
 from fastapi_mcp_ctx._server import dispatch as _dispatch
-from fastapi_mcp_ctx._server import endpoint
+from fastapi_mcp_ctx._server import endpoint, session_gate
 from fastapi_mcp_ctx._transport import resumable_call as _resumable_call
 from fastapi_mcp_ctx._transport import streams as _streams
 
@@ -207,7 +207,7 @@ STEP_FUNCTIONS: list[tuple[Any, str, str]] = [
     (_streams.CallResponse, "_send_final", _SEND),
     (_dispatch.Dispatcher, "_finish", _SEND),
     # a 2025 session (workload s)
-    (endpoint.McpEndpoint, "_session", "session: lookup, owner check"),
+    (session_gate.SessionGate, "session", "session: lookup, owner check"),
     (_resumable_call.ResumableCallResponse, "__call__", "session: resumable response (cancel scope, stream control)"),
     (_resumable_call.ResumableCallResponse, "_finish", _SEND),
     (_resumable_call.ResumableCallResponse, "_send_json", _SEND),

@@ -1,5 +1,5 @@
 """What an app registers and how one call of it runs: tools, resources, prompts, completions, the
 bridge into FastAPI's dependency solver, result shaping.
 
-Imports ``context``, ``_context``, ``_auth`` and below; imported by ``_server`` and ``router``.
+Imports ``context``, ``_context``, ``_auth`` and below; imported by ``_server``, ``router`` and ``testing``.
 """
