@@ -73,7 +73,7 @@ def bare_fastapi(public_pem: bytes | None) -> FastAPI:
     public_key = serialization.load_pem_public_key(public_pem) if public_pem is not None else None
 
     def verify(authorization: str = Header()) -> dict[str, Any]:
-        scheme, _, token = authorization.partition(" ")
+        _scheme, _, token = authorization.partition(" ")
         try:
             return jwt.decode(token, public_key, algorithms=["RS256"], audience=RESOURCE, issuer=ISSUER, leeway=30)
         except jwt.PyJWTError as exc:

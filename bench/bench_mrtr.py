@@ -198,7 +198,7 @@ def main(argv: list[str] | None = None) -> int:
                 if why:
                     raise SystemExit(f"{name} failed the round check: {why}")
                 log(f"  {name}: one round checked; a state echoed with other arguments is {'refused' if binds else 'ACCEPTED'}")
-            for name, proc in procs.items():
+            for proc in procs.values():
                 if args.warmup > 0:
                     run_wrk(proc, args.conc, args.warmup, args.max_requests, cpus[1], tmp)
             names = list(SERVERS)

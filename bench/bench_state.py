@@ -85,8 +85,8 @@ async def bench_redis(url: str, args: argparse.Namespace, rows: list[Row]) -> No
     keys = [f"item/{i % NKEYS}" for i in range(NKEYS)]
     raw_keys = [f"{ns}raw:{k}" for k in keys]
     try:
-        await state.set_many({k: VALUE for k in keys})
-        await raw.mset({k: VALUE_JSON for k in raw_keys})
+        await state.set_many(dict.fromkeys(keys, VALUE))
+        await raw.mset(dict.fromkeys(raw_keys, VALUE_JSON))
 
         async def f_get(i: int) -> Any:
             return await state.get(keys[i % NKEYS])
@@ -126,7 +126,7 @@ async def bench_postgres(url: str, args: argparse.Namespace, rows: list[Row]) ->
     upsert = insert(t)
     upsert = upsert.on_conflict_do_update(index_elements=[t.c.key], set_={"value": upsert.excluded.value})
     try:
-        await state.set_many({k: VALUE for k in keys})
+        await state.set_many(dict.fromkeys(keys, VALUE))
         async with engine.begin() as conn:
             await conn.execute(upsert, [{"key": k, "value": VALUE_JSON, "expires_at": None} for k in raw_keys])
 

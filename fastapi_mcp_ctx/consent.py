@@ -230,20 +230,19 @@ class ConsentGate:
         expected = self._expected(operation, target, content_hash)
         records = ConsentRecords.of(ctx.state)
         state = ctx.inputs.state()
-        if state is not None and state.startswith(_STATE_PREFIX):
-            if await records.redeem(state[len(_STATE_PREFIX) :], expected):
-                answer = ctx.inputs.view(CONSENT_INPUT_KEY)
-                if answer.kind == "elicit" and answer.action is not None:
-                    content: Mapping[str, Any] | None = answer.content
-                    if answer.action == "accept" and content is not None and content.get("confirm") is True:
-                        return
-                    action = "decline" if answer.action == "accept" else str(answer.action)
-                    raise ConsentDeclinedError(
-                        f"The user did not allow {operation} on {target}; nothing was done",
-                        recovery_hint="Ask the user before trying again.",
-                        data={"action": action, "operation": operation, "target": target},
-                    )
-                logger.info("consent for %s: the record came back without an answer; asking again", expected.call)
+        if state is not None and state.startswith(_STATE_PREFIX) and await records.redeem(state[len(_STATE_PREFIX) :], expected):
+            answer = ctx.inputs.view(CONSENT_INPUT_KEY)
+            if answer.kind == "elicit" and answer.action is not None:
+                content: Mapping[str, Any] | None = answer.content
+                if answer.action == "accept" and content is not None and content.get("confirm") is True:
+                    return
+                action = "decline" if answer.action == "accept" else str(answer.action)
+                raise ConsentDeclinedError(
+                    f"The user did not allow {operation} on {target}; nothing was done",
+                    recovery_hint="Ask the user before trying again.",
+                    data={"action": action, "operation": operation, "target": target},
+                )
+            logger.info("consent for %s: the record came back without an answer; asking again", expected.call)
         record_id = await records.issue(expected, float(ttl))
         ctx.request_input(
             {CONSENT_INPUT_KEY: elicit(message, CONFIRM_SCHEMA)},

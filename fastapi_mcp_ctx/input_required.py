@@ -42,8 +42,8 @@ from typing import Any, Final, Generic, Literal, TypeVar
 from pydantic import BaseModel
 
 __all__ = [
-    "ElicitAnswer",
     "INPUT_METHODS",
+    "ElicitAnswer",
     "InputRequired",
     "elicit",
     "elicit_url",
@@ -290,9 +290,10 @@ def elicitation_schema(schema: type[BaseModel] | Mapping[str, Any]) -> dict[str,
     for name, prop in properties.items():  # pyright: ignore[reportUnknownVariableType]
         _check_property(str(name), prop)  # pyright: ignore[reportUnknownArgumentType]
     required = built.get("required")
-    if required is not None:
-        if not isinstance(required, list) or not all(r in properties for r in required):  # pyright: ignore[reportUnknownVariableType]
-            raise ValueError("'required' must list names of the schema's properties")
+    if required is not None and (
+        not isinstance(required, list) or not all(r in properties for r in required)  # pyright: ignore[reportUnknownVariableType]
+    ):
+        raise ValueError("'required' must list names of the schema's properties")
     return built
 
 

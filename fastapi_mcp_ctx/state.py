@@ -339,9 +339,10 @@ class ContextState:
             InvalidCursorError: a cursor this server did not issue for this tenant and prefix.
         """
         ns = self._namespace()
-        if prefix != "":
-            if type(prefix) is not str or len(prefix) > MAX_KEY_LENGTH or ".." in prefix or not _KEY_RE.fullmatch(prefix):
-                raise _bad_key(prefix, "prefix")
+        if prefix != "" and (
+            type(prefix) is not str or len(prefix) > MAX_KEY_LENGTH or ".." in prefix or not _KEY_RE.fullmatch(prefix)
+        ):
+            raise _bad_key(prefix, "prefix")
         raw_limit = cast(object, limit)
         if isinstance(raw_limit, bool) or not isinstance(raw_limit, int) or not 1 <= raw_limit <= MAX_LIST_LIMIT:
             raise ValidationError(f"Invalid limit {limit!r}: an integer from 1 to {MAX_LIST_LIMIT}")

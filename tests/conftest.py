@@ -309,7 +309,7 @@ class Wire:
             assert note.status_code == 202, note.text
         return session
 
-    def legacy_headers(self, session: str | None | type(...) = ..., version: str | None = LEGACY) -> dict[str, str]:
+    def legacy_headers(self, session: str | type(...) | None = ..., version: str | None = LEGACY) -> dict[str, str]:
         headers: dict[str, str] = {}
         sid = self.session if session is ... else session
         if sid is not None:

@@ -95,7 +95,7 @@ async def test_concurrent_lookups_are_one_round_trip_and_each_gets_its_own_recor
             got = await asyncio.gather(*(store.get(session_id) for session_id in ids))
             assert batcher_of(store).round_trips == before + 1
             assert await evalsha_calls(redis.url) == 1
-            for session_id, rec in zip(ids, got):
+            for session_id, rec in zip(ids, got, strict=True):
                 assert rec is not None and rec.id == session_id
                 assert rec.client_info == {"name": f"client-{session_id}"}
 

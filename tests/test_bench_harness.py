@@ -167,7 +167,7 @@ def test_smoke_run_project_and_ceiling(tmp_path: Path, capsys: pytest.CaptureFix
         assert counters["opened"] == counters["closed"] > 0, label
     rows = {(r["server"], r["workload"]): r for r in result["summary"]}
     assert rows[("fastapi", "a")]["ratio"] == pytest.approx(1.0)
-    assert 0 < rows[("project", "d")]["ratio"]
+    assert rows[("project", "d")]["ratio"] > 0
     out = capsys.readouterr().out
     assert "| workload | conc | fastapi-mcp-ctx | bare FastAPI (ceiling) |" in out
     assert path.with_suffix(".md").exists()

@@ -7,14 +7,13 @@ from __future__ import annotations
 
 import base64
 import json
-from typing import Any, TypedDict
+from typing import Any, NotRequired, TypedDict
 
 import pytest
 from conftest import make_app, make_router
 from fastapi import Depends
 from jsonschema import Draft202012Validator
 from pydantic import BaseModel, Field
-from typing_extensions import NotRequired
 
 from fastapi_mcp_ctx import Context, mcp_context
 from fastapi_mcp_ctx.errors import DeclarationError

@@ -120,7 +120,7 @@ def envelope_of(result: dict[str, Any], *, output_schema: bool = True) -> dict[s
         assert result["structuredContent"] == {"error": error}
     assert set(error) == {"code", "message", "data"}, error
     assert isinstance(error["code"], int) and isinstance(error["data"], dict)
-    assert [b for b in result["content"] if b["type"] == "text"][0]["text"] == error["message"]
+    assert next(b for b in result["content"] if b["type"] == "text")["text"] == error["message"]
     return error
 
 

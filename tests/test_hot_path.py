@@ -318,7 +318,7 @@ def test_the_overflow_filter_on_the_re_encoded_message_finds_what_the_walk_finds
     assert message.out_of_range == (("a",) if overflows else ())  # type: ignore[union-attr]
     outside = ('{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"' + name + '","x":' + value + ',"arguments":{}}}').encode()
     if overflows:
-        with pytest.raises(InvalidParamsError, match="params.x: number out of range"):
+        with pytest.raises(InvalidParamsError, match=r"params\.x: number out of range"):
             parse_message(outside)
     else:
         assert parse_message(outside).params["x"] == json.loads(value)  # type: ignore[union-attr]

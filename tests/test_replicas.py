@@ -190,7 +190,7 @@ async def test_a_call_running_on_a_is_resumed_on_b_with_its_remaining_progress_a
 
 
 async def test_a_listen_stream_on_b_gets_a_change_made_on_a_tagged_and_filtered() -> None:
-    async with two_replicas() as (app_a, router_a, app_b, _):
+    async with two_replicas() as (_app_a, router_a, app_b, _):
         async with listening(app_b, "l-1", {"toolsListChanged": True}) as listen:
             await router_a.notify_prompts_list_changed()  # not asked for
             await router_a.notify_tools_list_changed()

@@ -60,7 +60,7 @@ async def test_official_client_resumes_its_get_stream_and_gets_what_was_sent_mea
 
         with anyio.fail_after(20):
             async with Client(url, mode="legacy", logging_callback=on_log) as client:
-                while not (await client.call_tool("close_get", {})).structured_content == {"result": True}:
+                while (await client.call_tool("close_get", {})).structured_content != {"result": True}:
                     await anyio.sleep(0.05)  # until the client's GET stream is attached, then it is closed
                 assert (await client.call_tool("poke_me", {"text": "while away"})).structured_content == {"result": True}
                 while "while away" not in received:

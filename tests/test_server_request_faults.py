@@ -89,7 +89,7 @@ async def test_b06_2026_request_is_never_sent_on_a_stream() -> None:
 
 async def test_b06_only_declared_kinds_are_sent() -> None:
     app, _ = build()
-    async with in_session(app, {"elicitation": {}}) as (wire, session):
+    async with in_session(app, {"elicitation": {}}) as (_wire, session):
         async with calling(app, session, {"method": "sampling/createMessage", "params": SAMPLE, "timeout": 30}) as exchange:
             await finished(exchange)
     assert exchange.headers["content-type"] == "application/json"
@@ -101,7 +101,7 @@ async def test_b06_only_declared_kinds_are_sent() -> None:
 
 async def test_b45_timeouts_leave_nothing_behind() -> None:
     app, router = build()
-    async with in_session(app, {"elicitation": {}}) as (wire, session):
+    async with in_session(app, {"elicitation": {}}) as (_wire, session):
         for round_ in range(40):
             async with calling(app, session, {"method": "elicitation/create", "params": ELICIT, "timeout": 0.01}, request_id=round_) as ex:
                 await finished(ex)
@@ -130,7 +130,7 @@ async def test_b45_a_late_answer_is_accepted_and_applied_to_nothing() -> None:
 
 async def test_b45_an_undeclared_roots_request_fails_with_nothing_on_the_wire() -> None:
     app, router = build()
-    async with in_session(app, {"elicitation": {}}) as (wire, session):
+    async with in_session(app, {"elicitation": {}}) as (_wire, session):
         started = time.monotonic()
         async with calling(app, session, {"method": "roots/list", "timeout": 30}) as exchange:
             await finished(exchange)

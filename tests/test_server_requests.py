@@ -147,7 +147,7 @@ async def test_timeout_raises_and_cancels_the_request_on_the_stream() -> None:
 
 async def test_default_timeout_comes_from_the_setting() -> None:
     app, _ = build(server_request_timeout_seconds=0.1)
-    async with in_session(app) as (wire, session):
+    async with in_session(app) as (_wire, session):
         async with calling(app, session, {"method": "ping"}) as exchange:
             await finished(exchange)
     (exc,) = RAISED
@@ -188,7 +188,7 @@ async def test_an_undeclared_capability_fails_at_once_with_nothing_sent(
     method: str, params: dict[str, Any] | None, declared: dict[str, Any], required: dict[str, Any]
 ) -> None:
     app, router = build()
-    async with in_session(app, declared) as (wire, session):
+    async with in_session(app, declared) as (_wire, session):
         started = time.monotonic()
         async with calling(app, session, {"method": method, "params": params, "timeout": 30}) as exchange:
             await finished(exchange)
@@ -210,7 +210,7 @@ async def test_a_declared_capability_lets_the_request_out(
     for key, value in required.items():
         granted[key] = {**declared.get(key, {}), **value}
     app, _ = build()
-    async with in_session(app, granted) as (wire, session):
+    async with in_session(app, granted) as (_wire, session):
         async with calling(app, session, {"method": method, "params": params, "timeout": 0.05}) as exchange:
             await finished(exchange)
     assert frames(exchange)[0]["method"] == method
@@ -232,7 +232,7 @@ def test_required_capabilities_table() -> None:
 
 async def test_a_json_only_client_fails_at_once() -> None:
     app, router = build()
-    async with in_session(app) as (wire, session):
+    async with in_session(app) as (_wire, session):
         started = time.monotonic()
         async with calling(app, session, {"method": "ping", "timeout": 30}, accept="application/json") as exchange:
             await finished(exchange)
@@ -428,7 +428,7 @@ async def test_cancelling_the_call_removes_its_entry() -> None:
 async def test_a_disconnect_removes_the_entry_when_it_cancels_the_call() -> None:
     """Without resumability a 2025 disconnect cancels the call, and its pending request goes."""
     app, router = build(http_resumability=False)
-    async with in_session(app) as (wire, session):
+    async with in_session(app) as (_wire, session):
         async with calling(app, session, {"method": "ping", "timeout": 30}) as exchange:
             await wait_frames(exchange, 1)
             exchange.disconnect.set()

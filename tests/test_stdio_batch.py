@@ -34,7 +34,7 @@ async def test_a_batch_is_answered_with_one_array_line_in_order(tmp_path: Path) 
         init = rpc("initialize", {"protocolVersion": BATCH_VERSION, "capabilities": {}, "clientInfo": {"name": "x", "version": "1"}}, "i")
         members = [call("slow", {"seconds": 0.3}, 1), rpc("ping", None, 2), notification("notifications/initialized"), 1, init]
         started = time.monotonic()
-        await server.send(line(members + [call("slow", {"seconds": 0.3, "label": "b"}, 3)]))
+        await server.send(line([*members, call("slow", {"seconds": 0.3, "label": "b"}, 3)]))
         answers = await server.recv_json()
         assert time.monotonic() - started < 0.55, "the two 0.3 s calls ran one after the other"
     assert isinstance(answers, list)

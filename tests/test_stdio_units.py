@@ -107,7 +107,7 @@ def test_find_targets_sees_prefixed_includes_and_mounted_apps() -> None:
 def test_resolve_app_chooses_or_explains() -> None:
     one, two = make_router(), make_router(path="/other")
     app = make_app(one, two)
-    with pytest.raises(AppLoadError, match="several McpRouters .*/mcp, /other.*--path"):
+    with pytest.raises(AppLoadError, match=r"several McpRouters .*/mcp, /other.*--path"):
         resolve_app(app, "m:app", None)
     assert resolve_app(app, "m:app", "/other")[1].router is two
     with pytest.raises(AppLoadError, match="no McpRouter at path '/nope' \\(found: /mcp, /other\\)"):
@@ -126,7 +126,7 @@ def test_load_app_errors_say_what_to_fix() -> None:
             load_app(spec)
     with pytest.raises(AppLoadError, match="Cannot import module 'no_such_module_xyz'"):
         load_app("no_such_module_xyz:app")
-    with pytest.raises(AppLoadError, match="has no attribute 'nope.deeper'"):
+    with pytest.raises(AppLoadError, match=r"has no attribute 'nope\.deeper'"):
         load_app("json:nope.deeper")
     assert load_app("json:decoder.JSONDecoder") is json.decoder.JSONDecoder
 

@@ -282,7 +282,7 @@ async def test_crash_is_generic_is_error(wire: Wire, era: str) -> None:
 # -- B37: pagination --------------------------------------------------------------------------------
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def build_many(count: int = 250, page_size: int = 100) -> Any:
     router = make_router(page_size=page_size)
     for i in range(count):

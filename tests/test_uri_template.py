@@ -15,7 +15,7 @@ from fastapi_mcp_ctx._wire.uri_template import UriTemplate
 from fastapi_mcp_ctx.errors import UriMatchError
 
 # Text rich in what breaks matchers: reserved characters, '%', '/', '+', spaces, non-ASCII.
-TRICKY = st.text(alphabet=st.sampled_from(list("aZ09-._~:/?#[]@!$&'()*+,;=% ") + ["é", "ü", "中", "😀", "\u00a0"]), max_size=12)
+TRICKY = st.text(alphabet=st.sampled_from([*"aZ09-._~:/?#[]@!$&'()*+,;=% ", "é", "ü", "中", "😀", "\u00a0"]), max_size=12)
 NO_SLASH = TRICKY.filter(lambda s: "/" not in s)
 NON_EMPTY = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), min_size=1, max_size=8)
 

@@ -67,7 +67,7 @@ SERVERS: dict[str, ServerSpec] = {
         ServerSpec("project-redis", "fastapi-mcp-ctx, Redis sessions", "examples.bench_app:app", ENV_PROJECT_REDIS, project=True, opt_in=True),
         # -s project-otel: the OpenTelemetry SDK configured (BENCH_OTEL=1), beside -s project (off)
         ServerSpec("project-otel", "fastapi-mcp-ctx, OpenTelemetry SDK", "examples.bench_app:app", ENV_PROJECT,
-                   project=True, opt_in=True, base_env=OTEL),  # fmt: skip
+                   project=True, opt_in=True, base_env=OTEL),
     ]
 }
 

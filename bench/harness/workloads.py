@@ -74,7 +74,7 @@ def _make() -> dict[str, Workload]:
         Workload("c", "tools/list (every tool, one page), 2025-11-25", *c, check="list"),
         Workload("cm", "tools/list (every tool, one page), 2026-07-28", *cm, check="list"),
         Workload("d", "tools/call lookup: yield dependency + X-Tenant header, 2025-11-25", d[0],
-                 {**d[1], "X-Tenant": TENANT}, check="lookup"),  # fmt: skip
+                 {**d[1], "X-Tenant": TENANT}, check="lookup"),
         Workload("s", "tools/call add in a 2025-11-25 session", *a, session=True),
         Workload("p", f"tools/call countdown: {COUNTDOWN_N} progress notifications on SSE, 2025-11-25", *p, check="countdown"),
         Workload("r", f"resources/read {NOTE_URI} (small text), 2025-11-25", *_legacy("resources/read", read), check="read"),

@@ -49,8 +49,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "RequestStateSealer",
-    "announce_process_key",
     "StateBinding",
+    "announce_process_key",
     "arguments_digest",
     "request_state_sealer",
     "shared_store_names",

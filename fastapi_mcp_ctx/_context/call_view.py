@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Mapping
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from types import MappingProxyType
 from typing import Any
 
@@ -43,7 +43,7 @@ class CallView:
     @property
     def timestamp(self) -> str:
         """Request start time, ISO 8601 UTC (``2026-11-29T20:34:11.123456+00:00``)."""
-        return datetime.fromtimestamp(self._call.started_at, timezone.utc).isoformat()
+        return datetime.fromtimestamp(self._call.started_at, UTC).isoformat()
 
     @property
     def tenant_id(self) -> str | None:

@@ -194,7 +194,7 @@ def _record_of(session_id: str, raw: str) -> SessionRecord:
 
 
 class _Keys:
-    __slots__ = ("all", "own", "rec", "lease")
+    __slots__ = ("all", "lease", "own", "rec")
 
     def __init__(self, namespace: str) -> None:
         self.rec = f"{namespace}ses:"

@@ -34,15 +34,15 @@ from ..errors import InvalidParamsError, InvalidRequestError, MalformedAnswerErr
 from .safe_text import encode
 
 __all__ = [
+    "OUT_OF_RANGE",
+    "EncodedResult",
     "JsonRpcNotification",
     "JsonRpcRequest",
     "JsonRpcResponse",
-    "may_overflow",
-    "OUT_OF_RANGE",
-    "EncodedResult",
     "RequestId",
     "dumps",
     "error_message",
+    "may_overflow",
     "non_finite_paths",
     "notification_message",
     "parse_message",
@@ -207,7 +207,7 @@ def _with_long_numbers_overflowed(text: str, error: ValueError) -> Any:
     valid JSON, but beyond the range this server accepts, so each such literal is read as an
     overflowing ``1e400`` and judged like one (module docstring). Any other fault: ParseError."""
     limit = sys.get_int_max_str_digits()
-    long_number = re.compile(r"[0-9]{%d,}(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?" % (limit + 1)) if limit else None
+    long_number = re.compile(rf"[0-9]{{{limit + 1},}}(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?") if limit else None
     if long_number is not None and str(error).startswith("number out of range") and long_number.search(text):
         try:
             return from_json(long_number.sub("1e400", text), allow_inf_nan=False)

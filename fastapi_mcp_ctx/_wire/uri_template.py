@@ -22,6 +22,7 @@ variable, or a repeated query parameter raise :class:`UriMatchError` (``-32602``
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -80,7 +81,7 @@ class UriTemplate:
             would make matching ambiguous, or anything but query expressions after ``{?...}``.
     """
 
-    __slots__ = ("_parts", "_query", "_regex", "_names", "template")
+    __slots__ = ("_names", "_parts", "_query", "_regex", "template")
 
     def __init__(self, template: str) -> None:
         self.template = template
@@ -106,7 +107,7 @@ class UriTemplate:
         path = parts[:first_query]
         if any(isinstance(p, str) and ("?" in p or "#" in p) for p in path):
             raise ValueError(f"URI template {template!r}: put the query in a {{?...}} expression, not a literal '?'")
-        for before, after in zip(path, path[1:], strict=False):
+        for before, after in itertools.pairwise(path):
             if isinstance(before, _Expr) and isinstance(after, _Expr) and after.op != "/":
                 raise ValueError(f"URI template {template!r}: two adjacent expressions cannot be told apart; put a literal between them")
         self._parts: tuple[str | _Expr, ...] = tuple(path)

@@ -29,7 +29,7 @@ from ..errors import TestClientInputError
 from ..input_required import ElicitAnswer
 from ._results import Asked, McpResponse
 
-__all__ = ["ElicitationCallback", "InputAnswerer", "RootsCallback", "SamplingCallback", "TEST_MODEL", "answer_rounds"]
+__all__ = ["TEST_MODEL", "ElicitationCallback", "InputAnswerer", "RootsCallback", "SamplingCallback", "answer_rounds"]
 
 TEST_MODEL: Final = "mcp-test-client"
 """The ``model`` of a sampling answer given as a plain string."""

@@ -67,7 +67,7 @@ async def test_missing_key_is_none_and_overwrite_replaces(env: Env) -> None:
 
 async def test_values_come_back_in_json_form(env: Env) -> None:
     s = env.state()
-    when = dt.datetime(2025, 1, 2, 3, 4, 5, tzinfo=dt.timezone.utc)
+    when = dt.datetime(2025, 1, 2, 3, 4, 5, tzinfo=dt.UTC)
     await s.set("when", when)
     assert await s.get("when") == "2025-01-02T03:04:05Z"
     assert await s.get("when", dt.datetime) == when
@@ -386,7 +386,7 @@ async def test_cursor_is_bound_to_tenant_and_prefix(env: Env) -> None:
 async def test_walk_with_concurrent_writes_never_skips_or_repeats(env: Env) -> None:
     s = env.state()
     stable = [f"k/{i:03d}" for i in range(0, 60, 2)]
-    await s.set_many({k: 0 for k in stable})
+    await s.set_many(dict.fromkeys(stable, 0))
     seen: list[str] = []
     cursor: str | None = None
     n = 0

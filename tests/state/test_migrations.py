@@ -110,7 +110,7 @@ def test_schema_revisions_are_the_packaged_migrations() -> None:
     assert tuple(reversed(walked)) == SCHEMA_REVISIONS
     assert script.get_current_head() == SCHEMA_REVISIONS[-1]
     package = Path(sql_migrations.__file__).resolve().parents[1]
-    assert sql_migrations.MIGRATIONS_DIR == package / "migrations"
+    assert package / "migrations" == sql_migrations.MIGRATIONS_DIR
     assert (sql_migrations.MIGRATIONS_DIR / "env.py").is_file()
 
 
