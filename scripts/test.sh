@@ -9,7 +9,7 @@ scripts/bootstrap.sh test --with-node
 scripts/services.sh start
 eval "$(scripts/services.sh env)"
 export MCP_REQUIRE_SERVICES=1
-echo "== ruff (pyflakes, import order)"
+echo "== ruff (pyflakes, import order, bugbear, pyupgrade, simplify, comprehensions, ruff rules)"
 .venv/bin/ruff check fastapi_mcp_ctx tests examples bench
 echo "== import-linter (the layers of docs/architecture.md, pyproject.toml [tool.importlinter])"
 .venv/bin/lint-imports --no-cache
