@@ -24,7 +24,7 @@ MAX_CHAIN = 19
 
 @pytest.fixture(scope="module")
 def imports() -> dict[str, set[str]]:
-    graph = grimp.build_graph(PACKAGE, include_external_packages=False, exclude_type_checking_imports=False)
+    graph = grimp.build_graph(PACKAGE, include_external_packages=False, exclude_type_checking_imports=False, cache_dir=None)
     return {module: set(graph.find_modules_directly_imported_by(module)) for module in graph.modules}
 
 

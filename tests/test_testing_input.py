@@ -23,7 +23,7 @@ from examples.input_required import Dates, Destination, Extras
 from examples.input_required import router as example_router
 from fastapi_mcp_ctx import Context, ElicitAnswer, input_required, mcp_context
 from fastapi_mcp_ctx.testing import Asked, McpResponseError, McpTestClient, TestClientInputError, ToolResult
-from fastapi_mcp_ctx.testing._transport import SseDecoder, messages_of, stream_asgi
+from fastapi_mcp_ctx.testing._asgi import SseDecoder, messages_of, stream_asgi
 
 ERAS = ["legacy", "modern"]
 

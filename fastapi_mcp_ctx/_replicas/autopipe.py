@@ -38,7 +38,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import NoScriptError, RedisError
 
 from ..backends._loops import PerLoop
-from ..backends.redis import _Script  # pyright: ignore[reportPrivateUsage]
+from ..backends._redis_client import Script as _Script
 from ..errors import StateUnavailableError
 
 __all__ = ["MAX_BATCH", "KeyBatcher"]

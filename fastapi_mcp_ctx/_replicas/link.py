@@ -30,7 +30,12 @@ from urllib.parse import urlsplit
 from redis.exceptions import RedisError
 
 from ..backends._loops import PerLoop
-from ..backends.redis import _Client, _client_from_url, _refusal, _Script, _server_text, _Slots  # pyright: ignore[reportPrivateUsage]
+from ..backends._redis_client import LoopClient as _Client
+from ..backends._redis_client import Script as _Script
+from ..backends._redis_client import Slots as _Slots
+from ..backends._redis_client import client_from_url as _client_from_url
+from ..backends._redis_client import refusal as _refusal
+from ..backends._redis_client import server_text as _server_text
 from ..errors import ConfigurationError, StateUnavailableError
 from .autopipe import KeyBatcher
 

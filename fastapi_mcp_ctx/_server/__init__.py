@@ -1,5 +1,5 @@
-"""The HTTP exchange of both eras: the front door (``endpoint``, ``http``, ``authn``), the 2025 session
-gate, batches, the method tables (``dispatch``, ``call_prep``, ``outcomes``) and input rounds.
+"""The exchange of both eras: the HTTP front door (``endpoint``, ``http``, ``authn``), the 2025 session gate,
+batches, and the transport-neutral core stdio shares (``dispatch``, ``call_prep``, ``outcomes``, ``batch_core``).
 
 Imports ``_handlers``, ``_transport``, ``_replicas`` and below; imported by ``router``, ``_stdio`` and ``testing``.
 """

@@ -1,6 +1,6 @@
 """JSON-RPC batches over Streamable HTTP, for sessions negotiated at 2025-03-26.
 
-Which versions batch and how members are judged: ``_server/batching.py``. Here the HTTP side
+Which versions batch and how members are judged: ``_server/batch_core.py``. Here the HTTP side
 (2025-03-26 ``basic/transports`` §Sending Messages): an array is served only in a session
 (``Mcp-Session-Id``) whose negotiated version is 2025-03-26; a later version, the 2026 era, a
 request without a session (its version cannot be told) or stateless mode keep the
@@ -58,7 +58,7 @@ from .._wire.jsonrpc import (
 )
 from ..errors import InvalidRequestError, MalformedAnswerError, McpError
 from ..settings import McpSettings
-from .batching import BATCH_VERSION, array_of, refusal, run_call, split_batch
+from .batch_core import BATCH_VERSION, array_of, refusal, run_call, split_batch
 from .dispatch import JSON_OK_SCOPE_KEY, Dispatcher
 from .http import BODY_SCOPE_KEY, reject_repeated
 from .outcomes import PreparedCall

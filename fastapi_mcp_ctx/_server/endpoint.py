@@ -54,7 +54,7 @@ from ..errors import (
 from ..settings import McpSettings
 from .authn import AuthOutcome, resolve_principal
 from .batch import BatchHooks, serve_batch
-from .batching import starts_batch
+from .batch_core import starts_batch
 from .dispatch import JSON_OK_SCOPE_KEY, PRINCIPAL_SCOPE_KEY, Dispatcher
 from .gcfreeze import freeze_startup_objects
 from .http import BODY_SCOPE_KEY, accepted, read_body, refuse_content_coding, reject_repeated

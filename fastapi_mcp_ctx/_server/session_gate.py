@@ -15,7 +15,6 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import Scope
 
-from .._replicas.deadline import store_work
 from .._replicas.relay import Relay
 from .._transport.notifications import Notifier
 from .._transport.pending import PendingRequests
@@ -37,6 +36,7 @@ from ..errors import (
     StreamConflictError,
 )
 from ..settings import McpSettings
+from .deadline import store_work
 from .dispatch import PRINCIPAL_SCOPE_KEY, Dispatcher
 from .http import accepted
 from .outcomes import json_reply
@@ -79,7 +79,7 @@ class SessionGate:
 
     def store_work(self, scope: Scope) -> Any:
         """The bound of a piece of this request's session-store / bus work: one deadline per
-        request (``MCP_SESSION_STORE_DEADLINE_SECONDS``, ``_replicas/deadline.py``)."""
+        request (``MCP_SESSION_STORE_DEADLINE_SECONDS``, ``_server/deadline.py``)."""
         return store_work(scope, self.settings.session_store_deadline_seconds, self._remote_stores)
 
     async def initialize(self, message: JsonRpcRequest, request_scope: Scope) -> Response:

@@ -3,7 +3,7 @@
 2025-03-26 ``basic/transports`` §stdio: a line may be "a JSON-RPC batch containing one or more
 requests and/or notifications" (and its ``basic`` §Batching: MUST support receiving them). Any
 other connection (a later version, the 2026 era, not initialized) keeps the single-message
-refusal, as over HTTP (``_server/batching.py``).
+refusal, as over HTTP (``_server/batch_core.py``).
 
 Members are judged one by one (JSON-RPC 2.0 §6): an invalid one gets its own error object,
 ``initialize`` is refused, an id already in flight (in the batch or before it) is refused,
@@ -29,7 +29,7 @@ from starlette.background import BackgroundTasks
 from starlette.requests import Request
 
 from .._context.cancel_signal import CancelSignal
-from .._server.batching import array_of, run_call, split_batch
+from .._server.batch_core import array_of, run_call, split_batch
 from .._server.dispatch import Dispatcher
 from .._server.outcomes import PreparedCall
 from .._transport.pending import PendingRequests

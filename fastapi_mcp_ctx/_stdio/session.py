@@ -41,7 +41,7 @@ from starlette.requests import Request
 from starlette.types import Message
 
 from .._context.cancel_signal import CancelSignal
-from .._server.batching import BATCH_VERSION, run_call, starts_batch
+from .._server.batch_core import BATCH_VERSION, run_call, starts_batch
 from .._server.http import BODY_SCOPE_KEY
 from .._server.outcomes import PreparedCall
 from .._transport.pending import PendingRequests

@@ -15,6 +15,9 @@ which ``pip install`` to run). The backend connects on first use, one pool per e
 that uses it, and holds its pools (and, for SQL, an expiry sweeper task per loop) until
 ``await backend.aclose()``, which the application calls at shutdown; a call after that
 reconnects. ``aclose`` never deletes data (the memory backend's included).
+
+The package imports only ``settings``, ``_extras`` and ``errors``; ``state``, ``consent``, ``_auth``,
+``_replicas``, ``router``, ``cli`` and ``testing`` import it.
 """
 
 from __future__ import annotations

@@ -39,13 +39,7 @@ __all__ = ["RedisBackend"]
 
 logger = logging.getLogger(__name__)
 
-# The names ``fastapi_mcp_ctx._replicas.link`` imports from here (the code is in ``_redis_client``).
-_Client = LoopClient
-_Script = Script
-_Slots = Slots
-_client_from_url = client_from_url
 _refusal = refusal
-_server_text = server_text
 
 
 class RedisBackend:

@@ -18,8 +18,10 @@ stream, read as they arrive); :attr:`McpResponse.asked` records what was asked.
 
 The client's parts: the wire round trip (``testing._exchange``), the answered questions
 (``testing._input``), the results (``testing._results``), resources/prompts/completions
-(``testing._features``), :func:`reset_state` (``testing._state``); the lifecycle and the tool
-requests are here.
+(``testing._features``), :func:`reset_state` (``testing._state``), what goes on the wire
+(``testing._encoding``) and the in-process ASGI call (``testing._asgi``); the lifecycle and the tool
+requests are here. The package imports ``router``, ``_server``, ``_handlers`` and below, through the
+public surface where it can; nothing in ``fastapi_mcp_ctx`` imports it.
 """
 
 from __future__ import annotations
@@ -45,12 +47,12 @@ from .. import __version__
 from .._discovery import find_targets
 from ..errors import McpResponseError, TestClientInputError
 from ..router import McpRouter
+from ._encoding import header_params_of, param_headers, response_error
 from ._exchange import WireExchange
 from ._features import FeatureRequests
 from ._input import ElicitationCallback, InputAnswerer, RootsCallback, SamplingCallback, answer_rounds
 from ._results import Asked, McpResponse, Notified, ToolResult
 from ._state import StateReset, reset_state
-from ._wire import header_params_of, param_headers, response_error
 
 __all__ = ["Asked", "Era", "McpResponse", "McpResponseError", "McpTestClient", "TestClientInputError", "ToolResult", "reset_state"]
 

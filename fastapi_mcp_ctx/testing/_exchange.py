@@ -1,6 +1,6 @@
 """One round trip of :class:`~fastapi_mcp_ctx.testing.McpTestClient` with the app: the JSON-RPC
-message in the client's era (``testing._wire.Outgoing``), run through the in-process transport
-(``testing._transport.exchange``) under the client's timeout, the 2025 server→client requests
+message in the client's era (``testing._encoding.Outgoing``), run through the in-process transport
+(``testing._asgi.exchange``) under the client's timeout, the 2025 server→client requests
 of its stream answered as they arrive (a POST on the session), the answer matched by id, its
 notifications kept, and its result checked against the official wire model.
 
@@ -18,10 +18,10 @@ import httpx
 from mcp_types.methods import validate_server_result
 from starlette.types import ASGIApp
 
+from ._asgi import exchange, messages_of
+from ._encoding import ACCEPT, Outgoing, response_error
 from ._input import InputAnswerer
 from ._results import Asked, McpResponse
-from ._transport import exchange, messages_of
-from ._wire import ACCEPT, Outgoing, response_error
 
 __all__ = ["WireExchange"]
 
