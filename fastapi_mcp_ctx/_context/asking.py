@@ -52,6 +52,7 @@ from .client_view import capability_object
 if TYPE_CHECKING:
     from .call_state import CallState
 
+__all__ = ["Messenger", "ask_elicit", "ask_list_roots", "ask_sample", "current_round", "refusal", "request_input", "with_elicitation_id"]
 
 
 class Messenger(Protocol):
@@ -65,8 +66,6 @@ class Messenger(Protocol):
 
     async def send_request(self, method: str, params: Mapping[str, Any] | None = None, *, timeout: float | None = None) -> dict[str, Any]: ...
 
-
-__all__ = ["Messenger", "ask_elicit", "ask_list_roots", "ask_sample", "current_round", "refusal", "request_input", "with_elicitation_id"]
 
 M = TypeVar("M", bound=BaseModel)
 Can = Callable[[str], bool]

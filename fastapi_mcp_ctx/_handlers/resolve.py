@@ -83,7 +83,7 @@ def describe_errors(exc: PydanticValidationError) -> str:
 
 class Invocable(Protocol):
     """What :func:`call_handler` needs of a registered handler (a tool, resource, prompt or
-    completer definition; see :class:`~.registry.ToolDef` for the fields)."""
+    completer definition; see :class:`~.tool_def.ToolDef` for the fields)."""
 
     @property
     def handler(self) -> Callable[..., Any]: ...
