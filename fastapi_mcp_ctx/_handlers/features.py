@@ -37,11 +37,11 @@ from ..settings import McpSettings
 from .cache_hints import CacheHints
 from .completions import build_completer, parse_request, shape_completion
 from .feature_handler import FeatureHandler, run_handler
-from .invocation import Invocation, Run
+from .invocation import Invocation
 from .prompts import PromptDef, PromptRegistry, check_arguments, shape_messages
 from .resources import ResourceDef, ResourceRegistry, shape_contents
 
-__all__ = ["CALL_METHODS", "LIST_METHODS", "Features", "Invocation", "Run"]
+__all__ = ["CALL_METHODS", "LIST_METHODS", "Features"]
 
 CALL_METHODS: Final = frozenset({"resources/read", "prompts/get", "completion/complete"})
 """The methods that run a handler (a ``PreparedCall`` like ``tools/call``)."""

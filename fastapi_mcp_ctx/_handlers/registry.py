@@ -28,7 +28,7 @@ from ..contracts import ErrorContract
 from .tool_declarations import declare
 from .tool_def import ToolDef
 
-__all__ = ["SignatureParts", "ToolDef", "ToolRegistry", "build_dependants", "build_tool", "split_signature"]
+__all__ = ["SignatureParts", "ToolRegistry", "build_dependants", "build_tool", "split_signature"]
 
 _NAME: Final = re.compile(r"^[A-Za-z0-9_.\-/]{1,128}\Z")
 _CONTENT_TYPES: Final[tuple[type, ...]] = (
