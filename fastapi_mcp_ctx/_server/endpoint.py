@@ -111,6 +111,7 @@ class McpEndpoint:
         self.shutdown_coordinator = shutdown_coordinator
         self.pending = pending
         self._authenticate = authenticate
+        self.authenticate: Any = authenticate  # the dependant, or None; the stdio transport runs it too (_stdio.session)
         self.relay = relay if relay is not None else Relay(notifier.bus)  # forwarding between replicas
         self._loopback = loopback_security()
         self._log_checked = False
