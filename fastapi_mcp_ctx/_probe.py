@@ -141,10 +141,29 @@ def _check_status(response: httpx.Response, url: str, step: str) -> None:
         said = _error_message(response)
         reason = f": {said}" if said else " these credentials or this Origin"
         raise ProbeFailure(f"HTTP 403: the server refused{reason}", step, fatal=True)
+    if status == 404 and (served := _served_paths(response)):  # the app's pointer (_server.lost_requests)
+        right = str(httpx.URL(url).copy_with(path=served[0], query=None))
+        raise ProbeFailure(
+            f"HTTP 404: no MCP endpoint at {httpx.URL(url).path}; this server's MCP endpoint is {' or '.join(served)}: "
+            f"fastapi-mcp-ctx check {right}",
+            step,
+            fatal=True,
+        )
     if status == 404 and not _messages_or_empty(response):
         raise ProbeFailure("HTTP 404: no MCP endpoint at this URL (the path is usually /mcp)", step, fatal=True)
     if status >= 500 and not _messages_or_empty(response):
         raise ProbeFailure(f"HTTP {status}: the server failed ({response.text[:200]!r})", step)
+
+
+def _served_paths(response: httpx.Response) -> list[str]:
+    """The MCP paths a 404's JSON-RPC error names (``data.mcpPaths``), if any."""
+    for message in _messages_or_empty(response):
+        error = message.get("error")
+        data = cast("dict[str, Any]", error).get("data") if isinstance(error, dict) else None
+        paths = cast("dict[str, Any]", data).get("mcpPaths") if isinstance(data, dict) else None
+        if isinstance(paths, list):
+            return [p for p in cast("list[Any]", paths) if isinstance(p, str) and p.startswith("/")]
+    return []
 
 
 def _error_message(response: httpx.Response) -> str | None:

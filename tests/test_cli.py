@@ -264,11 +264,11 @@ def test_entry_point_without_click(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_stdio_hands_the_app_spec_and_path_to_the_transport(monkeypatch: pytest.MonkeyPatch) -> None:
     from fastapi_mcp_ctx import cli
 
-    calls: list[tuple[str, str | None]] = []
-    monkeypatch.setattr(cli, "run_stdio", lambda spec, path=None: calls.append((spec, path)))
+    calls: list[tuple[str, str | None, tuple[str, ...]]] = []
+    monkeypatch.setattr(cli, "run_stdio", lambda spec, path=None, headers=(): calls.append((spec, path, tuple(headers))))
     assert run("stdio", "examples.quickstart:app").exit_code == 0
-    assert run("stdio", "examples.quickstart:app", "--path", "/mcp").exit_code == 0
-    assert calls == [("examples.quickstart:app", None), ("examples.quickstart:app", "/mcp")]
+    assert run("stdio", "examples.quickstart:app", "--path", "/mcp", "--header", "X-API-Key=k", "--header", "X-B=2").exit_code == 0
+    assert calls == [("examples.quickstart:app", None, ()), ("examples.quickstart:app", "/mcp", ("X-API-Key=k", "X-B=2"))]
 
 
 def test_stdio_with_an_app_that_names_nothing_servable_exits_2_with_the_reason() -> None:

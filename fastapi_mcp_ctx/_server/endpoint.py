@@ -58,6 +58,7 @@ from .batch_core import starts_batch
 from .dispatch import JSON_OK_SCOPE_KEY, PRINCIPAL_SCOPE_KEY, Dispatcher
 from .gcfreeze import freeze_startup_objects
 from .http import BODY_SCOPE_KEY, accepted, read_body, refuse_content_coding, reject_repeated
+from .lost_requests import install_pointer
 from .outcomes import error_reply, json_reply
 from .session_gate import SESSION_HEADER, SessionGate, error_response
 
@@ -170,6 +171,7 @@ class McpEndpoint:
             install_default_handler(self.settings.log_level)
             announce_process_key(self.settings)
             ensure_root_routes(request.app, self.metadata_routes)
+            install_pointer(request.app)  # a later lost MCP request's 404 names this path (lost_requests)
         outcome: AuthOutcome | None = None
         self.shutdown_coordinator.first_use()
         if not self.relay.started:  # this replica's bus channels, at first use (after any fork)
