@@ -13,10 +13,12 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
 import anyio
+import jwt
 import mcp_types as types
 import pytest
 from mcp import Client
@@ -155,3 +157,32 @@ def test_the_stdio_guide_shows_these_files() -> None:
     for name in ("orders.py", "claude_desktop_config.json"):
         title = f"docs/examples/stdio/{name}"
         assert shown.get(title) == (REPO / title).read_text(encoding="utf-8"), f"docs/stdio.md does not show {title} as it is"
+
+
+# -- MCP_AUTH_MODE=jwt: the bearer gate, as over HTTP ---------------------------------------------
+async def test_jwt_mode_verifies_the_bearer_token_given_as_a_header(tmp_path: Path) -> None:
+    secret = "s" * 40
+    now = int(time.time())
+    claims = {"iss": "https://issuer.test", "aud": "mcp-test", "sub": "alice", "tid": "tenant-a", "iat": now, "exp": now + 600}
+    token = jwt.encode(claims, secret, algorithm="HS256")
+    env = server_env(
+        PYTHONPATH=os.pathsep.join([str(REPO / "tests"), str(REPO)]),
+        MCP_AUTH_MODE="jwt",
+        MCP_JWT_SECRET=secret,
+        MCP_JWT_ISSUER="https://issuer.test",
+        MCP_JWT_AUDIENCE="mcp-test",
+        MCP_RESOURCE_URL="https://mcp.example.test/mcp",
+    )
+    async with spawn(tmp_path, "--header", f"Authorization=Bearer {token}", "--header", "X-Author=bob", env=env) as server:
+        await server.initialize()
+        seen = (await server.request("tools/call", _call("whoami", {}), 1))["result"]["structuredContent"]
+        assert seen == {"tenant": "tenant-a", "subject": "alice", "author": "bob"}
+        await server.close_stdin()
+        assert await server.wait() == 0
+    assert token not in server.stderr()
+    async with spawn(tmp_path, env=env) as server:  # no token
+        params = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "pytest", "version": "1"}}
+        reply = await server.request("initialize", params, "init")
+        assert reply["error"]["code"] == -32001 and "MCP_STDIO_HEADER_<NAME>" in reply["error"]["message"]
+        await server.close_stdin()
+        assert await server.wait() == 0
