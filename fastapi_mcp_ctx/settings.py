@@ -2,6 +2,10 @@
 
 Injected through the cached dependency :func:`get_settings`; tests override it with
 ``app.dependency_overrides[get_settings]`` or pass ``settings=`` to ``McpRouter``.
+
+Not a setting of the server but of the ``fastapi-mcp-ctx stdio`` command: ``MCP_STDIO_HEADER_<NAME>``
+variables give the headers of its synthetic requests, one variable per header
+(:mod:`fastapi_mcp_ctx._stdio.headers`; ``--header NAME=VALUE`` on the command line).
 """
 
 from __future__ import annotations
