@@ -130,6 +130,7 @@ async def test_a_malformed_header_stops_the_start_without_showing_its_value(
 ) -> None:
     async with spawn(tmp_path, *args, app="orders:app", env=_env(**env), cwd=EXAMPLE) as server:
         assert await server.wait(timeout=15) == 2
+        assert await server.rest_of_stdout() == []  # the refusal goes to stderr only (B59)
     stderr = server.stderr()
     assert named in stderr
     assert "v1-secret" not in stderr
