@@ -23,7 +23,7 @@ import mcp_types as types
 import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
-from stdio_wire import MODERN, envelope, server_env, spawn
+from stdio_wire import MODERN, envelope, rpc, server_env, spawn
 from test_docs import code_blocks
 
 from fastapi_mcp_ctx._stdio.headers import stdio_headers
@@ -181,6 +181,13 @@ async def test_jwt_mode_verifies_the_bearer_token_given_as_a_header(tmp_path: Pa
         await server.close_stdin()
         assert await server.wait() == 0
     assert token not in server.stderr()
+    async with spawn(tmp_path, "--header", f"Authorization=Bearer {token}", env=env) as server:  # a batch line: one admission
+        await server.initialize("2025-03-26")
+        await server.send([rpc("tools/call", _call("whoami", {}), 1), rpc("tools/call", _call("whoami", {}), 2)])
+        answers = await server.recv_json()
+        assert [a["result"]["structuredContent"]["tenant"] for a in answers] == ["tenant-a", "tenant-a"]
+        await server.close_stdin()
+        assert await server.wait() == 0
     async with spawn(tmp_path, env=env) as server:  # no token
         params = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "pytest", "version": "1"}}
         reply = await server.request("initialize", params, "init")

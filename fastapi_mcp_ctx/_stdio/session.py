@@ -187,11 +187,10 @@ class StdioSession:
         record = self._record
         if record is not None and record.protocol_version == BATCH_VERSION and starts_batch(line):  # _stdio/batch.py
             try:  # the line is one HTTP POST's body: authenticated once, as over HTTP
-                outcome = await self._admit(self._request(line))
+                principal, outcome = await self._admit(self._request(line))
             except McpError as exc:
                 await self._send(error_message(None, exc))
                 return
-            principal = outcome.principal if outcome is not None else None
             await serve_stdio_batch(self._batch_hooks(principal), record, line, self.router.settings.max_batch_size, requests)
             await self._admission.after(outcome)
             return
@@ -208,7 +207,7 @@ class StdioSession:
             return
         try:
             if message.method == "initialize":  # inline: requests pipelined behind it see the session
-                outcome = await self._admit(self._request(line))
+                _, outcome = await self._admit(self._request(line))
                 await self._send(self._initialize(message))
                 await self._admission.after(outcome)
                 assert self._record is not None
@@ -269,12 +268,12 @@ class StdioSession:
         envelope.client_info = self._record.client_info
         return envelope
 
-    async def _admit(self, request: Request) -> AuthOutcome | None:
-        """Admit ``request`` (:class:`.admission.StdioAdmission`); the listen feeds follow its tenant."""
+    async def _admit(self, request: Request) -> tuple[Principal | None, AuthOutcome | None]:
+        """Admit ``request`` (:class:`.admission.StdioAdmission`); the notification feeds follow its tenant."""
         principal, outcome = await self._admission.admit(request)
         if principal is not None:
             self._notifications.tenant_id = principal.tenant_id
-        return outcome
+        return principal, outcome
 
     def _request(self, body: bytes, principal: Principal | None = None) -> Request:
         scope: dict[str, Any] = {
@@ -309,7 +308,7 @@ class StdioSession:
         try:
             request = self._request(body)
             try:
-                admitted = await self._admit(request)
+                _, admitted = await self._admit(request)
             except McpError as exc:
                 await self._send(error_message(message.id, exc))
                 return
