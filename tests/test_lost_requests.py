@@ -22,7 +22,8 @@ from serving import uvicorn_thread
 
 from fastapi_mcp_ctx import McpRouter
 from fastapi_mcp_ctx._probe import probe
-from fastapi_mcp_ctx._server.lost_requests import MAX_SNIFF_BYTES
+from fastapi_mcp_ctx._server import lost_requests
+from fastapi_mcp_ctx._server.lost_requests import MAX_SNIFF_BYTES, install_pointer
 from fastapi_mcp_ctx.errors import McpResponseError
 from fastapi_mcp_ctx.testing import McpTestClient
 
@@ -152,3 +153,33 @@ async def test_the_test_client_on_an_app_without_a_router_says_how_to_add_one() 
     assert caught.value.http_status == 404
     assert "the app has no McpRouter; add one with app.include_router(McpRouter())" in message
     assert "prefix" not in message
+
+
+async def test_a_body_that_never_ends_is_not_waited_for(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(lost_requests, "SNIFF_SECONDS", 0.05)
+    app = _app()
+    install_pointer(app)
+    never = anyio.Event()
+    chunks = [{"type": "http.request", "body": b'{"jsonrpc": "2.0", "method": "ping", "id"', "more_body": True}]
+
+    async def receive() -> dict[str, Any]:
+        if chunks:
+            return chunks.pop(0)
+        await never.wait()  # the rest of the body never comes
+        return {"type": "http.disconnect"}
+
+    sent: list[dict[str, Any]] = []
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    scope = {
+        "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST", "scheme": "http",
+        "path": "/orders", "raw_path": b"/orders", "root_path": "", "query_string": b"",
+        "headers": [(b"content-type", b"application/json"), (b"host", b"127.0.0.1")],
+        "client": ("127.0.0.1", 1), "server": ("127.0.0.1", 80),
+    }  # fmt: skip
+    with anyio.fail_after(5):  # a hang fails here; the sniff gives up after 0.05 s
+        await app(scope, receive, send)
+    assert sent[0]["status"] == 404
+    assert json.loads(b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")) == {"own": "not here", "path": "/orders"}

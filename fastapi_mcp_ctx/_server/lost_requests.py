@@ -9,7 +9,7 @@ the app's bare 404 and no clue. :func:`install_pointer` wraps the app's router's
   ``Mcp-Session-Id`` or ``MCP-Protocol-Version``, or it is a ``POST`` whose ``Accept`` lists both
   ``application/json`` and ``text/event-stream`` (what the Streamable HTTP transport requires of
   clients), or a ``POST`` of ``application/json`` whose body is a JSON-RPC request or
-  notification (read up to :data:`MAX_SNIFF_BYTES`; the id is echoed);
+  notification (read up to :data:`MAX_SNIFF_BYTES` within :data:`SNIFF_SECONDS`; the id is echoed);
 * anything else goes to the original ``default`` with its body replayed, so the app's other
   404s (its own 404 exception handler, FastAPI's ``{"detail": "Not Found"}``) are unchanged.
 
@@ -24,6 +24,7 @@ from collections.abc import AsyncGenerator, Callable, Coroutine
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any, Final, cast
 
+import anyio
 from starlette.types import Message, Receive, Scope, Send
 
 from .._fastapi_compat import LeanRoute, flat_routes
@@ -33,10 +34,12 @@ from .._wire.jsonrpc import error_message
 from ..errors import InvalidRequestError
 from .outcomes import json_reply
 
-__all__ = ["MAX_SNIFF_BYTES", "install_pointer", "mcp_paths", "pointing_lifespan"]
+__all__ = ["MAX_SNIFF_BYTES", "SNIFF_SECONDS", "install_pointer", "mcp_paths", "pointing_lifespan"]
 
 MAX_SNIFF_BYTES: Final = 1024 * 1024
 """How much of an unmatched JSON POST body is read to see whether it is JSON-RPC (bytes)."""
+SNIFF_SECONDS: Final = 10.0
+"""How long reading that body may take (seconds); a slower body is not looked at."""
 
 _MARK: Final = "_fastapi_mcp_ctx_pointer"
 ASGIApp = Callable[[Scope, Receive, Send], Coroutine[Any, Any, None]]
@@ -64,19 +67,22 @@ def _json_post(scope: Scope) -> bool:
 
 
 async def _read_some(receive: Receive) -> tuple[list[Message], bytes, bool]:
-    """The body's messages, its bytes and whether it was read whole (within :data:`MAX_SNIFF_BYTES`)."""
+    """The body's messages, its bytes and whether it was read whole (within :data:`MAX_SNIFF_BYTES`
+    and :data:`SNIFF_SECONDS`)."""
     messages: list[Message] = []
     size = 0
-    while True:
-        message = await receive()
-        messages.append(message)
-        if message["type"] != "http.request":
-            return messages, b"", False
-        size += len(message.get("body", b""))
-        if size > MAX_SNIFF_BYTES:
-            return messages, b"", False
-        if not message.get("more_body", False):
-            return messages, b"".join(m.get("body", b"") for m in messages), True
+    with anyio.move_on_after(SNIFF_SECONDS):
+        while True:
+            message = await receive()
+            messages.append(message)
+            if message["type"] != "http.request":
+                return messages, b"", False
+            size += len(message.get("body", b""))
+            if size > MAX_SNIFF_BYTES:
+                return messages, b"", False
+            if not message.get("more_body", False):
+                return messages, b"".join(m.get("body", b"") for m in messages), True
+    return messages, b"", False
 
 
 def _json_rpc_id(body: bytes) -> tuple[bool, Any]:
