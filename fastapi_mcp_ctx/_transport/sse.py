@@ -38,6 +38,10 @@ dropped (its session ended)."""
 KEEPALIVE: Final = b": keep-alive\r\n\r\n"
 _FLUSH_SECONDS: Final = 5.0
 _RETRY_SECONDS: Final = 0.5
+_MIN_WAIT: Final = 0.05
+_LAPSE_MARGIN: Final = 0.25
+"""Seconds past a call's lease before its reader looks again (the lease is on Redis's clock)."""
+_KEEPALIVE_DUE: Final = 0.9
 
 
 def event_frame(key: StreamKey, event: StoredEvent, retry_ms: int | None) -> bytes:
@@ -119,26 +123,42 @@ async def tail(store: EventStore, connection: Connection, send: Send, after: int
     """
     cursor = after
     key = connection.key
+    wait = keepalive
+    written = anyio.current_time()
     try:
         with connection._hard:  # pyright: ignore[reportPrivateUsage]
             try:
                 while connection.reason is None:
                     page = None
+                    lapse: float | None = None
                     with anyio.CancelScope() as waiting:
                         connection._waiting = waiting  # pyright: ignore[reportPrivateUsage]
                         if connection.reason is None:
                             try:
-                                page = await store.read(key, cursor, wait=keepalive)
+                                page = await store.read(key, cursor, wait=wait)
+                                if not page.events and not page.ended:
+                                    lapse = await store.end_lapsed(key)  # a dead replica's call: call_lost, then the end
+                                    if lapse == 0:
+                                        continue
                             except StateUnavailableError:  # the store is unreachable: keep the connection, retry
                                 await _body(send, KEEPALIVE)
+                                written = anyio.current_time()
                                 await anyio.sleep(min(keepalive, _RETRY_SECONDS))
                                 continue
                     connection._waiting = None  # pyright: ignore[reportPrivateUsage]
                     if page is None:
                         break  # close() woke us: flush below
                     if not page.events and not page.ended:
-                        await _body(send, KEEPALIVE)
+                        now = anyio.current_time()
+                        if now - written >= keepalive * _KEEPALIVE_DUE:
+                            await _body(send, KEEPALIVE)
+                            written = now
+                        wait = max(_MIN_WAIT, keepalive - (now - written))
+                        if lapse is not None:  # look again just after the producer's lease would lapse
+                            wait = min(wait, lapse + _LAPSE_MARGIN)
                         continue
+                    wait = keepalive
+                    written = anyio.current_time()
                     for event in page.events:
                         await _body(send, event_frame(key, event, connection.retry_ms))
                         cursor = event.seq
