@@ -196,16 +196,19 @@ _BROADCAST = Script(_NOW + _ADD + "return add(KEYS[1], KEYS[2], ARGV[1], '1', AR
 # KEYS: meta, stream, bmeta, bstream; ARGV: max_events, max_age_ms, live_ttl_ms
 _CATCH_UP = Script(_NOW + _ADD + _CATCH + "return catch_up(KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[1], ARGV[2], ARGV[3])\n")
 
-# KEYS: pointer; ARGV: meta prefix, stream prefix, session id, data, max_events, max_age_ms, live_ttl_ms, tenant tag
+# KEYS: pointer, bmeta, bstream; ARGV: meta prefix, stream prefix, session id, data, max_events, max_age_ms, live_ttl_ms,
+#       tenant tag. The broadcasts the stream has not taken go first (emission order kept).
 _TO_GET = Script(
     _NOW
     + _ADD
+    + _CATCH
     + """
 local pointer = redis.call('GET', KEYS[1])
 if not pointer or string.sub(pointer, 17) ~= ARGV[8] then return 0 end
 local sid = string.sub(pointer, 1, 16)
 local meta, stream = ARGV[1] .. ARGV[3] .. ':' .. sid, ARGV[2] .. ARGV[3] .. ':' .. sid
 if redis.call('HGET', meta, 'end') ~= '0' then return 0 end
+catch_up(meta, stream, KEYS[2], KEYS[3], ARGV[5], ARGV[6], ARGV[7])
 add(meta, stream, ARGV[4], '1', ARGV[5], ARGV[6])
 redis.call('PEXPIRE', meta, ARGV[7])
 redis.call('PEXPIRE', stream, ARGV[7])
@@ -330,7 +333,7 @@ class RedisEventStore:
         done = await self.link.eval(
             _WHAT,
             _TO_GET,
-            [self._pointer + session_id],
+            [self._pointer + session_id, self._bmeta, self._bstream],
             [self._meta, self._stream, session_id, data.decode(), self.max_events, self.age_ms, self.live_ms, tenant],
         )
         return int(done) == 1

@@ -358,7 +358,9 @@ class MemoryEventStore:
         log = self._sessions.get(session_id, {}).get(stream_id)
         if log is None or log.ended or tag != tenant:
             return False
-        await self.append(StreamKey(session_id, stream_id), data)
+        key = StreamKey(session_id, stream_id)
+        await self.catch_up(key)  # the broadcasts it has not taken go first: emission order kept
+        await self.append(key, data)
         return True
 
     async def append(self, key: StreamKey, data: bytes | None, *, last: bool = False, broadcast: int = 0) -> int:

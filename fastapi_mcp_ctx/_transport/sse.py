@@ -123,23 +123,28 @@ async def tail(store: EventStore, connection: Connection, send: Send, after: int
     """
     cursor = after
     key = connection.key
-    wait = keepalive
     written = anyio.current_time()
+    probe_at: float | None = written  # when to ask whether the stream's producer died (None: it has none)
     try:
         with connection._hard:  # pyright: ignore[reportPrivateUsage]
             try:
                 while connection.reason is None:
                     page = None
-                    lapse: float | None = None
+                    now = anyio.current_time()
+                    wait = max(_MIN_WAIT, keepalive - (now - written))
+                    if probe_at is not None:
+                        wait = min(wait, max(_MIN_WAIT, probe_at - now))
                     with anyio.CancelScope() as waiting:
                         connection._waiting = waiting  # pyright: ignore[reportPrivateUsage]
                         if connection.reason is None:
                             try:
                                 page = await store.read(key, cursor, wait=wait)
-                                if not page.events and not page.ended:
-                                    lapse = await store.end_lapsed(key)  # a dead replica's call: call_lost, then the end
+                                if not page.events and not page.ended and probe_at is not None and anyio.current_time() >= probe_at:
+                                    # a call whose replica died: once its lease lapses, call_lost ends the stream
+                                    lapse = await store.end_lapsed(key)
                                     if lapse == 0:
                                         continue
+                                    probe_at = None if lapse is None else anyio.current_time() + lapse + _LAPSE_MARGIN
                             except StateUnavailableError:  # the store is unreachable: keep the connection, retry
                                 await _body(send, KEEPALIVE)
                                 written = anyio.current_time()
@@ -153,11 +158,7 @@ async def tail(store: EventStore, connection: Connection, send: Send, after: int
                         if now - written >= keepalive * _KEEPALIVE_DUE:
                             await _body(send, KEEPALIVE)
                             written = now
-                        wait = max(_MIN_WAIT, keepalive - (now - written))
-                        if lapse is not None:  # look again just after the producer's lease would lapse
-                            wait = min(wait, lapse + _LAPSE_MARGIN)
                         continue
-                    wait = keepalive
                     written = anyio.current_time()
                     for event in page.events:
                         await _body(send, event_frame(key, event, connection.retry_ms))
