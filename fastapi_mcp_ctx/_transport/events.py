@@ -19,6 +19,13 @@ Spec 2025-11-25 ``basic/transports`` §Resumability and Redelivery; known faults
 - Retention is bounded by count (events per stream) and age (seconds); what is trimmed is
   gone, a reader past a gap continues with the oldest event kept. An ended stream is
   forgotten once its last event is older than the age limit.
+- Streams that outlive their producer (issue 24): a call's stream may be opened with its
+  ``lost`` event and a producer lease (:meth:`EventStore.hold`); once the lease lapses any
+  reader ends the stream with it (:meth:`EventStore.end_lapsed`). A GET stream is the
+  session's (``get_stream``): messages no replica took go into it (:meth:`EventStore.to_get_stream`),
+  and list changes recorded in the broadcast log (under the same retention bounds) are taken
+  by each GET stream once, from its holder or, for one whose holder died, on its resume
+  (:meth:`EventStore.catch_up`).
 
 DESIGN.md decision 9: a Redis Streams implementation (one stream key per SSE stream,
 trimmed by ``MAXLEN``) satisfies the same Protocol so several replicas share resumption.

@@ -22,6 +22,17 @@ A call's own response is ``_transport.resumable_call``; the GET stream's log and
 ``_transport.get_stream``. The session's GET stream outlives its connections: notifications
 are stored while no connection is attached, until the session ends or no connection came back
 for ``MCP_EVENT_RETENTION_SECONDS``.
+
+Streams that outlive their replica (several replicas, issue 24):
+
+- a call's stream carries a lease of its running replica (``MCP_SESSION_LEASE_SECONDS``,
+  renewed while the call runs); should that replica die, a reader of the stream (a resume on
+  any replica) ends it, once the lease lapsed, with the call's ``call_lost`` error;
+- what is sent to the session's GET stream is recorded whether or not a replica holds it
+  (``_transport.notifications``); a resume of a dead replica's GET stream replays it;
+- a GET that fails on the way (503: the store or the bus unreachable) gives back everything it
+  claimed (this process's slot, the lease, the stream, the bus subscription), so its retry
+  gets the stream, never 409.
 """
 
 from __future__ import annotations

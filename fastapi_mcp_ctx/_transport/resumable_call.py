@@ -8,7 +8,11 @@ The call runs inside this response and writes each event to the store before its
   as cancellation); the call runs on and a ``GET`` + ``Last-Event-ID`` resumes its stream;
 - ``ctx.close_sse_stream()`` (clients at 2025-11-25 or later) starts the stream if need be
   (priming event), then closes the connection after a ``retry`` hint; the call goes on;
-- at shutdown the same happens to every call of such a client (``_transport.shutdown``).
+- at shutdown the same happens to every call of such a client (``_transport.shutdown``);
+- with several replicas the stream is opened with the call's ``call_lost`` error and a lease of
+  this replica (``MCP_SESSION_LEASE_SECONDS``, renewed every third of it while the call runs):
+  should this replica die, a resumed reader ends the stream with that error once the lease
+  lapsed (``EventStore.end_lapsed``), instead of keep-alives for ever.
 
 ``CallResponse`` in ``_transport.streams`` is the non-resumable twin (2026 era, sessionless 2025,
 ``MCP_HTTP_RESUMABILITY=false``).

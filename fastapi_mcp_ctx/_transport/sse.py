@@ -42,6 +42,9 @@ _MIN_WAIT: Final = 0.05
 _LAPSE_MARGIN: Final = 0.25
 """Seconds past a call's lease before its reader looks again (the lease is on Redis's clock)."""
 _KEEPALIVE_DUE: Final = 0.9
+_OUTAGE_GRACE: Final = 2.0
+"""Seconds of a reachable store after an outage before a call's lapsed lease counts (its
+replica retries its renewal every 0.5 s: an outage alone never makes a call lost)."""
 
 
 def event_frame(key: StreamKey, event: StoredEvent, retry_ms: int | None) -> bytes:
@@ -148,6 +151,8 @@ async def tail(store: EventStore, connection: Connection, send: Send, after: int
                             except StateUnavailableError:  # the store is unreachable: keep the connection, retry
                                 await _body(send, KEEPALIVE)
                                 written = anyio.current_time()
+                                if probe_at is not None:  # the running replica could not renew either: let it first
+                                    probe_at = written + _OUTAGE_GRACE
                                 await anyio.sleep(min(keepalive, _RETRY_SECONDS))
                                 continue
                     connection._waiting = None  # pyright: ignore[reportPrivateUsage]

@@ -17,7 +17,7 @@ import pytest
 from redis.asyncio import Redis
 
 from .topology import LEASE_SECONDS, Topology, wait_ready
-from .wire import call, call_tool, initialize, legacy_headers, stream
+from .wire import call, call_tool, initialize, legacy_headers, modern_headers, modern_meta, stream
 
 pytestmark = [pytest.mark.replicas, pytest.mark.redis]
 
@@ -57,6 +57,25 @@ async def test_a_resumed_call_whose_replica_died_gets_call_lost_and_its_stream_e
     assert anyio.current_time() - killed < PATIENCE
     # the session itself goes on, on the surviving replica
     assert await call_tool(http, b.url, session, "served_by") == "b"
+
+
+async def test_a_2026_call_stream_ends_with_its_replica_it_is_not_resumable(topo: Topology, http: httpx.AsyncClient) -> None:
+    """Item 4 in the 2026 era: its SSE response is the running replica's own connection (not
+    stored, ``Last-Event-ID`` ignored), so a ``kill -9`` ends it at once through the proxy; the
+    client sees a cut stream, never keep-alives, and retries the call."""
+    params = {"name": "long_job", "arguments": {"steps": 20, "delay": 5}, "_meta": {**modern_meta(), "progressToken": "m"}}
+    body = {"jsonrpc": "2.0", "id": 42, "method": "tools/call", "params": params}
+    async with stream(http, "POST", topo.url, modern_headers("tools/call", "long_job"), body) as running:
+        assert running.status == 200
+        _, progress = await running.message()
+        assert progress["params"]["progress"] == 1
+        topo.replica(running.headers["x-served-by"]).kill()
+        killed = anyio.current_time()
+        try:
+            ended = await running.next(timeout=PATIENCE)
+        except httpx.RemoteProtocolError:  # nginx cut the chunked body: the upstream died
+            ended = None
+    assert ended is None and anyio.current_time() - killed < PATIENCE
 
 
 async def test_notifications_for_a_get_stream_whose_holder_died_are_replayed_on_resume(topo: Topology, http: httpx.AsyncClient) -> None:
