@@ -59,6 +59,26 @@ async def test_a_resumed_call_whose_replica_died_gets_call_lost_and_its_stream_e
     assert await call_tool(http, b.url, session, "served_by") == "b"
 
 
+async def test_a_call_running_longer_than_the_lease_on_a_live_replica_is_never_lost(topo: Topology, http: httpx.AsyncClient) -> None:
+    """The running replica renews its call's lease: a reader elsewhere gets the real answer."""
+    a, b = topo.replica("a"), topo.replica("b")
+    session = await initialize(http, topo.url)
+    delay = LEASE_SECONDS  # three steps after the close: three leases' time
+    body = call("long_job", {"steps": 4, "delay": delay}, request_id=43, token="kept")
+    async with stream(http, "POST", a.url, legacy_headers(session), body) as first:
+        _, progress = await first.message()
+        assert progress["params"]["progress"] == 1
+        last_id = first.seen[-1].id
+        assert await first.next() is None
+    assert last_id is not None
+    async with stream(http, "GET", b.url, resume_headers(session, last_id)) as resumed:
+        assert resumed.status == 200 and resumed.headers["x-served-by"] == "b"
+        messages = [(await resumed.message(timeout=delay + PATIENCE))[1] for _ in range(4)]
+        assert await resumed.next(timeout=PATIENCE) is None
+    assert [m["params"]["progress"] for m in messages[:3]] == [2, 3, 4]
+    assert messages[3]["id"] == 43 and messages[3]["result"]["structuredContent"]["replica"] == "a", messages[3]
+
+
 async def test_a_2026_call_stream_ends_with_its_replica_it_is_not_resumable(topo: Topology, http: httpx.AsyncClient) -> None:
     """Item 4 in the 2026 era: its SSE response is the running replica's own connection (not
     stored, ``Last-Event-ID`` ignored), so a ``kill -9`` ends it at once through the proxy; the
