@@ -238,7 +238,6 @@ class ResumableCallResponse(Response):
                 # its stream once the lease lapses (issue 24 item 4); renewed while the call runs
                 lost = dumps(error_message(state.request_id, CallLostError()))
                 await streams.store.open(key, lost=lost, lease_seconds=leases.lease_seconds)
-                self._renewal = asyncio.get_running_loop().create_task(self._renew(key, leases.lease_seconds))
             else:
                 await streams.store.open(key)
             streams.call_stream_started(key)
@@ -247,6 +246,9 @@ class ResumableCallResponse(Response):
             # the store is unreachable or refuses: the stream still goes out, live and without
             # ids (not resumable), so the call's messages and its answer reach the client
             self._live, priming = True, None
+        else:
+            if leases.shared and state is not None:
+                self._renewal = asyncio.get_running_loop().create_task(self._renew(key, leases.lease_seconds))
         self._stream_key, self._state, self._finished = key, "sse", anyio.Event()
         self._open = True
         self._detach = streams.attachments.attach(self)  # closable and resumable from now on
