@@ -44,6 +44,8 @@ Tree::
     │   │   └── IdentityProviderUnavailableError -32603 503  no signing key could be fetched (JWKS / discovery)
     │   ├── ConfigurationError       -32603  500  the server is misconfigured (missing extra, SQL schema missing or
     │   │                                         outdated); not retryable, the message says what the operator must do
+    │   ├── CallLostError            -32603  500  2025 resumable call: the replica running it died (its lease lapsed)
+    │   │                                         before it answered; sent on its stream, which then ends
     │   ├── RequestStateTooLargeError -32603 500  a handler's requestState exceeds MCP_REQUEST_STATE_MAX_BYTES sealed
     │   └── InputRoundsExceededError -32603  500  2025: more input rounds in one call than MCP_INPUT_MAX_ROUNDS
     ├── HeaderMismatchError          -32020  400  2026: MCP-Protocol-Version / Mcp-Method / Mcp-Name disagree with the body
@@ -105,6 +107,7 @@ __all__ = [
     "RESERVED_DATA_KEYS",
     "AppLoadError",
     "AuthenticationError",
+    "CallLostError",
     "ClientCapabilityMissingError",
     "ClientResponseError",
     "ConfigurationError",
@@ -531,6 +534,18 @@ class StateUnavailableError(InternalError):
             recovery_hint=f"Retry after {retry_after} s.",
             headers={"Retry-After": str(retry_after)},
         )
+
+
+class CallLostError(InternalError):
+    """The replica running a 2025 resumable call stopped (``kill -9``, a crash) before it
+    answered, and its lease lapsed: the call's request id gets this error on its stream, which
+    then ends, instead of keep-alives for ever (issue 24 item 4). Whether the call ran, in
+    part or whole, is unknown: ``data.reason`` ``"call_lost"``, ``data.recovery.hint`` "Retry
+    the call"."""
+
+    default_message = "The replica running this call stopped before it answered; its outcome is unknown"
+    default_reason = "call_lost"
+    default_hint = "Retry the call (it may have run in part before its replica stopped)."
 
 
 class HeaderMismatchError(McpError):

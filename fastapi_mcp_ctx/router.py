@@ -324,7 +324,9 @@ class McpRouter(ToolRoutes, FeatureRoutes, APIRouter):
                 (``ValueError`` with ``authenticate``: pass it explicitly).
         Returns:
             False when that tenant has no such session or its GET stream is not open
-            (2026-era clients have no session: use the listen notifications instead).
+            (2026-era clients have no session: use the listen notifications instead). With
+            several replicas, True also for a GET stream whose replica died: the message is
+            recorded into it, and a resume on any replica replays it.
         Raises:
             TypeError: ``method`` is not a str or ``params`` is not JSON-serializable.
         """

@@ -114,7 +114,9 @@ class McpSettings(BaseSettings):
         session_store_namespace: prefix of every Redis key and channel of the session store.
         session_lease_seconds: a replica's hold on a session's GET stream lasts this long
             (seconds) without renewal, so after a replica dies its sessions' GET streams can be
-            reopened elsewhere (409 meanwhile) at most this much later.
+            reopened elsewhere (409 meanwhile) at most this much later; likewise a replica's
+            lease on each 2025 call it streams: a resumed stream of a call whose replica died
+            gets ``call_lost`` and ends about this long after the replica's last renewal.
         jwt_jwks_url: the identity provider's JWKS (https, or http on loopback); keys are cached
             ``jwt_jwks_cache_seconds`` (then refreshed in the background while they keep serving),
             refetched at most once per ``jwt_jwks_refetch_seconds`` for an unknown ``kid``, and kept
