@@ -278,3 +278,51 @@ async def test_a_plain_function_called_from_async_code_is_reported(caplog: pytes
         await c.call_tool("calls_helper", {})
     assert len(_reports(caplog.records)) == 1
     assert "ctx.log.info() at " in _reports(caplog.records)[0]
+
+
+# -- the guide's example -------------------------------------------------------------------------
+
+
+async def test_the_guides_sync_example_runs_in_both_eras(era: str) -> None:
+    from conftest import guide_example  # noqa: PLC0415
+
+    namespace = guide_example("## Sync tools and dependencies")
+    asked: list[str] = []
+
+    def confirm(params: dict[str, Any]) -> Any:
+        asked.append(params["message"])
+        return namespace["Confirm"](ok=True)
+
+    async with McpTestClient(namespace["app"], era=era, log_level="info", elicitation=confirm) as c:  # type: ignore[arg-type]
+        result = await c.call_tool("archive", {"folder": "2024"}, progress_token="p1")
+    assert result.is_error is False, result.content
+    assert result.structured == {"result": "archived 2024"}
+    assert asked == ["Archive 2024?"]
+    assert [p["progress"] for p in result.progress] == [1, 2]
+    calls = 1 if era == "legacy" else 2  # 2026: the retry ran the dependency again, as the guide says
+    assert [entry["data"] for entry in result.logs] == [{"folder": "2024", "calls": calls, "message": "archived"}]
+
+
+async def test_consent_sampling_and_roots_from_a_sync_tool(era: str) -> None:
+    router = make_router()
+    runs: list[str] = []
+
+    @router.tool()
+    def void_invoice(invoice: str, ctx: Context = Depends(mcp_context)) -> dict[str, Any]:
+        """Ask the model, read the roots, then void behind a consent gate (all without await)."""
+        runs.append(invoice)
+        reason = ctx.sample("Why void it?", max_tokens=5)
+        roots = ctx.list_roots()
+        ctx.consent.require(operation="void_invoice", target=invoice, message=f"Void {invoice}?")
+        return {"reason": getattr(reason.content, "text", None), "roots": [str(root.uri) for root in roots]}
+
+    def confirm(params: dict[str, Any]) -> dict[str, Any]:
+        return {"action": "accept", "content": {"confirm": True}}
+
+    async with McpTestClient(
+        make_app(router), era=era, elicitation=confirm, sampling=lambda params: "duplicate", roots=["file:///books"]  # type: ignore[arg-type]
+    ) as c:
+        result = await c.call_tool("void_invoice", {"invoice": "A-1"})
+    assert result.is_error is False, result.content
+    assert result.structured == {"reason": "duplicate", "roots": ["file:///books"]}
+    assert runs == ["A-1"] * (2 if era == "legacy" else 4), runs  # 2025: sample and roots asked live, the gate re-enters once; 2026: a round per question
