@@ -31,10 +31,11 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import inspect
 import logging
+import operator
 import sys
 from collections.abc import Callable, Coroutine
+from types import CodeType, CoroutineType
 from typing import Any, Final, Protocol, TypeVar, cast
 
 import anyio.from_thread
@@ -44,13 +45,16 @@ __all__ = ["Created", "LoopOwner", "bridged", "report_unawaited", "unawaited"]
 logger = logging.getLogger("fastapi_mcp_ctx")
 F = TypeVar("F", bound=Callable[..., Any])
 
-Created = tuple[str, Coroutine[Any, Any, Any], str, int]
-"""A coroutine made on the loop: ``(label, coroutine, filename, line)``."""
+Created = tuple[str, "CoroutineType[Any, Any, Any]", CodeType, int]
+"""A coroutine made on the loop: ``(label, coroutine, the caller's code, its instruction offset)``."""
 
-_COMPACT_AT: Final = 64
-"""Noted coroutines kept before the finished ones are dropped (the list stays this short)."""
 _KEEP_AT_MOST: Final = 1024
 """Never-awaited coroutines kept for the report at most; beyond, Python's own warning reports them."""
+
+
+_running_loop = asyncio._get_running_loop  # pyright: ignore[reportPrivateUsage] - asyncio's C fast path, no exception
+_getframe = sys._getframe  # pyright: ignore[reportPrivateUsage] - the caller's line, for the report
+_call_of: Callable[[Any], Any] = operator.attrgetter("_call")
 
 
 class LoopOwner(Protocol):
@@ -60,18 +64,9 @@ class LoopOwner(Protocol):
     created: list[Created] | None
 
 
-def _note(owner: LoopOwner, label: str, coro: Coroutine[Any, Any, Any]) -> None:
-    frame = sys._getframe(2)  # pyright: ignore[reportPrivateUsage] - the handler's line, for the report
-    entry: Created = (label, coro, frame.f_code.co_filename, frame.f_lineno)
-    created = owner.created
-    if created is None:
-        owner.created = [entry]
-        return
-    if len(created) >= _COMPACT_AT:
-        created[:] = [item for item in created if inspect.getcoroutinestate(item[1]) == inspect.CORO_CREATED]
-        if len(created) >= _KEEP_AT_MOST:
-            return
-    created.append(entry)
+def _created(coro: CoroutineType[Any, Any, Any]) -> bool:
+    """True while ``coro`` has neither started nor been closed (``inspect.CORO_CREATED``)."""
+    return coro.cr_frame is not None and not coro.cr_running and not coro.cr_suspended
 
 
 async def _await(coro: Coroutine[Any, Any, Any]) -> Any:
@@ -83,7 +78,7 @@ async def _on_loop(loop: asyncio.AbstractEventLoop, coro: Coroutine[Any, Any, An
     return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coro, loop))
 
 
-def _off_loop(owner: LoopOwner | None, coro: Coroutine[Any, Any, Any]) -> Any:
+def _off_loop(owner: LoopOwner | None, coro: CoroutineType[Any, Any, Any]) -> Any:
     """Run ``coro`` from a thread with no running loop (see the module docstring)."""
     loop = owner.loop if owner is not None else None
     if loop is not None and loop.is_running():
@@ -91,7 +86,7 @@ def _off_loop(owner: LoopOwner | None, coro: Coroutine[Any, Any, Any]) -> Any:
     try:
         return anyio.from_thread.run(_await, coro)
     except RuntimeError:
-        if inspect.getcoroutinestate(coro) != inspect.CORO_CREATED:
+        if not _created(coro):
             raise  # the coroutine ran and raised it
     return coro  # no loop to run it on: the caller runs it (asyncio.run(...)), as before
 
@@ -99,23 +94,36 @@ def _off_loop(owner: LoopOwner | None, coro: Coroutine[Any, Any, Any]) -> Any:
 def bridged(label: str, owner_of: Callable[[Any], LoopOwner | None] | None = None) -> Callable[[F], F]:
     """Wrap an ``async def`` method so a call from a worker thread runs it to completion
     (module docstring). ``label`` names it in reports (``"ctx.state.set"``); ``owner_of``
-    finds the call from the instance (default: its ``_call`` attribute, None when absent).
+    finds the call from the instance (default: its ``_call`` attribute, which may be None).
     Type checkers keep seeing the ``async def`` signature."""
+    find_owner: Callable[[Any], LoopOwner | None] = owner_of if owner_of is not None else _call_of
 
     def wrap(method: F) -> F:
         @functools.wraps(method)
         def call(self: Any, *args: Any, **kwargs: Any) -> Any:
             coro = method(self, *args, **kwargs)
-            owner: LoopOwner | None = owner_of(self) if owner_of is not None else getattr(self, "_call", None)
-            running = asyncio._get_running_loop()  # pyright: ignore[reportPrivateUsage] - asyncio's C fast path, no exception
+            owner = find_owner(self)
+            running = _running_loop()
             if running is None:
                 return _off_loop(owner, coro)
             if owner is None:
                 return coro
             loop = owner.loop
-            if loop is not None and running is not loop and loop.is_running():  # a thread running a loop of its own
+            if running is not loop and loop is not None and loop.is_running():  # a thread running a loop of its own
                 return _on_loop(loop, coro)
-            _note(owner, label, coro)
+            # Noted for the never-awaited report. The last entry is the latest coroutine, replaced
+            # by the next once it finished (a handler awaiting each call keeps one entry); one
+            # that has not started stays (a suspect, checked again when the call ends).
+            created = owner.created
+            if created is None:
+                frame = _getframe(1)
+                owner.created = [(label, coro, frame.f_code, frame.f_lasti)]
+            elif created[-1][1].cr_frame is None:
+                frame = _getframe(1)
+                created[-1] = (label, coro, frame.f_code, frame.f_lasti)
+            elif len(created) < _KEEP_AT_MOST:
+                frame = _getframe(1)
+                created.append((label, coro, frame.f_code, frame.f_lasti))
             return coro
 
         return cast(F, call)
@@ -137,11 +145,19 @@ def unawaited(owner: LoopOwner) -> list[str]:
     (``"ctx.log.info() at app.py:12"``). Clears the record."""
     created, owner.created = owner.created, None
     found: list[str] = []
-    for label, coro, filename, line in created or ():
-        if inspect.getcoroutinestate(coro) == inspect.CORO_CREATED and not _scheduled(coro):
+    for label, coro, code, offset in created or ():
+        if _created(coro) and not _scheduled(coro):
             coro.close()
-            found.append(f"{label}() at {filename}:{line}")
+            found.append(f"{label}() at {code.co_filename}:{_line(code, offset)}")
     return found
+
+
+def _line(code: CodeType, offset: int) -> int | str:
+    """The source line of the instruction at byte ``offset`` of ``code`` (``"?"`` when unknown)."""
+    for start, end, line in code.co_lines():
+        if start <= offset < end and line is not None:
+            return line
+    return "?"
 
 
 def report_unawaited(owner: LoopOwner, handler: str, request_id: str | int) -> str | None:
