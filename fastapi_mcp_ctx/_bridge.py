@@ -8,14 +8,16 @@ awaitable member of the Context (``ctx.log.*``, ``ctx.state.*``, ``ctx.report_pr
 ``ctx.consent.require``, ``ctx.close_*sse_stream``, ``ctx.signal.wait``) is wrapped by
 :func:`bridged`:
 
-- on the event loop's thread it returns the coroutine, as the ``async def`` did (one C call
-  and a list append more: the async path stays as it was);
+- on the event loop's thread it returns the coroutine, as the ``async def`` did (about 4k
+  instructions more per Context call, the wrapper and the note below; a call that uses no
+  Context member pays nothing: bench/README.md);
 - in a thread without a running loop it runs the coroutine on the call's event loop (captured
   when the call started, ``CallState.loop``) and blocks until it finished: it returns the
   result or raises the exception (``InputRequired`` included, so a 2026 question from a sync
   tool ends the round as from an async one);
 - in a thread running another loop of its own it returns a coroutine that awaits it running on
-  the call's loop (``asyncio.run(ctx.state.get("k"))`` in a sync tool works).
+  the call's loop (an ``async def`` that a sync tool runs with ``asyncio.run`` in a thread may
+  ``await ctx.state.get("k")``).
 
 Outside a call (no captured loop, e.g. ``asyncio.run(ctx.log.info("x"))`` in a unit test) an
 AnyIO worker thread still runs it through ``anyio.from_thread.run``; otherwise the coroutine is
