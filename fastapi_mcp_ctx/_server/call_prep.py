@@ -10,8 +10,8 @@ nothing), a shutdown's ``ServerShuttingDownError`` in both.
 
 from __future__ import annotations
 
-import asyncio
 import logging
+from asyncio import get_running_loop
 from collections.abc import Callable
 from typing import Any
 
@@ -157,7 +157,7 @@ class CallPreparation:
 
         async def runner(outbound: Outbound) -> Reply | None:
             state.outbound = outbound
-            state.loop = asyncio.get_running_loop()  # a sync tool's ctx.log.info(...) runs here (_bridge)
+            state.loop = get_running_loop()  # a sync tool's ctx.log.info(...) runs here (_bridge)
             call_signal = state.signal
             if shutdown is not None:
                 shutdown.call_started(call_signal)
