@@ -158,6 +158,10 @@ class McpSettings(BaseSettings):
             an answer or cancellation forwarded to another replica, a DELETE's teardown, a GET
             stream's lease), counted from its first such operation; a Redis that has not answered
             by then (paused, overloaded) gets the request one 503 + ``Retry-After``. Redis stores only.
+        debug: development mode (also on for an app made with ``FastAPI(debug=True)``): a tool's
+            result carries, as its last text block, the report of a programming mistake the server
+            log gets in every mode (a Context coroutine never awaited, ``ctx.log.info(...)``
+            without ``await``). Keep it off in production: the text names source files.
     """
 
     model_config = SettingsConfigDict(env_prefix="MCP_", extra="ignore", hide_input_in_errors=True)  # never echo a secret
@@ -222,6 +226,7 @@ class McpSettings(BaseSettings):
     telemetry_detail: Literal["required", "standard", "recommended"] = "standard"
     max_batch_size: int = Field(default=100, ge=1, le=10_000)
     session_store_deadline_seconds: float = Field(default=2.0, ge=0.05, le=60, allow_inf_nan=False)
+    debug: bool = False
 
     @property
     def session_owner_quota(self) -> int:

@@ -32,6 +32,7 @@ from typing import Any, Final
 
 from pydantic_core import to_json
 
+from .._bridge import LoopOwner, bridged
 from .._wire.envelope import LOG_LEVELS
 from .._wire.jsonrpc import notification_message
 
@@ -207,7 +208,9 @@ class ContextLogger:
         send: Callable[[dict[str, Any]], Awaitable[None]] | None,
         correlation: Mapping[str, Any],
         logger_name: str | None = None,
+        call: LoopOwner | None = None,
     ) -> None:
+        self._call = call  # a sync tool's ctx.log.info runs on this call's loop (_bridge)
         self._floor = floor
         self._client_level = client_level
         self._client_opted_in = client_opted_in
@@ -215,8 +218,12 @@ class ContextLogger:
         self._correlation = correlation
         self._logger_name = logger_name
 
+    @bridged("ctx.log.log")
     async def log(self, level: str, message: str, **data: Any) -> None:
         """Log at ``level`` (one of the eight RFC 5424 names); raises ValueError otherwise."""
+        await self._log(level, message, data)
+
+    async def _log(self, level: str, message: str, data: dict[str, Any]) -> None:
         if level not in _PY_LEVELS:
             raise ValueError(f"unknown log level {level!r}")
         if not level_allows(level, self._floor):
@@ -237,36 +244,44 @@ class ContextLogger:
         except Exception:  # noqa: BLE001 - fire-and-forget by contract
             server_logger.debug("notifications/message dropped", exc_info=True)
 
+    @bridged("ctx.log.debug")
     async def debug(self, message: str, **data: Any) -> None:
         """Log at ``debug``."""
-        await self.log("debug", message, **data)
+        await self._log("debug", message, data)
 
+    @bridged("ctx.log.info")
     async def info(self, message: str, **data: Any) -> None:
         """Log at ``info``."""
-        await self.log("info", message, **data)
+        await self._log("info", message, data)
 
+    @bridged("ctx.log.notice")
     async def notice(self, message: str, **data: Any) -> None:
         """Log at ``notice``."""
-        await self.log("notice", message, **data)
+        await self._log("notice", message, data)
 
+    @bridged("ctx.log.warning")
     async def warning(self, message: str, **data: Any) -> None:
         """Log at ``warning``."""
-        await self.log("warning", message, **data)
+        await self._log("warning", message, data)
 
+    @bridged("ctx.log.error")
     async def error(self, message: str, error: BaseException | None = None, **data: Any) -> None:
         """Log at ``error``; ``error`` adds ``{"error": str(error)}``."""
         if error is not None:
             data["error"] = str(error)
-        await self.log("error", message, **data)
+        await self._log("error", message, data)
 
+    @bridged("ctx.log.critical")
     async def critical(self, message: str, **data: Any) -> None:
         """Log at ``critical``."""
-        await self.log("critical", message, **data)
+        await self._log("critical", message, data)
 
+    @bridged("ctx.log.alert")
     async def alert(self, message: str, **data: Any) -> None:
         """Log at ``alert``."""
-        await self.log("alert", message, **data)
+        await self._log("alert", message, data)
 
+    @bridged("ctx.log.emergency")
     async def emergency(self, message: str, **data: Any) -> None:
         """Log at ``emergency``."""
-        await self.log("emergency", message, **data)
+        await self._log("emergency", message, data)
