@@ -20,7 +20,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.types import Scope
 
-from .._auth.gate import build_gate
+from .._auth.gate import announce_admission, build_gate
 from .._auth.host_rules import TransportSecurity, is_loopback_host, loopback_security
 from .._auth.resource_metadata import challenge, ensure_root_routes, metadata_routes
 from .._auth.sealing import announce_process_key
@@ -42,7 +42,6 @@ from .._wire.envelope import (
 )
 from .._wire.jsonrpc import JsonRpcNotification, JsonRpcRequest, JsonRpcResponse, parse_message, request_id_of
 from ..errors import (
-    AuthenticationError,
     InvalidRequestError,
     MalformedAnswerError,
     McpError,
@@ -52,12 +51,12 @@ from ..errors import (
     UnsupportedVersionError,
 )
 from ..settings import McpSettings
-from .authn import AuthOutcome, resolve_principal
+from .authn import AuthOutcome, refusal, resolve_principal
 from .batch import BatchHooks, serve_batch
 from .batch_core import starts_batch
 from .dispatch import JSON_OK_SCOPE_KEY, PRINCIPAL_SCOPE_KEY, Dispatcher
 from .gcfreeze import freeze_startup_objects
-from .http import BODY_SCOPE_KEY, accepted, read_body, refuse_content_coding, reject_repeated
+from .http import BODY_SCOPE_KEY, accepted, bound_headers, read_body, refuse_content_coding, reject_repeated
 from .outcomes import error_reply, json_reply
 from .session_gate import SESSION_HEADER, SessionGate, error_response
 
@@ -128,6 +127,8 @@ class McpEndpoint:
             return registry.scopes() | (features.scopes() if features is not None else set())
 
         self.gate = build_gate(settings, authenticate is not None, scopes)  # MCP_AUTH_MODE (None: nothing to run)
+        bearer_mode = settings.auth_mode in ("jwt", "oauth") or settings.resource_url is not None
+        self._challenge = challenge(settings) if bearer_mode else None  # authenticate='s 401: Bearer only in a bearer mode
         self.metadata_routes = metadata_routes(settings, scopes)  # RFC 9728, served at the app's root
 
     async def handle(self, request: Request) -> Response:
@@ -169,6 +170,7 @@ class McpEndpoint:
             install_default_handler(self.settings.log_level)
             announce_process_key(self.settings)
             ensure_root_routes(request.app, self.metadata_routes)
+            announce_admission(self.settings, self._authenticate is not None, request.scope.get("path", self.settings.path))
         outcome: AuthOutcome | None = None
         self.shutdown_coordinator.first_use()
         if not self.relay.started:  # this replica's bus channels, at first use (after any fork)
@@ -179,7 +181,9 @@ class McpEndpoint:
                 logger.warning("the replica bus did not answer within MCP_SESSION_STORE_DEADLINE_SECONDS")
         method = request.scope["method"]
         try:
-            headers = header_map(request.scope["headers"])
+            raw_headers = request.scope["headers"]
+            bound_headers(raw_headers, self.settings.max_request_header_bytes)  # before anything reads one (431)
+            headers = header_map(raw_headers)
             if headers.repeated & {"host", "origin"}:
                 reject_repeated(headers.repeated & {"host", "origin"})
             self._check_transport(request, headers)
@@ -194,10 +198,10 @@ class McpEndpoint:
                     if self._authenticate is None:  # the gate: MCP_AUTH_MODE=jwt/oauth, or unset (local only)
                         principal = await self.gate.admit(request, headers)  # pyright: ignore[reportOptionalMemberAccess]
                     else:
-                        outcome = await resolve_principal(self._authenticate, request)
+                        outcome = await resolve_principal(self._authenticate, request, self._challenge)
                         principal = outcome.principal
                         if principal is None:
-                            raise AuthenticationError("Unauthorized", headers={"WWW-Authenticate": challenge(self.settings)})
+                            raise refusal(self._challenge)
                 except McpError as exc:  # the body was read: the refusal echoes its id
                     if request_id_of(exc) is None:
                         exc.request_id = _body_request_id(request.scope.get(BODY_SCOPE_KEY))  # type: ignore[attr-defined]
