@@ -117,7 +117,7 @@ class McpSettings(BaseSettings):
             reopened elsewhere (409 meanwhile) at most this much later.
         jwt_jwks_url: the identity provider's JWKS (https, or http on loopback); keys are cached
             ``jwt_jwks_cache_seconds`` (then refreshed in the background while they keep serving),
-            refetched at most once per ``jwt_jwks_refetch_seconds`` for an unknown ``kid``, and kept
+            refetched for an unknown ``kid`` at most once per ``jwt_jwks_refetch_seconds`` and kid shape, and kept
             while the provider is unreachable.
         jwt_issuer: the exact ``iss`` tokens must carry (default under ``oauth``: ``oauth_issuer``).
         jwt_audience: accepted ``aud`` values, one or more (``a,b`` or a JSON list); default
