@@ -132,11 +132,7 @@ def _check_status(response: httpx.Response, url: str, step: str) -> None:
             fatal=True,
         )
     if status == 401:
-        challenge = response.headers.get("www-authenticate")
-        hint = f" (WWW-Authenticate: {challenge})" if challenge else ""
-        raise ProbeFailure(
-            f"HTTP 401: the server requires authentication{hint}; pass -H 'Authorization: Bearer <token>'", step, fatal=True
-        )
+        raise ProbeFailure(_unauthorized_advice(response), step, fatal=True)
     if status == 403:
         said = _error_message(response)
         reason = f": {said}" if said else " these credentials or this Origin"
@@ -164,6 +160,27 @@ def _served_paths(response: httpx.Response) -> list[str]:
         if isinstance(paths, list):
             return [p for p in cast("list[Any]", paths) if isinstance(p, str) and p.startswith("/")]
     return []
+
+
+def _unauthorized_advice(response: httpx.Response) -> str:
+    """What to send after a 401, from the challenge received (RFC 9110 §11.6.1): a Bearer
+    challenge asks for a token; another scheme is the application's own and is named; no
+    challenge means the application's ``authenticate`` refused without saying how to pass."""
+    challenge = response.headers.get("www-authenticate")
+    said = _error_message(response)
+    if not challenge or not challenge.strip():
+        reason = f" ({said})" if said else ""
+        return (
+            f"HTTP 401: the server's authenticate dependency refused the request{reason} and named no scheme "
+            "(no WWW-Authenticate): pass the credentials the application expects, e.g. -H 'X-API-Key: <key>'"
+        )
+    scheme = challenge.strip().split(None, 1)[0].rstrip(",")
+    if scheme.lower() == "bearer":
+        return f"HTTP 401: the server requires a bearer token (WWW-Authenticate: {challenge}); pass -H 'Authorization: Bearer <token>'"
+    return (
+        f"HTTP 401: the server requires its own {scheme!r} credentials (WWW-Authenticate: {challenge}); "
+        f"pass them as that scheme says, e.g. -H 'Authorization: {scheme} <credentials>'"
+    )
 
 
 def _error_message(response: httpx.Response) -> str | None:

@@ -21,6 +21,7 @@ Tree::
     │   │   └── UnsupportedContentEncodingError -32600 415  POST Content-Encoding other than identity (Accept-Encoding: identity)
     │   ├── PayloadTooLargeError     -32600  413  body larger than MCP_MAX_BODY_BYTES
     │   ├── RequestTimeoutError      -32600  408  body not complete within MCP_BODY_TIMEOUT_SECONDS
+    │   ├── HeaderFieldsTooLargeError -32600 431  request headers larger than MCP_MAX_REQUEST_HEADER_BYTES
     │   ├── UnsupportedVersionHeaderError -32600 400 2025 era: MCP-Protocol-Version not served (data.supported)
     │   │   └── ProtocolVersionMismatchError -32600 400 2025 session: MCP-Protocol-Version is not the one it negotiated
     │   ├── HostNotAllowedError      -32600  421  Host header outside the allow-list (DNS rebinding)
@@ -113,6 +114,7 @@ __all__ = [
     "ConfigurationError",
     "ConsentDeclinedError",
     "DeclarationError",
+    "HeaderFieldsTooLargeError",
     "HeaderMismatchError",
     "HostNotAllowedError",
     "IdentityProviderUnavailableError",
@@ -354,6 +356,20 @@ class PayloadTooLargeError(InvalidRequestError):
     http_status = 413
     default_message = "Payload Too Large"
     default_reason = "payload_too_large"
+
+
+class HeaderFieldsTooLargeError(InvalidRequestError):
+    """The request's header fields, names and values together, exceed
+    ``MCP_MAX_REQUEST_HEADER_BYTES`` (HTTP 431, RFC 6585 §5), refused before any header is read.
+    The response carries ``Connection: close``."""
+
+    http_status = 431
+    default_message = "Request Header Fields Too Large"
+    default_reason = "headers_too_large"
+    default_hint = "Send fewer or shorter headers (a bearer token has its own, smaller bound: MCP_JWT_MAX_TOKEN_BYTES)."
+
+    def __init__(self, message: str | None = None) -> None:
+        super().__init__(message, headers={"Connection": "close"})
 
 
 class RequestTimeoutError(InvalidRequestError):
@@ -967,10 +983,10 @@ class InsufficientScopeError(PermissionDeniedError):
 
 
 class RemoteAccessDeniedError(PermissionDeniedError):
-    """No authentication is configured (no ``MCP_AUTH_MODE``, no ``McpRouter(authenticate=...)``,
-    no HTTP-level dependency on the MCP route) and the request is not local: its peer is not
-    loopback, or it came through a proxy (``Forwarded`` / ``X-Forwarded-For``) (-32003, HTTP 403).
-    The message says what to set."""
+    """No authentication is configured (no ``MCP_AUTH_MODE``, no ``McpRouter(authenticate=...)``;
+    an HTTP-level FastAPI dependency on the route does not count) and the request is not local:
+    its peer is not loopback, or it came through a proxy (``Forwarded``, ``X-Forwarded-For``,
+    ``X-Real-IP``, ``Via``…) (-32003, HTTP 403). The message says what to set."""
 
     default_message = (
         "This MCP server has no authentication configured and only answers local requests: set "
@@ -978,6 +994,10 @@ class RemoteAccessDeniedError(PermissionDeniedError):
         "to serve unauthenticated remote callers"
     )
     default_reason = "authentication_not_configured"
+    default_hint = (
+        "A FastAPI dependency on the route (FastAPI/APIRouter/include_router dependencies=) is not counted as "
+        "authentication: return a Principal from McpRouter(authenticate=...), or set MCP_AUTH_MODE=none if it authenticates."
+    )
 
 
 class IdentityProviderUnavailableError(StateUnavailableError):

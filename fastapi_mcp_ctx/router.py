@@ -29,7 +29,6 @@ from ._replicas.relay import Relay
 from ._replicas.stores import readiness, replica_stores
 from ._server.dispatch import Dispatcher
 from ._server.endpoint import McpEndpoint
-from ._server.lost_requests import pointing_lifespan
 from ._transport.bus import MessageBus
 from ._transport.events import EventStore
 from ._transport.listen import ListenHub
@@ -106,7 +105,6 @@ class McpRouter(ToolRoutes, FeatureRoutes, APIRouter):
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        self.lifespan_context = pointing_lifespan(self.lifespan_context)  # lost MCP requests' 404 names the path
         self.settings = settings or get_settings()
         if expose_stateless_session_id is not None:
             self.settings = self.settings.model_copy(update={"expose_stateless_session_id": expose_stateless_session_id})
@@ -188,6 +186,7 @@ class McpRouter(ToolRoutes, FeatureRoutes, APIRouter):
             authenticate=self._authenticate,
             relay=self.relay,
         )
+        self.lifespan_context = self.endpoint.lifespan(self.lifespan_context)  # start-up: logs, pointer (McpEndpoint.start)
         self.routes.append(
             LeanRoute(
                 self.prefix + self.mcp_path,

@@ -13,15 +13,14 @@ the app's bare 404 and no clue. :func:`install_pointer` wraps the app's router's
 * anything else goes to the original ``default`` with its body replayed, so the app's other
   404s (its own 404 exception handler, FastAPI's ``{"detail": "Not Found"}``) are unchanged.
 
-Installed by ``McpRouter``'s lifespan (an app that includes it runs it) and at the endpoint's
-first request. Spec 2025-11-25 ``basic/transports`` §Streamable HTTP (one MCP endpoint path).
+Installed by ``McpEndpoint.start`` (at ``McpRouter``'s lifespan, which an app that includes it
+runs, or at the endpoint's first request). Spec 2025-11-25 ``basic/transports`` §Streamable HTTP (one MCP endpoint path).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncGenerator, Callable, Coroutine
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from collections.abc import Callable, Coroutine
 from typing import Any, Final, cast
 
 import anyio
@@ -34,7 +33,7 @@ from .._wire.jsonrpc import error_message
 from ..errors import InvalidRequestError
 from .outcomes import json_reply
 
-__all__ = ["MAX_SNIFF_BYTES", "SNIFF_SECONDS", "install_pointer", "mcp_paths", "pointing_lifespan"]
+__all__ = ["MAX_SNIFF_BYTES", "SNIFF_SECONDS", "install_pointer", "mcp_paths"]
 
 MAX_SNIFF_BYTES: Final = 1024 * 1024
 """How much of an unmatched JSON POST body is read to see whether it is JSON-RPC (bytes)."""
@@ -150,18 +149,3 @@ def install_pointer(app: Any) -> None:
     setattr(default, _MARK, True)  # noqa: B010 - a marker attribute on a function
     router.default = default
 
-
-Lifespan = Callable[[Any], AbstractAsyncContextManager[Any]]
-
-
-def pointing_lifespan(original: Lifespan) -> Lifespan:
-    """``original`` (a router's ``lifespan_context``) that first installs the pointer on the app
-    running it: ``include_router`` merges it into the app's lifespan, called with the app."""
-
-    @asynccontextmanager
-    async def lifespan(app: Any) -> AsyncGenerator[Any]:
-        install_pointer(app)
-        async with original(app) as state:
-            yield state
-
-    return lifespan
