@@ -44,10 +44,12 @@ from ..errors import (
     ValidationError,
 )
 from ..input_required import InputRequired
+from .argument_overrides import overrides_provider
+from .arguments import ARGUMENTS_KEY, ArgumentGraph, CallArguments
 from .results import error_result, shape_result
 from .tool_def import ToolDef
 
-__all__ = ["Invocable", "call_handler", "dependency_problems", "describe_errors", "from_http_exception", "run_tool"]
+__all__ = ["Invocable", "call_handler", "dependency_problems", "describe_errors", "from_http_exception", "overridden", "run_tool"]
 
 logger = logging.getLogger("fastapi_mcp_ctx")
 R = TypeVar("R")
@@ -97,6 +99,8 @@ class Invocable(Protocol):
     def context_params(self) -> tuple[str, ...]: ...
     @property
     def argument_names(self) -> tuple[str, ...]: ...
+    @property
+    def arguments(self) -> ArgumentGraph | None: ...
 
 
 async def _invoke(tool: Invocable, kwargs: dict[str, Any]) -> Any:
@@ -151,6 +155,15 @@ def _non_finite(kwargs: Mapping[str, Any]) -> list[str]:
     return sorted(found)
 
 
+def overridden(request: Request) -> bool:
+    """Whether the app serving ``request`` has ``dependency_overrides`` (tests, mostly)."""
+    return bool(getattr(request.scope.get("app"), "dependency_overrides", None))
+
+
+def _strict_json(model: type[BaseModel], raw: Any) -> Any:
+    return model.__pydantic_validator__.validate_json(raw, strict=True)
+
+
 def _invalid_arguments(tool: ToolDef, problems: str) -> ToolError:
     return ToolError(
         f"Invalid arguments for tool {tool.name!r}: {problems}",
@@ -202,7 +215,17 @@ async def run_tool(
         parsed: Any = tool.arguments_model.__pydantic_validator__.validate_json(raw, strict=True)
     except PydanticValidationError as exc:
         return error_result(_invalid_arguments(tool, describe_errors(exc)), request_id, tool)
-    kwargs = {name: getattr(parsed, name) for name in tool.argument_names}
+    graph = tool.arguments
+    bound: CallArguments | None = None
+    if graph is None or graph.flat:
+        kwargs = {name: getattr(parsed, name) for name in tool.argument_names}
+        if graph is not None and overridden(request):  # an override may take arguments by name
+            bound = CallArguments((), raw, _strict_json, graph)
+    else:  # dependencies declare arguments: each declarer's own values (its defaults, its types)
+        try:
+            kwargs, bound = graph.bind(parsed, raw, _strict_json)
+        except PydanticValidationError as exc:
+            return error_result(_invalid_arguments(tool, describe_errors(exc)), request_id, tool)
     if may_overflow(raw):  # only a huge literal can turn into inf: most calls skip the walk
         overflowed = _non_finite(kwargs)
         if overflowed:
@@ -218,6 +241,7 @@ async def run_tool(
             lambda problems: error_result(
                 ToolError(f"Invalid request for tool {tool.name!r}: {problems}", code=-32600, reason="invalid_request"), request_id, tool
             ),
+            bound,
         )
     except ToolError as exc:
         return error_result(exc, request_id, tool)
@@ -244,19 +268,6 @@ async def run_tool(
         return error_result(crash, request_id, tool)
 
 
-def _argument_hint(errors: Iterable[Any], argument_names: tuple[str, ...]) -> str:
-    """For a dependency's query parameter named like one of the handler's arguments: why the
-    argument did not reach it (the likely mistake of ``def load_item(item_id: int)`` used as
-    ``Depends(load_item)`` beside an ``item_id`` argument)."""
-    names = sorted({str(e["loc"][1]) for e in errors if tuple(e.get("loc", ()))[:1] == ("query",) and len(e["loc"]) > 1} & set(argument_names))
-    if not names:
-        return ""
-    return (
-        f" (dependencies do not receive the arguments: a dependency's {', '.join(names)} is read from the HTTP query string,"
-        " as FastAPI reads an undeclared parameter; take the argument in the handler and pass it on)"
-    )
-
-
 def dependency_problems(errors: Iterable[Any]) -> str:
     """The bounded text of FastAPI's dependency errors (``loc: msg; ...``)."""
     listed = list(errors)
@@ -271,6 +282,7 @@ async def call_handler(
     background_tasks: BackgroundTasks,
     finish: Callable[[Any], tuple[R, bool]],
     invalid: Callable[[str], R],
+    bound: CallArguments | None = None,
 ) -> R:
     """Run any handler kind with its FastAPI dependencies, the way tools run.
 
@@ -280,7 +292,10 @@ async def call_handler(
     handler's value goes to ``finish`` inside the dependency scope (yield dependencies are
     torn down after it), which returns ``(result, ok)``: background tasks run only when ``ok``
     (as FastAPI: an endpoint that raised runs none). Failed ``Header``/``Query``/... dependencies
-    give ``invalid(problems)``. Exceptions of the handler and its dependencies propagate.
+    give ``invalid(problems)``. ``bound`` carries the arguments its dependencies declare
+    (``_handlers.arguments``): the graph's wrappers read it from the request scope, and
+    ``app.dependency_overrides`` are read through ``_handlers.argument_overrides``. Exceptions of
+    the handler and its dependencies propagate.
     """
     app = request.scope.get("app")
     dependant = target.dependant
@@ -291,6 +306,8 @@ async def call_handler(
         for name in target.context_params:
             kwargs[name] = context
     request.scope[SCOPE_KEY] = context
+    if bound is not None:
+        request.scope[ARGUMENTS_KEY] = bound
     token = bind_context(context)
     ok = False
     try:
@@ -298,9 +315,9 @@ async def call_handler(
             result, ok = finish(await _invoke(target, kwargs))
             return result
         shaped = False
-        async with solve(dependant, request, app, background_tasks) as solved:
+        async with solve(dependant, request, overrides_provider(app, target.arguments), background_tasks) as solved:
             if solved.errors:
-                return invalid(dependency_problems(solved.errors) + _argument_hint(solved.errors, target.argument_names))
+                return invalid(dependency_problems(solved.errors))
             result, shaped = finish(await _invoke(target, {**kwargs, **solved.values}))
         if not shaped:  # the handler raised and a yield dependency swallowed the exception
             raise RuntimeError(
@@ -313,4 +330,5 @@ async def call_handler(
         if not ok:
             background_tasks.tasks.clear()
         unbind_context(token)
+        request.scope.pop(ARGUMENTS_KEY, None)
         request.scope.pop(SCOPE_KEY, None)  # scope → context → call → request → scope: no cycle left for the GC

@@ -1,0 +1,425 @@
+"""A handler's arguments across its dependency graph: the tool's arguments are the request's
+parameters (DESIGN decision 13).
+
+As FastAPI flattens every plain parameter of an operation's dependency graph into the operation's
+parameters, a plain parameter of the handler, of a dependency, of a sub-dependency or of a
+``McpRouter(dependencies=[...])`` callable is an argument of the tool (resource template variable,
+prompt argument). Built once, at registration:
+
+- each **declarer** (the handler, each dependency declaring arguments) keeps its own fields (own
+  annotation, own default); one name declared with two types (``int`` here, ``str`` there; a
+  declarer that also accepts ``null`` agrees) is refused, naming both;
+- the **flattened model** holds one field per name (the first declarer that requires it, else the
+  first declarer): it gives ``inputSchema`` and validates the call's arguments once;
+- a dependency declaring arguments is replaced in the graph by a **wrapper** of the same kind
+  (function, coroutine, generator, async generator) whose signature lacks those parameters and
+  takes the ``Request``: FastAPI's solver still solves the graph, overrides, caching and teardown
+  included, and the wrapper adds the call's validated values (``request.scope[ARGUMENTS_KEY]``).
+
+Per call (:meth:`ArgumentGraph.bind`): a declarer whose fields are the flattened ones reuses the
+flattened values (no second validation); another validates the arguments with its own model, so an
+absent argument gets that declarer's own default and an explicit ``null`` stays ``None``.
+``app.dependency_overrides`` are read per call: an override's plain parameters are filled from the
+arguments by name (``_handlers.argument_overrides``).
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Annotated, Any, Final, get_args, get_origin
+
+from fastapi import params
+from pydantic import BaseModel, ConfigDict, PydanticUserError, create_model
+from pydantic.fields import FieldInfo
+from starlette.requests import Request
+
+from .._fastapi_compat import base_type, call_kind, is_request_type, with_dependency
+from .parameters import callable_name, classify, typed_signature
+
+__all__ = ["ARGUMENTS_KEY", "ArgumentField", "ArgumentGraph", "CallArguments", "Declarer", "Source", "Walker", "argument_field", "argument_model", "build_arguments", "type_label"]
+
+ARGUMENTS_KEY: Final = "fastapi_mcp_ctx.arguments"
+"""Request-scope key of the call's :class:`CallArguments` (set by ``_handlers.resolve.call_handler``)."""
+_REQUEST: Final = "fastapi_mcp_ctx_request"
+_CONFIG: Final = ConfigDict(extra="ignore", arbitrary_types_allowed=True)
+_ANNOTATION_KEYWORDS: Final = frozenset({"title", "description", "default", "examples", "deprecated"})
+_NULL: Final = {"type": "null"}
+Validate = Callable[[type[BaseModel], Any], Any]
+
+
+def type_label(annotation: Any) -> str:
+    """A readable name of a type for messages (``int``, ``Session``, ``list[int]``)."""
+    base = base_type(annotation)
+    if inspect.isclass(base) and get_origin(base) is None:
+        return base.__name__
+    return repr(base).replace("typing.", "")
+
+
+@dataclass(frozen=True, slots=True)
+class ArgumentField:
+    """One parameter that is an argument: ``name`` the argument's (its alias, else the
+    parameter's), ``param`` the parameter's, ``default`` ``...`` when required, a value, or a
+    ``FieldInfo`` (``Body()``, ``Field()``); ``shape`` its JSON Schema's type as canonical JSON."""
+
+    name: str
+    param: str
+    annotation: Any
+    default: Any
+    required: bool
+    shape: str
+
+
+def _shape(schema: dict[str, Any], name: str) -> str:
+    properties: dict[str, Any] = schema.get("properties", {})
+    prop: dict[str, Any] = {k: v for k, v in properties.get(name, {}).items() if k not in _ANNOTATION_KEYWORDS}
+    branches: Any = prop.get("anyOf")
+    if isinstance(branches, list) and _NULL in branches:
+        rest: list[Any] = [b for b in branches if b != _NULL]  # pyright: ignore[reportUnknownVariableType]
+        prop = rest[0] if len(rest) == 1 else {**prop, "anyOf": rest}
+    return json.dumps({"type": prop, "defs": schema.get("$defs")}, sort_keys=True, default=str)
+
+
+def argument_field(parameter: inspect.Parameter, where: str) -> ArgumentField:
+    """The :class:`ArgumentField` of ``parameter`` (annotation resolved).
+
+    Raises:
+        ValueError: its type has no JSON Schema (``Session``, ``io.BytesIO``, ``Callable``...): the
+            message names ``where``, the parameter, its type and the fixes (issue 22).
+    """
+    annotation = Any if parameter.annotation is inspect.Parameter.empty else parameter.annotation
+    default = ... if parameter.default is inspect.Parameter.empty else parameter.default
+    try:
+        model = create_model("argument", __config__=_CONFIG, **{parameter.name: (annotation, default)})  # pyright: ignore[reportCallIssue, reportUnknownVariableType, reportArgumentType]
+        schema = model.model_json_schema()  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
+    except (PydanticUserError, TypeError) as exc:
+        label = type_label(annotation)
+        raise ValueError(
+            f"{where}: parameter {parameter.name!r} of type {label} is neither an argument with a JSON Schema nor a"
+            f" dependency. If FastAPI should provide it, declare `{parameter.name}: {label} = Depends(...)` or"
+            f" `{parameter.name}: Annotated[{label}, Depends(...)]`; if the client sends it, give it a pydantic type"
+            " (str, int, a BaseModel, a TypedDict...)"
+        ) from exc
+    info: FieldInfo = model.model_fields[parameter.name]  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
+    alias: Any = info.alias  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
+    name = alias if isinstance(alias, str) else parameter.name
+    return ArgumentField(name, parameter.name, annotation, default, bool(info.is_required()), _shape(schema, name))  # pyright: ignore[reportUnknownArgumentType, reportUnknownMemberType]
+
+
+@dataclass(slots=True, eq=False)
+class Declarer:
+    """The handler or one dependency declaring arguments.
+
+    Attributes:
+        label: for messages (``"tool 'rename_item'"``, ``"dependency 'load_item'"``).
+        fields: its arguments. order: its place in the graph (pre-order), for the schema's order.
+        index: where its values sit in :attr:`CallArguments.values` (the handler: -1).
+        model: its own model when it cannot reuse the flattened values, else None.
+        reuse: ``(parameter, flattened field)`` pairs when ``model`` is None.
+    """
+
+    label: str
+    fields: tuple[ArgumentField, ...]
+    order: int = 0
+    index: int = -1
+    model: type[BaseModel] | None = None
+    reuse: tuple[tuple[str, str], ...] = ()
+
+    def values(self, parsed: Any, raw: Any, validate: Validate) -> dict[str, Any]:
+        """This declarer's keyword arguments for one call (raises pydantic's ValidationError)."""
+        if self.model is None:
+            return {param: getattr(parsed, flat) for param, flat in self.reuse}
+        own = validate(self.model, raw)
+        return {f.param: getattr(own, f.param) for f in self.fields}
+
+
+@dataclass(slots=True)
+class CallArguments:
+    """One call's arguments as the graph's wrappers read them: ``values`` per declarer index,
+    ``raw`` the arguments as received (JSON bytes for a tool, a dict otherwise), ``validate`` how
+    a model judges ``raw``, ``graph`` the registered graph (overrides)."""
+
+    values: tuple[dict[str, Any], ...]
+    raw: Any
+    validate: Validate
+    graph: ArgumentGraph
+
+
+def argument_model(name: str, fields: Sequence[ArgumentField]) -> type[BaseModel]:
+    """The pydantic model validating ``fields`` (by their parameter names, aliases kept)."""
+    spec: dict[str, Any] = {f.param: (f.annotation, f.default) for f in fields}
+    return create_model(name, __config__=_CONFIG, **spec)  # pyright: ignore[reportCallIssue, reportUnknownVariableType, reportArgumentType]
+
+
+def _replace_marker(parameter: inspect.Parameter, old: params.Depends, new: params.Depends) -> inspect.Parameter:
+    if parameter.default is old:
+        return parameter.replace(default=new)
+    if get_origin(parameter.annotation) is Annotated:
+        base, *metadata = get_args(parameter.annotation)
+        rebuilt: Any = Annotated.__class_getitem__((base, *[new if m is old else m for m in metadata]))  # type: ignore[attr-defined]
+        return parameter.replace(annotation=rebuilt)
+    return parameter.replace(default=new)  # Depends() read from nowhere else: FastAPI's default form
+
+
+Source = Callable[[CallArguments], dict[str, Any]]
+Inject = Callable[[dict[str, Any]], dict[str, Any]]
+
+
+def _coroutine(call: Callable[..., Any], inject: Inject) -> Callable[..., Any]:
+    async def wrapper(**kwargs: Any) -> Any:
+        return await call(**inject(kwargs))
+
+    return wrapper
+
+
+def _generator(call: Callable[..., Any], inject: Inject) -> Callable[..., Any]:
+    def wrapper(**kwargs: Any) -> Any:
+        produced: Any = yield from call(**inject(kwargs))  # pyright: ignore[reportUnknownVariableType]
+        return produced  # pyright: ignore[reportUnknownVariableType]
+
+    return wrapper
+
+
+def _async_generator(call: Callable[..., Any], inject: Inject) -> Callable[..., Any]:
+    async def wrapper(**kwargs: Any) -> Any:
+        async with asynccontextmanager(call)(**inject(kwargs)) as value:
+            yield value
+
+    return wrapper
+
+
+def _function(call: Callable[..., Any], inject: Inject) -> Callable[..., Any]:
+    def wrapper(**kwargs: Any) -> Any:
+        return call(**inject(kwargs))
+
+    return wrapper
+
+
+_KINDS: Final[dict[str, Callable[[Callable[..., Any], Inject], Callable[..., Any]]]] = {
+    "coroutine": _coroutine,
+    "generator": _generator,
+    "async_generator": _async_generator,
+    "function": _function,
+}
+
+
+def _wrapper(call: Callable[..., Any], kept: Sequence[inspect.Parameter], request_param: str | None, source: Source) -> Callable[..., Any]:
+    """``call`` as FastAPI should call it: same kind, ``kept`` parameters, the arguments added."""
+    hidden = request_param is None
+
+    def inject(kwargs: dict[str, Any]) -> dict[str, Any]:
+        request: Request = kwargs.pop(_REQUEST) if request_param is None else kwargs[request_param]
+        bound: CallArguments | None = request.scope.get(ARGUMENTS_KEY)
+        if bound is None:
+            raise RuntimeError(f"{callable_name(call)} takes MCP arguments: it runs only inside an MCP call")
+        kwargs.update(source(bound))
+        return kwargs
+
+    wrapper = _KINDS[call_kind(call)](call, inject)
+    parameters = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in kept]
+    if hidden:
+        parameters.append(inspect.Parameter(_REQUEST, inspect.Parameter.KEYWORD_ONLY, annotation=Request))
+    wrapper.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]
+    wrapper.__name__ = wrapper.__qualname__ = callable_name(call)
+    return wrapper
+
+
+@dataclass(slots=True)
+class Walker:
+    """Walks dependencies once, wrapping those that declare arguments (directly or below).
+
+    ``memo``: id(original) → (original, what the graph calls); ``originals``: id(wrapper) →
+    (wrapper, original); ``take(declarer, parameters)`` decides the kept fields and the source
+    of their values (registration: the pre-validated values; an override: validated at call time).
+    """
+
+    owner: str
+    allow_path: bool
+    take: Callable[[Declarer, Any], Source]
+    memo: dict[int, tuple[Any, Any]] = field(default_factory=lambda: {})
+    originals: dict[int, tuple[Any, Any]] = field(default_factory=lambda: {})
+    declarers: list[Declarer] = field(default_factory=lambda: [])
+    entered: int = 1
+
+    def marker(self, parameter: inspect.Parameter, marker: params.Depends, dependency: Callable[..., Any]) -> inspect.Parameter:
+        """``parameter`` with its marker calling the dependency's wrapper, when it has one."""
+        wrapped = self.wrap(dependency)
+        if wrapped is dependency and marker.dependency is not None:
+            return parameter
+        return _replace_marker(parameter, marker, with_dependency(marker, wrapped))
+
+    def depends(self, marker: params.Depends) -> params.Depends:
+        """A ``dependencies=[Depends(...)]`` entry calling the wrapper, when its callable has one."""
+        if marker.dependency is None:
+            return marker
+        wrapped = self.wrap(marker.dependency)
+        return marker if wrapped is marker.dependency else with_dependency(marker, wrapped)
+
+    def wrap(self, call: Callable[..., Any], label: str | None = None) -> Callable[..., Any]:
+        """What the graph calls in place of ``call``: ``call`` itself, or its wrapper."""
+        known = self.memo.get(id(call))
+        if known is not None:
+            return known[1]
+        self.memo[id(call)] = (call, call)  # a cycle stops here (FastAPI refuses it on its own)
+        order, self.entered = self.entered, self.entered + 1
+        label = label or f"dependency {callable_name(call)!r}"
+        try:
+            signature = typed_signature(call)
+        except (TypeError, ValueError):  # no signature (a builtin): FastAPI's own error, if any
+            return call
+        where = f"{label} of {self.owner}"
+        kept: list[inspect.Parameter] = []
+        fields: list[ArgumentField] = []
+        changed = False
+        request_param: str | None = None
+        for parameter in signature.parameters.values():
+            if parameter.kind in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD):
+                continue
+            found = classify(parameter, where=where, allow_path=self.allow_path)
+            if found.kind == "argument":
+                fields.append(argument_field(parameter, where))
+                changed = True
+                continue
+            if found.kind == "dependency":
+                assert found.marker is not None and found.dependency is not None
+                rewritten = self.marker(parameter, found.marker, found.dependency)
+                changed = changed or rewritten is not parameter
+                parameter = rewritten
+            elif request_param is None and is_request_type(parameter.annotation):
+                request_param = parameter.name
+            kept.append(parameter)
+        if not changed:
+            return call
+        declarer = Declarer(label, tuple(fields), order)
+        if fields:
+            self.declarers.append(declarer)
+        source = self.take(declarer, signature)
+        wrapper = _wrapper(call, kept, request_param, source)
+        self.memo[id(call)] = (call, wrapper)
+        self.originals[id(wrapper)] = (wrapper, call)
+        return wrapper
+
+
+def _same(a: ArgumentField, b: ArgumentField) -> bool:
+    if a is b:
+        return True
+    try:
+        same_default = a.default is b.default or (not isinstance(a.default, FieldInfo) and type(a.default) is type(b.default) and bool(a.default == b.default))
+        return bool(a.annotation == b.annotation) and same_default
+    except Exception:  # an annotation or default that refuses ==: validate on its own
+        return False
+
+
+def _registered(declarer: Declarer, _: Any) -> Source:
+    return lambda bound: bound.values[declarer.index]
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class ArgumentGraph:
+    """The arguments of one handler and its dependency graph (module docstring).
+
+    Attributes:
+        model: the flattened model (``inputSchema``; validates the arguments once per call).
+        names / required: every argument in schema order; those some declarer requires.
+        handler: the handler's own declarer. declarers: the dependencies' (values by index).
+        dependency_parameters / dependencies: the handler's FastAPI parameters and the
+            ``dependencies=[...]`` with wrapped callables, for ``build_dependant``.
+        flat: nothing but the handler declares arguments (the call needs no :meth:`bind`).
+        walker: the registration walk (its memo serves the overrides' walks).
+    """
+
+    owner: str
+    model: type[BaseModel]
+    names: tuple[str, ...]
+    required: tuple[str, ...]
+    handler: Declarer
+    declarers: tuple[Declarer, ...]
+    dependency_parameters: tuple[inspect.Parameter, ...]
+    dependencies: tuple[params.Depends, ...]
+    flat: bool
+    walker: Walker
+    overrides: dict[tuple[int, int], tuple[Any, Any, Callable[..., Any]]] = field(default_factory=lambda: {})
+
+    def bind(self, parsed: Any, raw: Any, validate: Validate) -> tuple[dict[str, Any], CallArguments]:
+        """The handler's keyword arguments and the :class:`CallArguments` of one call, from the
+        flattened model's ``parsed`` value (raises pydantic's ValidationError for a declarer whose
+        own model refuses ``raw``)."""
+        values = tuple(d.values(parsed, raw, validate) for d in self.declarers)
+        return self.handler.values(parsed, raw, validate), CallArguments(values, raw, validate, self)
+
+
+def _merge(owner: str, declarers: Sequence[Declarer]) -> Iterator[tuple[str, ArgumentField, bool]]:
+    """``(name, primary field, required)`` per argument; refuses a name declared with two types."""
+    entries: dict[str, list[tuple[Declarer, ArgumentField]]] = {}
+    for declarer in declarers:
+        for f in declarer.fields:
+            entries.setdefault(f.name, []).append((declarer, f))
+    for name, found in entries.items():
+        first, first_field = found[0]
+        for other, other_field in found[1:]:
+            if other_field.shape != first_field.shape:
+                raise ValueError(
+                    f"{owner}: argument {name!r} is declared {type_label(first_field.annotation)} by {first.label} and"
+                    f" {type_label(other_field.annotation)} by {other.label}: one argument has one type, declare the same"
+                    " type in both (or rename one of them)"
+                )
+        required = [f for _, f in found if f.required]
+        yield name, (required[0] if required else first_field), bool(required)
+
+
+def build_arguments(
+    owner: str,
+    model_name: str,
+    arguments: Sequence[inspect.Parameter],
+    dependency_parameters: Sequence[inspect.Parameter],
+    dependencies: Sequence[params.Depends],
+    *,
+    allow_path: bool = False,
+) -> ArgumentGraph:
+    """Classify and flatten the arguments of a handler (``arguments``: its own argument
+    parameters, annotations resolved) and of its graph, once, at registration.
+
+    Raises:
+        ValueError: a parameter that is neither an argument with a JSON Schema nor a dependency,
+            a ``Context`` in a dependency without ``Depends(mcp_context)``, ``Path()`` outside a
+            resource, one argument declared with two types (naming both declarers).
+    """
+    walker = Walker(owner, allow_path, _registered)
+    handler = Declarer(owner, tuple(argument_field(p, owner) for p in arguments), 0)
+    wrapped_dependencies = tuple(walker.depends(d) for d in dependencies)
+    rewritten: list[inspect.Parameter] = []
+    for parameter in dependency_parameters:
+        found = classify(parameter, where=owner, allow_path=allow_path)
+        if found.kind == "dependency" and found.marker is not None and found.dependency is not None:
+            parameter = walker.marker(parameter, found.marker, found.dependency)
+        rewritten.append(parameter)
+    declarers = sorted(walker.declarers, key=lambda d: d.order)
+    for index, declarer in enumerate(declarers):
+        declarer.index = index
+    merged = list(_merge(owner, [handler, *declarers]))
+    primaries = {f.name: f for _, f, _ in merged}
+    params_by_name: dict[str, str] = {}
+    for name, primary, _ in merged:
+        if params_by_name.setdefault(primary.param, name) != name:
+            raise ValueError(f"{owner}: arguments {params_by_name[primary.param]!r} and {name!r} use one parameter name {primary.param!r}: rename one")
+    for declarer in [handler, *declarers]:
+        if all(_same(f, primaries[f.name]) for f in declarer.fields):
+            declarer.reuse = tuple((f.param, primaries[f.name].param) for f in declarer.fields)
+        else:
+            declarer.model = argument_model(f"{model_name}_{declarer.index + 1}", declarer.fields)
+    model = argument_model(model_name, [f for _, f, _ in merged])
+    return ArgumentGraph(
+        owner=owner,
+        model=model,
+        names=tuple(name for name, _, _ in merged),
+        required=tuple(name for name, _, required in merged if required),
+        handler=handler,
+        declarers=tuple(declarers),
+        dependency_parameters=tuple(rewritten),
+        dependencies=wrapped_dependencies,
+        flat=not declarers and handler.model is None,
+        walker=walker,
+    )
