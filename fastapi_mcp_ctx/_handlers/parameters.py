@@ -47,8 +47,8 @@ class Classified:
 
 
 def callable_name(call: Any) -> str:
-    """A dependency's name for messages: its qualified name, or its class's."""
-    name = getattr(call, "__qualname__", None) or getattr(call, "__name__", None)
+    """A dependency's name for messages: its ``__name__``, or its class's."""
+    name = getattr(call, "__name__", None)
     return name if isinstance(name, str) else type(call).__name__
 
 
