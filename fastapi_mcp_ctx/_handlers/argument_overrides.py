@@ -63,7 +63,7 @@ def _at_call(graph: ArgumentGraph, override: Any, original: Any) -> Walker:
         return values
 
     registered = graph.walker
-    return Walker(registered.owner, registered.allow_path, take, memo=dict(registered.memo))
+    return Walker(registered.owner, registered.allow_path, registered.context_type, take, memo=dict(registered.memo))
 
 
 def _converted(graph: ArgumentGraph, original: Any, override: Any) -> Any:

@@ -238,6 +238,7 @@ class Walker:
 
     owner: str
     allow_path: bool
+    context_type: type
     take: Callable[[Declarer, Any], Source]
     memo: dict[int, tuple[Any, Any]] = field(default_factory=lambda: {})
     originals: dict[int, tuple[Any, Any]] = field(default_factory=lambda: {})
@@ -278,7 +279,7 @@ class Walker:
         for parameter in signature.parameters.values():
             if parameter.kind in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD):
                 continue
-            found = classify(parameter, where=where, allow_path=self.allow_path)
+            found = classify(parameter, where=where, allow_path=self.allow_path, context_type=self.context_type)
             if found.kind == "argument":
                 fields.append(argument_field(parameter, where))
                 changed = True
@@ -377,6 +378,7 @@ def build_arguments(
     dependency_parameters: Sequence[inspect.Parameter],
     dependencies: Sequence[params.Depends],
     *,
+    context_type: type,
     allow_path: bool = False,
 ) -> ArgumentGraph:
     """Classify and flatten the arguments of a handler (``arguments``: its own argument
@@ -386,13 +388,14 @@ def build_arguments(
         ValueError: a parameter that is neither an argument with a JSON Schema nor a dependency,
             a ``Context`` in a dependency without ``Depends(mcp_context)``, ``Path()`` outside a
             resource, one argument declared with two types (naming both declarers).
+    ``context_type`` is the ``Context`` class (see ``_handlers.parameters.classify``).
     """
-    walker = Walker(owner, allow_path, _registered)
+    walker = Walker(owner, allow_path, context_type, _registered)
     handler = Declarer(owner, tuple(argument_field(p, owner) for p in arguments), 0)
     wrapped_dependencies = tuple(walker.depends(d) for d in dependencies)
     rewritten: list[inspect.Parameter] = []
     for parameter in dependency_parameters:
-        found = classify(parameter, where=owner, allow_path=allow_path)
+        found = classify(parameter, where=owner, allow_path=allow_path, context_type=context_type)
         if found.kind == "dependency" and found.marker is not None and found.dependency is not None:
             parameter = walker.marker(parameter, found.marker, found.dependency)
         rewritten.append(parameter)

@@ -101,7 +101,7 @@ def build_handler(
         if dependency_of(parameter) is mcp_context:
             check_context_annotation(parameter.annotation, contracts, owner)
     graph = build_arguments(
-        owner, f"{name}_{kind}_arguments", parts.arguments, parts.dependency_parameters, dependencies, allow_path=kind == "resource"
+        owner, f"{name}_{kind}_arguments", parts.arguments, parts.dependency_parameters, dependencies, context_type=Context, allow_path=kind == "resource"
     )
     dependant, context_params, lean = build_dependants(f"{kind}:{name}", graph.dependency_parameters, graph.dependencies, path)
     return FeatureHandler(

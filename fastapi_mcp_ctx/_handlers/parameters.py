@@ -30,7 +30,6 @@ from typing import Any, Literal, get_origin
 from fastapi import params
 
 from .._fastapi_compat import base_type, is_special_type, markers
-from ..context import Context
 
 __all__ = ["Classified", "callable_name", "classify", "typed_signature"]
 
@@ -70,16 +69,17 @@ def typed_signature(call: Callable[..., Any]) -> inspect.Signature:
     return signature.replace(parameters=[p.replace(annotation=hints.get(p.name, p.annotation)) for p in signature.parameters.values()])
 
 
-def _is_context(annotation: Any) -> bool:
+def _is_context(annotation: Any, context_type: type) -> bool:
     base = base_type(annotation)
     origin = get_origin(base) or base
-    return inspect.isclass(origin) and issubclass(origin, Context)
+    return inspect.isclass(origin) and issubclass(origin, context_type)
 
 
-def classify(parameter: inspect.Parameter, *, where: str, allow_path: bool) -> Classified:
+def classify(parameter: inspect.Parameter, *, where: str, allow_path: bool, context_type: type) -> Classified:
     """The kind of ``parameter`` (annotation already resolved); ``where`` names its owner in
     errors (``"tool 'x'"``, ``"dependency 'load_item' of tool 'x'"``); ``allow_path``: a resource's
-    ``Path()`` names a template variable.
+    ``Path()`` names a template variable; ``context_type``: the ``Context`` class (passed in by the
+    registration modules, so that this classifier stays below ``context.py`` in the import graph).
 
     Raises:
         ValueError: ``Path()`` outside a resource, ``Form()`` / ``File()``, a ``Context`` parameter
@@ -89,7 +89,7 @@ def classify(parameter: inspect.Parameter, *, where: str, allow_path: bool) -> C
     for marker in found:
         if isinstance(marker, params.Depends):
             dependency = marker.dependency if marker.dependency is not None else base_type(parameter.annotation)
-            if _is_context(parameter.annotation) and (marker.dependency is None or dependency is Context):
+            if _is_context(parameter.annotation, context_type) and (marker.dependency is None or dependency is context_type):
                 raise ValueError(_context_message(parameter, where))
             return Classified("dependency", marker, dependency)
     for marker in found:
@@ -111,7 +111,7 @@ def classify(parameter: inspect.Parameter, *, where: str, allow_path: bool) -> C
             return Classified("argument")
     if is_special_type(parameter.annotation):
         return Classified("fastapi")
-    if _is_context(parameter.annotation):
+    if _is_context(parameter.annotation, context_type):
         raise ValueError(_context_message(parameter, where))
     return Classified("argument")
 

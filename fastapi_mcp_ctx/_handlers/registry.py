@@ -174,7 +174,7 @@ def split_signature(handler: Callable[..., Any], what: str, *, allow_path: bool 
         if parameter.kind in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD):
             raise ValueError(f"{what}: *args / **kwargs parameters are not supported")
         resolved = _context_by_type(parameter.replace(annotation=hints.get(parameter.name, parameter.annotation)))
-        if classify(resolved, where=what, allow_path=allow_path).kind != "argument":
+        if classify(resolved, where=what, allow_path=allow_path, context_type=Context).kind != "argument":
             dependency_parameters.append(resolved)
             continue
         arguments.append(resolved)
@@ -229,7 +229,7 @@ def build_tool(
     owner = f"tool {tool_name!r}"
     parts = split_signature(handler, owner)
     signature, hints = parts.signature, parts.hints
-    graph = build_arguments(owner, f"{tool_name}_arguments", parts.arguments, parts.dependency_parameters, dependencies)
+    graph = build_arguments(owner, f"{tool_name}_arguments", parts.arguments, parts.dependency_parameters, dependencies, context_type=Context)
     dependency_parameters = graph.dependency_parameters
     model = graph.model
     schema = input_schema if input_schema is not None else _clean_schema(model.model_json_schema(), arguments=True)
