@@ -5,35 +5,21 @@ modes (``legacy`` handshake and stateless ``2026-07-28``)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import anyio
 import httpx
 import pytest
-from mcp import Client
 from serving import uvicorn_thread
+from test_clients import MODES, client_for
 
 from examples import items
 
-MODES = ["legacy", "2026-07-28"]
-
-
-@pytest.fixture(scope="module")
-def server_url() -> Iterator[str]:
-    with uvicorn_thread(items.app) as url:
-        yield url
-
-
-@pytest.fixture(autouse=True)
-def _fresh_items() -> None:
-    items.ITEMS.clear()
-    items.ITEMS[1] = items.Item(id=1, name="hammer")
-
 
 @pytest.mark.parametrize("mode", MODES)
-async def test_rename_item_lists_and_renames_with_the_dependency_argument(server_url: str, mode: str) -> None:
-    with anyio.fail_after(15):
-        async with Client(server_url, mode=mode, cache=None) as client:
+async def test_rename_item_lists_and_renames_with_the_dependency_argument(mode: str) -> None:
+    items.ITEMS.clear()
+    items.ITEMS[1] = items.Item(id=1, name="hammer")
+    with uvicorn_thread(items.app) as server_url, anyio.fail_after(15):
+        async with client_for(server_url, mode) as client:
             tool = next(t for t in (await client.list_tools()).tools if t.name == "rename_item")
             assert tool.input_schema["properties"]["item_id"]["type"] == "integer"
             assert tool.input_schema["properties"]["new_name"]["type"] == "string"
@@ -43,10 +29,10 @@ async def test_rename_item_lists_and_renames_with_the_dependency_argument(server
             assert result.structured_content == {"id": 1, "name": "mallet"}
             missing = await client.call_tool("rename_item", {"item_id": 2, "new_name": "saw"})
             assert missing.is_error is True
-    assert items.ITEMS[1].name == "mallet"
-    base = server_url.rsplit("/mcp", 1)[0]
-    async with httpx.AsyncClient() as http:
-        put = await http.put(f"{base}/items/1", params={"new_name": "anvil"})
-        absent = await http.put(f"{base}/items/2", params={"new_name": "anvil"})
+        assert items.ITEMS[1].name == "mallet"
+        base = server_url.rsplit("/mcp", 1)[0]
+        async with httpx.AsyncClient() as http:
+            put = await http.put(f"{base}/items/1", params={"new_name": "anvil"})
+            absent = await http.put(f"{base}/items/2", params={"new_name": "anvil"})
     assert put.status_code == 200 and put.json() == {"id": 1, "name": "anvil"}
     assert absent.status_code == 404 and absent.json() == {"detail": "No item 2"}

@@ -16,7 +16,7 @@ from typing import Annotated, Any, Literal
 
 import pytest
 from conftest import Wire, make_app, make_router, mcp_settings, open_client, result_of, tool_text
-from fastapi import Body, Depends, FastAPI, Path, Query
+from fastapi import Body, Depends, FastAPI, Form, Path, Query
 from pydantic import BaseModel, Field
 
 from fastapi_mcp_ctx import Context, McpContext, McpRouter
@@ -104,15 +104,19 @@ def filtered(query: Filter, strict: bool = False) -> str:
     return f"{query.color.value}:{query.limit}:{strict}"
 
 
-async def test_a_pydantic_model_argument_declared_by_a_dependency(era: str) -> None:
+def app_with(dependency: Any, name: str) -> FastAPI:
+    """An app with one tool ``name`` returning what ``dependency`` gave it."""
     router = make_router()
 
-    @router.tool()
-    async def search(f: str = Depends(filtered)) -> str:
-        """Search."""
-        return f
+    async def tool(value: str = Depends(dependency)) -> str:
+        return value
 
-    app = make_app(router)
+    router.add_tool(tool, name=name, description=f"{name} through a dependency")
+    return make_app(router)
+
+
+async def test_a_pydantic_model_argument_declared_by_a_dependency(era: str) -> None:
+    app = app_with(filtered, "search")
     schema = (await listed(app, era, "search"))["inputSchema"]
     assert schema["properties"]["query"] == {"$ref": "#/$defs/Filter"}
     assert schema["$defs"]["Color"]["enum"] == ["red", "blue"]
@@ -231,14 +235,7 @@ def named(name: str = Body(description="Spelled out")) -> str:
 
 
 async def test_a_body_marker_says_argument_explicitly(era: str) -> None:
-    router = make_router()
-
-    @router.tool()
-    async def shout(loud: str = Depends(named)) -> str:
-        """Shout."""
-        return loud
-
-    app = make_app(router)
+    app = app_with(named, "shout")
     schema = (await listed(app, era, "shout"))["inputSchema"]
     assert schema["properties"]["name"]["description"] == "Spelled out" and schema["required"] == ["name"]
     assert tool_text(await call(app, era, "shout", {"name": "hi"})) == "HI"
@@ -334,6 +331,20 @@ def test_path_outside_a_resource_is_refused() -> None:
         async def tool_with_path(item_id: int = Path()) -> int:  # pyright: ignore[reportUnusedFunction]
             """Path."""
             return item_id
+
+
+def form_field(name: str = Form()) -> str:
+    return name
+
+
+def test_form_and_file_are_refused_an_mcp_call_has_no_form_body() -> None:
+    router = make_router()
+    with pytest.raises(ValueError, match=r"dependency 'form_field' of tool 'upload': parameter 'name' is declared Form\(\), but an MCP call has no form body"):
+
+        @router.tool()
+        async def upload(name: str = Depends(form_field)) -> str:  # pyright: ignore[reportUnusedFunction]
+            """Upload."""
+            return name
 
 
 def request_of(ctx: McpContext) -> str:
@@ -482,3 +493,29 @@ async def test_mcp_test_client_on_the_items_example(test_era: Literal["legacy", 
         assert absent.is_error and absent.text == "No item 9"
     assert items.ITEMS[1].name == "mallet"
 
+
+
+# -- the guide's example ----------------------------------------------------------------------------
+
+
+async def test_the_guides_example_flattens_and_keeps_identity_out_of_the_arguments(era: str) -> None:
+    from conftest import guide_example
+
+    example = guide_example("## Dependencies take the tool's arguments")
+    router: McpRouter = example["mcp_router"]
+
+    @router.tool()
+    async def wrong_plan(account: dict[str, str] = Depends(example["account_from_argument"])) -> str:
+        """The wrong way: the identity is an argument."""
+        return account["plan"]
+
+    app: FastAPI = example["app"]
+    orders = (await listed(app, era, "list_orders"))["inputSchema"]
+    assert list(orders["properties"]) == ["status", "limit", "cursor"]
+    assert orders["properties"]["limit"] == {"default": 20, "description": "Items per page", "maximum": 100, "minimum": 1, "title": "Limit", "type": "integer"}
+    assert (await listed(app, era, "my_plan"))["inputSchema"]["properties"] == {}
+    assert (await listed(app, era, "wrong_plan"))["inputSchema"]["required"] == ["user"]  # the client picks it
+    result = await call(app, era, "list_orders", {"limit": 5})
+    assert result["structuredContent"] == {"status": "open", "limit": 5, "cursor": None}
+    too_big = await call(app, era, "list_orders", {"limit": 500})
+    assert too_big["isError"] is True and "limit" in tool_text(too_big)

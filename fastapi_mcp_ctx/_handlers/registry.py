@@ -1,8 +1,8 @@
 """Tool registration: a FastAPI-style function becomes an MCP tool definition.
 
-The plain parameters (everything FastAPI does not resolve) become a pydantic model: it
-validates ``arguments`` and gives ``inputSchema`` (JSON Schema 2020-12, descriptions from
-``Annotated[..., Field(description=...)]``). The return annotation gives ``outputSchema``;
+The plain parameters (everything FastAPI does not resolve), the handler's and those of its
+dependencies (``_handlers.arguments``), become a pydantic model: it validates ``arguments`` and
+gives ``inputSchema`` (JSON Schema 2020-12, descriptions from ``Annotated[..., Field(description=...)]``). The return annotation gives ``outputSchema``;
 a non-object output (``int``, ``str``, ``list``...) is wrapped as ``{"result": value}``.
 Spec 2025-11-25 ``server/tools`` §Tool, §Output Schema.
 """
