@@ -16,7 +16,8 @@ from typing import Annotated, Any, Literal
 
 import pytest
 from conftest import Wire, make_app, make_router, mcp_settings, open_client, result_of, tool_text
-from fastapi import Body, Depends, FastAPI, Form, Path, Query
+from fastapi import Body, Depends, FastAPI, Form, Path, Query, Security
+from fastapi.security import SecurityScopes
 from pydantic import BaseModel, Field
 
 from fastapi_mcp_ctx import Context, McpContext, McpRouter
@@ -125,6 +126,33 @@ async def test_a_pydantic_model_argument_declared_by_a_dependency(era: str) -> N
     assert tool_text(await call(app, era, "search", {"query": {"color": "blue"}})) == "blue:10:False"
     wrong = await call(app, era, "search", {"query": {"color": "green"}})
     assert wrong["isError"] is True and "query.color" in tool_text(wrong)
+
+
+class Pager:
+    """A class as a dependency (FastAPI calls it): its ``__init__`` parameters are arguments."""
+
+    def __init__(self, page: int = 1, size: Annotated[int, Field(le=50)] = 10) -> None:
+        self.page, self.size = page, size
+
+
+def scoped(scopes: SecurityScopes, project: str) -> str:
+    return f"{project}:{','.join(scopes.scopes)}"
+
+
+async def test_class_dependencies_and_security_markers_keep_their_form(era: str) -> None:
+    router = make_router()
+
+    @router.tool()
+    async def browse(pager: Annotated[Pager, Depends()], who: str = Security(scoped, scopes=["items:read"])) -> str:
+        """Browse."""
+        return f"{pager.page}/{pager.size} {who}"
+
+    app = make_app(router)
+    schema = (await listed(app, era, "browse"))["inputSchema"]
+    assert list(schema["properties"]) == ["page", "size", "project"] and schema["required"] == ["project"]
+    assert tool_text(await call(app, era, "browse", {"project": "p1", "size": 20})) == "1/20 p1:items:read"
+    too_big = await call(app, era, "browse", {"project": "p1", "size": 51})
+    assert too_big["isError"] is True and "size" in tool_text(too_big)
 
 
 # -- values -------------------------------------------------------------------------------------

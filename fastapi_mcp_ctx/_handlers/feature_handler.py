@@ -173,7 +173,7 @@ async def run_handler(
             raise InvalidParamsError(
                 f"Invalid arguments for {target.kind} {target.name!r}: {describe_errors(exc)}", reason="invalid_arguments", data=error_data
             ) from exc
-    if bound is None and graph is not None and overridden(request):  # an override may take arguments by name
+    if bound is None and graph is not None and target.dependant is not None and overridden(request):  # an override may take arguments by name
         bound = CallArguments((), dict(arguments), _lax, graph)
 
     def invalid(problems: str) -> R:

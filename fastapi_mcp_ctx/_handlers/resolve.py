@@ -219,7 +219,7 @@ async def run_tool(
     bound: CallArguments | None = None
     if graph is None or graph.flat:
         kwargs = {name: getattr(parsed, name) for name in tool.argument_names}
-        if graph is not None and overridden(request):  # an override may take arguments by name
+        if graph is not None and tool.dependant is not None and overridden(request):  # an override may take arguments by name
             bound = CallArguments((), raw, _strict_json, graph)
     else:  # dependencies declare arguments: each declarer's own values (its defaults, its types)
         try:
