@@ -10,7 +10,7 @@ registration), ``app.dependency_overrides`` filled by name; ``Query()`` still re
 from __future__ import annotations
 
 import io
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from enum import Enum
 from typing import Annotated, Any, Literal
 
@@ -72,6 +72,24 @@ async def test_a_sub_dependency_argument_is_in_the_schema_and_gets_the_value(era
     assert tool_text(result) == "acme/7:n"
     bad = await call(app, era, "whose", {"note": "n", "owner_id": 7, "tenant": ""})
     assert bad["isError"] is True and "tenant" in tool_text(bad)
+
+
+def owner_label(owner: str = Depends(owner_of)) -> str:
+    """No argument of its own: its sub-dependencies take them."""
+    return f"[{owner}]"
+
+
+async def test_a_dependency_without_arguments_above_one_with_arguments(era: str) -> None:
+    router = make_router()
+
+    @router.tool()
+    async def label(text: str = Depends(owner_label)) -> str:
+        """Label."""
+        return text
+
+    app = make_app(router)
+    assert sorted((await listed(app, era, "label"))["inputSchema"]["required"]) == ["owner_id", "tenant"]
+    assert tool_text(await call(app, era, "label", {"owner_id": 3, "tenant": "t"})) == "[t/3]"
 
 
 async def test_router_dependencies_declare_arguments_of_every_tool(era: str) -> None:
@@ -238,24 +256,32 @@ def opened(item_id: int) -> Iterator[str]:
         SEEN.append("close")
 
 
+async def traced(trace_id: str) -> AsyncIterator[str]:
+    SEEN.append(f"start {trace_id}")
+    try:
+        yield trace_id
+    finally:
+        SEEN.append("end")
+
+
 async def test_a_yield_dependency_with_an_argument_tears_down_after_the_result(era: str) -> None:
     router = make_router()
 
     @router.tool()
-    def use(fail: bool = False, session: str = Depends(opened)) -> str:
+    def use(fail: bool = False, session: str = Depends(opened), trace: str = Depends(traced)) -> str:
         """Use."""
         SEEN.append("tool")
         if fail:
             raise ValueError("boom")
-        return session
+        return f"{session} {trace}"
 
     app = make_app(router)
-    assert tool_text(await call(app, era, "use", {"item_id": 3})) == "session 3"
-    assert SEEN == ["open 3", "tool", "close"]
+    assert tool_text(await call(app, era, "use", {"item_id": 3, "trace_id": "t"})) == "session 3 t"
+    assert SEEN == ["open 3", "start t", "tool", "end", "close"]
     SEEN.clear()
-    failed = await call(app, era, "use", {"item_id": 3, "fail": True})
+    failed = await call(app, era, "use", {"item_id": 3, "trace_id": "t", "fail": True})
     assert failed["isError"] is True
-    assert SEEN == ["open 3", "tool", "rollback", "close"]
+    assert SEEN == ["open 3", "start t", "tool", "end", "rollback", "close"]
 
 
 def named(name: str = Body(description="Spelled out")) -> str:

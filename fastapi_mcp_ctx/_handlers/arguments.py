@@ -295,13 +295,18 @@ class Walker:
         if not changed:
             return call
         declarer = Declarer(label, tuple(fields), order)
+        source: Source = _nothing  # a dependency whose sub-dependencies alone take arguments
         if fields:
             self.declarers.append(declarer)
-        source = self.take(declarer, signature)
+            source = self.take(declarer, signature)
         wrapper = _wrapper(call, kept, request_param, source)
         self.memo[id(call)] = (call, wrapper)
         self.originals[id(wrapper)] = (wrapper, call)
         return wrapper
+
+
+def _nothing(_: CallArguments) -> dict[str, Any]:
+    return {}
 
 
 def _same(a: ArgumentField, b: ArgumentField) -> bool:
