@@ -53,7 +53,7 @@ def _at_call(graph: ArgumentGraph, override: Any, original: Any) -> Walker:
             if model is None:
                 return {}
             try:
-                own = bound.validate(model, bound.raw)
+                own = bound.graph.validate(model, bound.raw)
             except PydanticValidationError as exc:
                 raise ToolError(
                     f"Invalid arguments for {graph.owner}: {_describe(exc)}", code=-32602, reason="invalid_arguments"
@@ -111,11 +111,8 @@ class _Provider:
         self.dependency_overrides = view
 
 
-def overrides_provider(app: Any, graph: ArgumentGraph | None) -> Any:
-    """What ``solve`` takes as ``dependency_overrides_provider`` for ``graph``'s handler: ``app``
-    itself when it overrides nothing (the common, production case), else the view above."""
-    overrides: Any = getattr(app, "dependency_overrides", None)
-    if not overrides or graph is None:
-        return app
-    return _Provider(_View(overrides, graph))
+def overrides_provider(app: Any, graph: ArgumentGraph) -> Any:
+    """What ``solve`` takes as ``dependency_overrides_provider`` for ``graph``'s handler when
+    ``app`` has ``dependency_overrides`` (without any, ``app`` itself is passed): the view above."""
+    return _Provider(_View(app.dependency_overrides, graph))
 

@@ -40,7 +40,7 @@ from starlette.requests import Request
 from .._fastapi_compat import base_type, call_kind, is_request_type, with_dependency
 from .parameters import callable_name, classify, typed_signature
 
-__all__ = ["ARGUMENTS_KEY", "ArgumentField", "ArgumentGraph", "CallArguments", "Declarer", "Source", "Walker", "argument_field", "argument_model", "build_arguments", "type_label"]
+__all__ = ["ARGUMENTS_KEY", "ArgumentField", "ArgumentGraph", "CallArguments", "Declarer", "Source", "Walker", "argument_field", "argument_model", "build_arguments", "lax_python", "strict_json", "type_label"]
 
 ARGUMENTS_KEY: Final = "fastapi_mcp_ctx.arguments"
 """Request-scope key of the call's :class:`CallArguments` (set by ``_handlers.resolve.call_handler``)."""
@@ -49,6 +49,16 @@ _CONFIG: Final = ConfigDict(extra="ignore", arbitrary_types_allowed=True)
 _ANNOTATION_KEYWORDS: Final = frozenset({"title", "description", "default", "examples", "deprecated"})
 _NULL: Final = {"type": "null"}
 Validate = Callable[[type[BaseModel], Any], Any]
+
+
+def strict_json(model: type[BaseModel], raw: Any) -> Any:
+    """A tool's arguments: JSON bytes judged by JSON Schema's rules (``"5"`` is no integer)."""
+    return model.__pydantic_validator__.validate_json(raw, strict=True)
+
+
+def lax_python(model: type[BaseModel], raw: Any) -> Any:
+    """Template variables, prompt arguments, completion inputs: strings converted (``"42"`` → 42)."""
+    return model.__pydantic_validator__.validate_python(raw if isinstance(raw, dict) else dict(raw))
 
 
 def type_label(annotation: Any) -> str:
@@ -139,12 +149,11 @@ class Declarer:
 @dataclass(slots=True)
 class CallArguments:
     """One call's arguments as the graph's wrappers read them: ``values`` per declarer index,
-    ``raw`` the arguments as received (JSON bytes for a tool, a dict otherwise), ``validate`` how
-    a model judges ``raw``, ``graph`` the registered graph (overrides)."""
+    ``raw`` the arguments as received (JSON bytes for a tool, a dict otherwise), ``graph`` the
+    registered graph (its ``validate`` judges ``raw`` for an override)."""
 
     values: tuple[dict[str, Any], ...]
     raw: Any
-    validate: Validate
     graph: ArgumentGraph
 
 
@@ -334,6 +343,8 @@ class ArgumentGraph:
         dependency_parameters / dependencies: the handler's FastAPI parameters and the
             ``dependencies=[...]`` with wrapped callables, for ``build_dependant``.
         flat: nothing but the handler declares arguments (the call needs no :meth:`bind`).
+        validate: how a model judges the raw arguments (:func:`strict_json` for a tool,
+            :func:`lax_python` for a resource, prompt or completer).
         walker: the registration walk (its memo serves the overrides' walks).
     """
 
@@ -347,14 +358,16 @@ class ArgumentGraph:
     dependencies: tuple[params.Depends, ...]
     flat: bool
     walker: Walker
+    validate: Validate
     overrides: dict[tuple[int, int], tuple[Any, Any, Callable[..., Any]]] = field(default_factory=lambda: {})
 
-    def bind(self, parsed: Any, raw: Any, validate: Validate) -> tuple[dict[str, Any], CallArguments]:
+    def bind(self, parsed: Any, raw: Any) -> tuple[dict[str, Any], CallArguments]:
         """The handler's keyword arguments and the :class:`CallArguments` of one call, from the
         flattened model's ``parsed`` value (raises pydantic's ValidationError for a declarer whose
         own model refuses ``raw``)."""
+        validate = self.validate
         values = tuple(d.values(parsed, raw, validate) for d in self.declarers)
-        return self.handler.values(parsed, raw, validate), CallArguments(values, raw, validate, self)
+        return self.handler.values(parsed, raw, validate), CallArguments(values, raw, self)
 
 
 def _merge(owner: str, declarers: Sequence[Declarer]) -> Iterator[tuple[str, ArgumentField, bool]]:
@@ -384,6 +397,7 @@ def build_arguments(
     dependencies: Sequence[params.Depends],
     *,
     context_type: type,
+    validate: Validate,
     allow_path: bool = False,
 ) -> ArgumentGraph:
     """Classify and flatten the arguments of a handler (``arguments``: its own argument
@@ -430,4 +444,5 @@ def build_arguments(
         dependencies=wrapped_dependencies,
         flat=not declarers and handler.model is None,
         walker=walker,
+        validate=validate,
     )

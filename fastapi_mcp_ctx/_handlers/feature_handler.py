@@ -35,9 +35,9 @@ from ..context import Context, mcp_context
 from ..contracts import ErrorContract, ErrorContracts, build_contracts, check_context_annotation
 from ..errors import InternalError, InvalidParamsError, McpError, ToolError
 from ..input_required import InputRequired
-from .arguments import ArgumentGraph, CallArguments, build_arguments
+from .arguments import ArgumentGraph, CallArguments, build_arguments, lax_python
 from .registry import SignatureParts, build_dependants, split_signature
-from .resolve import call_handler, describe_errors, from_http_exception, overridden
+from .resolve import call_handler, describe_errors, from_http_exception
 
 __all__ = ["FeatureHandler", "build_handler", "protocol_error", "run_handler"]
 
@@ -101,7 +101,7 @@ def build_handler(
         if dependency_of(parameter) is mcp_context:
             check_context_annotation(parameter.annotation, contracts, owner)
     graph = build_arguments(
-        owner, f"{name}_{kind}_arguments", parts.arguments, parts.dependency_parameters, dependencies, context_type=Context, allow_path=kind == "resource"
+        owner, f"{name}_{kind}_arguments", parts.arguments, parts.dependency_parameters, dependencies, context_type=Context, validate=lax_python, allow_path=kind == "resource"
     )
     dependant, context_params, lean = build_dependants(f"{kind}:{name}", graph.dependency_parameters, graph.dependencies, path)
     return FeatureHandler(
@@ -120,10 +120,6 @@ def build_handler(
         arguments=graph,
         inputs=graph.names,
     )
-
-
-def _lax(model: type[BaseModel], raw: Any) -> Any:
-    return model.__pydantic_validator__.validate_python(raw)
 
 
 def protocol_error(exc: ToolError, target: FeatureHandler) -> McpError:
@@ -168,19 +164,17 @@ async def run_handler(
             if graph is None or graph.flat:
                 kwargs = {name: getattr(parsed, name) for name in target.argument_names}
             else:
-                kwargs, bound = graph.bind(parsed, raw, _lax)
+                kwargs, bound = graph.bind(parsed, raw)
         except PydanticValidationError as exc:
             raise InvalidParamsError(
                 f"Invalid arguments for {target.kind} {target.name!r}: {describe_errors(exc)}", reason="invalid_arguments", data=error_data
             ) from exc
-    if bound is None and graph is not None and target.dependant is not None and overridden(request):  # an override may take arguments by name
-        bound = CallArguments((), dict(arguments), _lax, graph)
 
     def invalid(problems: str) -> R:
         raise InvalidParamsError(f"Invalid request for {target.kind} {target.name!r}: {problems}", reason="invalid_request", data=error_data)
 
     try:
-        return await call_handler(target, kwargs, context, request, background_tasks, lambda value: (finish(value), True), invalid, bound)
+        return await call_handler(target, kwargs, context, request, background_tasks, lambda value: (finish(value), True), invalid, bound, arguments)
     except ToolError as exc:
         raise protocol_error(exc, target) from exc
     except HTTPException as exc:

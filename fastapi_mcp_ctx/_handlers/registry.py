@@ -25,7 +25,7 @@ from pydantic import BaseModel, ConfigDict, PydanticUserError, TypeAdapter
 from .._fastapi_compat import build_dependant, dependency_of
 from ..context import Context, mcp_context
 from ..contracts import ErrorContract
-from .arguments import build_arguments
+from .arguments import build_arguments, strict_json
 from .parameters import classify
 from .tool_declarations import declare
 from .tool_def import ToolDef
@@ -229,7 +229,7 @@ def build_tool(
     owner = f"tool {tool_name!r}"
     parts = split_signature(handler, owner)
     signature, hints = parts.signature, parts.hints
-    graph = build_arguments(owner, f"{tool_name}_arguments", parts.arguments, parts.dependency_parameters, dependencies, context_type=Context)
+    graph = build_arguments(owner, f"{tool_name}_arguments", parts.arguments, parts.dependency_parameters, dependencies, context_type=Context, validate=strict_json)
     dependency_parameters = graph.dependency_parameters
     model = graph.model
     schema = input_schema if input_schema is not None else _clean_schema(model.model_json_schema(), arguments=True)

@@ -49,7 +49,7 @@ from .arguments import ARGUMENTS_KEY, ArgumentGraph, CallArguments
 from .results import error_result, shape_result
 from .tool_def import ToolDef
 
-__all__ = ["Invocable", "call_handler", "dependency_problems", "describe_errors", "from_http_exception", "overridden", "run_tool"]
+__all__ = ["Invocable", "call_handler", "dependency_problems", "describe_errors", "from_http_exception", "run_tool"]
 
 logger = logging.getLogger("fastapi_mcp_ctx")
 R = TypeVar("R")
@@ -155,15 +155,6 @@ def _non_finite(kwargs: Mapping[str, Any]) -> list[str]:
     return sorted(found)
 
 
-def overridden(request: Request) -> bool:
-    """Whether the app serving ``request`` has ``dependency_overrides`` (tests, mostly)."""
-    return bool(getattr(request.scope.get("app"), "dependency_overrides", None))
-
-
-def _strict_json(model: type[BaseModel], raw: Any) -> Any:
-    return model.__pydantic_validator__.validate_json(raw, strict=True)
-
-
 def _invalid_arguments(tool: ToolDef, problems: str) -> ToolError:
     return ToolError(
         f"Invalid arguments for tool {tool.name!r}: {problems}",
@@ -219,11 +210,9 @@ async def run_tool(
     bound: CallArguments | None = None
     if graph is None or graph.flat:
         kwargs = {name: getattr(parsed, name) for name in tool.argument_names}
-        if graph is not None and tool.dependant is not None and overridden(request):  # an override may take arguments by name
-            bound = CallArguments((), raw, _strict_json, graph)
     else:  # dependencies declare arguments: each declarer's own values (its defaults, its types)
         try:
-            kwargs, bound = graph.bind(parsed, raw, _strict_json)
+            kwargs, bound = graph.bind(parsed, raw)
         except PydanticValidationError as exc:
             return error_result(_invalid_arguments(tool, describe_errors(exc)), request_id, tool)
     if may_overflow(raw):  # only a huge literal can turn into inf: most calls skip the walk
@@ -242,6 +231,7 @@ async def run_tool(
                 ToolError(f"Invalid request for tool {tool.name!r}: {problems}", code=-32600, reason="invalid_request"), request_id, tool
             ),
             bound,
+            raw,
         )
     except ToolError as exc:
         return error_result(exc, request_id, tool)
@@ -283,6 +273,7 @@ async def call_handler(
     finish: Callable[[Any], tuple[R, bool]],
     invalid: Callable[[str], R],
     bound: CallArguments | None = None,
+    raw: Any = None,
 ) -> R:
     """Run any handler kind with its FastAPI dependencies, the way tools run.
 
@@ -294,20 +285,28 @@ async def call_handler(
     (as FastAPI: an endpoint that raised runs none). Failed ``Header``/``Query``/... dependencies
     give ``invalid(problems)``. ``bound`` carries the arguments its dependencies declare
     (``_handlers.arguments``): the graph's wrappers read it from the request scope, and
-    ``app.dependency_overrides`` are read through ``_handlers.argument_overrides``. Exceptions of
+    ``app.dependency_overrides`` are read through ``_handlers.argument_overrides`` (an override
+    of a graph without ``bound`` validates ``raw``, the arguments as received, itself). Exceptions of
     the handler and its dependencies propagate.
     """
-    app = request.scope.get("app")
+    scope = request.scope
+    app = scope.get("app")
+    overrides: Any = getattr(app, "dependency_overrides", None)
     dependant = target.dependant
-    if target.context_params and mcp_context not in getattr(app, "dependency_overrides", ()):
+    if target.context_params and not (overrides and mcp_context in overrides):
         # ``Depends(mcp_context)`` would only read the Context back from the scope: hand it over
         # directly. An override of mcp_context (read per call) gets the whole graph solved.
         dependant = target.lean_dependant
         for name in target.context_params:
             kwargs[name] = context
-    request.scope[SCOPE_KEY] = context
+    provider = app
+    if overrides and target.arguments is not None:  # an override may take arguments by name
+        provider = overrides_provider(app, target.arguments)
+        if bound is None:
+            bound = CallArguments((), raw, target.arguments)
+    scope[SCOPE_KEY] = context
     if bound is not None:
-        request.scope[ARGUMENTS_KEY] = bound
+        scope[ARGUMENTS_KEY] = bound
     token = bind_context(context)
     ok = False
     try:
@@ -315,7 +314,7 @@ async def call_handler(
             result, ok = finish(await _invoke(target, kwargs))
             return result
         shaped = False
-        async with solve(dependant, request, overrides_provider(app, target.arguments), background_tasks) as solved:
+        async with solve(dependant, request, provider, background_tasks) as solved:
             if solved.errors:
                 return invalid(dependency_problems(solved.errors))
             result, shaped = finish(await _invoke(target, {**kwargs, **solved.values}))
@@ -330,5 +329,6 @@ async def call_handler(
         if not ok:
             background_tasks.tasks.clear()
         unbind_context(token)
-        request.scope.pop(ARGUMENTS_KEY, None)
-        request.scope.pop(SCOPE_KEY, None)  # scope → context → call → request → scope: no cycle left for the GC
+        if bound is not None:
+            del scope[ARGUMENTS_KEY]
+        scope.pop(SCOPE_KEY, None)  # scope → context → call → request → scope: no cycle left for the GC
