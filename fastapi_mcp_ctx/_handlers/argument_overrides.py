@@ -46,8 +46,9 @@ def _at_call(graph: ArgumentGraph, override: Any, original: Any) -> Walker:
                 code=-32603,
                 reason="invalid_override",
             )
-        declarer.fields = tuple(f for f in declarer.fields if f.name in names)
-        model = argument_model(f"override_{callable_name(override)}", declarer.fields) if declarer.fields else None
+        kept = tuple(f for f in declarer.fields if f.name in names)
+        model = declarer.built if len(kept) == len(declarer.fields) else argument_model(f"override_{callable_name(override)}", kept) if kept else None
+        declarer.fields = kept
 
         def values(bound: CallArguments) -> dict[str, Any]:
             if model is None:

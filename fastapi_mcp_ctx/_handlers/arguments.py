@@ -40,7 +40,7 @@ from starlette.requests import Request
 from .._fastapi_compat import base_type, call_kind, is_request_type, with_dependency
 from .parameters import callable_name, classify, typed_signature
 
-__all__ = ["ARGUMENTS_KEY", "ArgumentField", "ArgumentGraph", "CallArguments", "Declarer", "Source", "Walker", "argument_field", "argument_model", "build_arguments", "lax_python", "strict_json", "type_label"]
+__all__ = ["ARGUMENTS_KEY", "ArgumentField", "ArgumentGraph", "CallArguments", "Declarer", "Source", "Walker", "argument_fields", "argument_model", "build_arguments", "lax_python", "strict_json", "type_label"]
 
 ARGUMENTS_KEY: Final = "fastapi_mcp_ctx.arguments"
 """Request-scope key of the call's :class:`CallArguments` (set by ``_handlers.resolve.call_handler``)."""
@@ -83,40 +83,85 @@ class ArgumentField:
     shape: str
 
 
+def _refs(node: Any, found: set[str]) -> None:
+    if isinstance(node, dict):
+        mapping: dict[str, Any] = node  # pyright: ignore[reportUnknownVariableType]
+        ref = mapping.get("$ref")
+        if isinstance(ref, str):
+            found.add(ref.rsplit("/", 1)[-1])
+        for value in mapping.values():
+            _refs(value, found)
+    elif isinstance(node, list):
+        items: list[Any] = node  # pyright: ignore[reportUnknownVariableType]
+        for item in items:
+            _refs(item, found)
+
+
 def _shape(schema: dict[str, Any], name: str) -> str:
+    """The type part of property ``name``'s schema (and the ``$defs`` it reaches) as canonical
+    JSON: annotation keywords and a ``null`` branch left out."""
     properties: dict[str, Any] = schema.get("properties", {})
     prop: dict[str, Any] = {k: v for k, v in properties.get(name, {}).items() if k not in _ANNOTATION_KEYWORDS}
     branches: Any = prop.get("anyOf")
     if isinstance(branches, list) and _NULL in branches:
         rest: list[Any] = [b for b in branches if b != _NULL]  # pyright: ignore[reportUnknownVariableType]
         prop = rest[0] if len(rest) == 1 else {**prop, "anyOf": rest}
-    return json.dumps({"type": prop, "defs": schema.get("$defs")}, sort_keys=True, default=str)
+    defs: dict[str, Any] = schema.get("$defs", {})
+    reached: set[str] = set()
+    pending: set[str] = set()
+    _refs(prop, pending)
+    while pending:
+        ref = pending.pop()
+        if ref not in reached:
+            reached.add(ref)
+            _refs(defs.get(ref), pending)
+    return json.dumps({"type": prop, "defs": {k: defs.get(k) for k in sorted(reached)}}, sort_keys=True, default=str)
 
 
-def argument_field(parameter: inspect.Parameter, where: str) -> ArgumentField:
-    """The :class:`ArgumentField` of ``parameter`` (annotation resolved).
+def _refused(parameter: inspect.Parameter, annotation: Any, where: str) -> ValueError:
+    label = type_label(annotation)
+    return ValueError(
+        f"{where}: parameter {parameter.name!r} of type {label} is neither an argument with a JSON Schema nor a"
+        f" dependency. If FastAPI should provide it, declare `{parameter.name}: {label} = Depends(...)` or"
+        f" `{parameter.name}: Annotated[{label}, Depends(...)]`; if the client sends it, give it a pydantic type"
+        " (str, int, a BaseModel, a TypedDict...)"
+    )
+
+
+def _spec(parameter: inspect.Parameter) -> tuple[Any, Any]:
+    annotation = Any if parameter.annotation is inspect.Parameter.empty else parameter.annotation
+    return annotation, (... if parameter.default is inspect.Parameter.empty else parameter.default)
+
+
+def argument_fields(parameters: Sequence[inspect.Parameter], where: str, model_name: str) -> tuple[tuple[ArgumentField, ...], type[BaseModel] | None]:
+    """The :class:`ArgumentField` of each of ``parameters`` (annotations resolved) and the one
+    model validating them (None without parameters).
 
     Raises:
-        ValueError: its type has no JSON Schema (``Session``, ``io.BytesIO``, ``Callable``...): the
+        ValueError: a type without a JSON Schema (``Session``, ``io.BytesIO``, ``Callable``...): the
             message names ``where``, the parameter, its type and the fixes (issue 22).
     """
-    annotation = Any if parameter.annotation is inspect.Parameter.empty else parameter.annotation
-    default = ... if parameter.default is inspect.Parameter.empty else parameter.default
+    if not parameters:
+        return (), None
+    specs = {p.name: _spec(p) for p in parameters}
     try:
-        model = create_model("argument", __config__=_CONFIG, **{parameter.name: (annotation, default)})  # pyright: ignore[reportCallIssue, reportUnknownVariableType, reportArgumentType]
+        model = create_model(model_name, __config__=_CONFIG, **specs)  # pyright: ignore[reportCallIssue, reportUnknownVariableType, reportArgumentType]
         schema = model.model_json_schema()  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
-    except (PydanticUserError, TypeError) as exc:
-        label = type_label(annotation)
-        raise ValueError(
-            f"{where}: parameter {parameter.name!r} of type {label} is neither an argument with a JSON Schema nor a"
-            f" dependency. If FastAPI should provide it, declare `{parameter.name}: {label} = Depends(...)` or"
-            f" `{parameter.name}: Annotated[{label}, Depends(...)]`; if the client sends it, give it a pydantic type"
-            " (str, int, a BaseModel, a TypedDict...)"
-        ) from exc
-    info: FieldInfo = model.model_fields[parameter.name]  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
-    alias: Any = info.alias  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
-    name = alias if isinstance(alias, str) else parameter.name
-    return ArgumentField(name, parameter.name, annotation, default, bool(info.is_required()), _shape(schema, name))  # pyright: ignore[reportUnknownArgumentType, reportUnknownMemberType]
+    except (PydanticUserError, TypeError):
+        for parameter in parameters:  # which one: each alone (the error path only)
+            try:
+                create_model("argument", __config__=_CONFIG, **{parameter.name: specs[parameter.name]}).model_json_schema()  # pyright: ignore[reportCallIssue, reportUnknownMemberType, reportArgumentType]
+            except (PydanticUserError, TypeError) as single:
+                raise _refused(parameter, specs[parameter.name][0], where) from single
+        raise
+    fields: list[ArgumentField] = []
+    for parameter in parameters:
+        info: FieldInfo = model.model_fields[parameter.name]  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
+        alias: Any = info.alias  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
+        name = alias if isinstance(alias, str) else parameter.name
+        annotation, default = specs[parameter.name]
+        fields.append(ArgumentField(name, parameter.name, annotation, default, bool(info.is_required()), _shape(schema, name)))  # pyright: ignore[reportUnknownArgumentType, reportUnknownMemberType]
+    return tuple(fields), model  # pyright: ignore[reportUnknownVariableType]
 
 
 @dataclass(slots=True, eq=False)
@@ -128,6 +173,7 @@ class Declarer:
         fields: its arguments. order: its place in the graph (pre-order), for the schema's order.
         index: where its values sit in :attr:`CallArguments.values` (the handler: -1).
         model: its own model when it cannot reuse the flattened values, else None.
+        built: its model, built with its fields (``model`` when it is needed).
         reuse: ``(parameter, flattened field)`` pairs when ``model`` is None.
     """
 
@@ -137,6 +183,7 @@ class Declarer:
     index: int = -1
     model: type[BaseModel] | None = None
     reuse: tuple[tuple[str, str], ...] = ()
+    built: type[BaseModel] | None = None
 
     def values(self, parsed: Any, raw: Any, validate: Validate) -> dict[str, Any]:
         """This declarer's keyword arguments for one call (raises pydantic's ValidationError)."""
@@ -282,7 +329,7 @@ class Walker:
             return call
         where = f"{label} of {self.owner}"
         kept: list[inspect.Parameter] = []
-        fields: list[ArgumentField] = []
+        arguments: list[inspect.Parameter] = []
         changed = False
         request_param: str | None = None
         for parameter in signature.parameters.values():
@@ -290,7 +337,7 @@ class Walker:
                 continue
             found = classify(parameter, where=where, allow_path=self.allow_path, context_type=self.context_type)
             if found.kind == "argument":
-                fields.append(argument_field(parameter, where))
+                arguments.append(parameter)
                 changed = True
                 continue
             if found.kind == "dependency":
@@ -303,7 +350,8 @@ class Walker:
             kept.append(parameter)
         if not changed:
             return call
-        declarer = Declarer(label, tuple(fields), order)
+        fields, built = argument_fields(arguments, where, f"arguments_of_{callable_name(call)}")
+        declarer = Declarer(label, fields, order, built=built)
         source: Source = _nothing  # a dependency whose sub-dependencies alone take arguments
         if fields:
             self.declarers.append(declarer)
@@ -410,7 +458,8 @@ def build_arguments(
     ``context_type`` is the ``Context`` class (see ``_handlers.parameters.classify``).
     """
     walker = Walker(owner, allow_path, context_type, _registered)
-    handler = Declarer(owner, tuple(argument_field(p, owner) for p in arguments), 0)
+    handler_fields, handler_model = argument_fields(arguments, owner, model_name)
+    handler = Declarer(owner, handler_fields, 0, built=handler_model)
     wrapped_dependencies = tuple(walker.depends(d) for d in dependencies)
     rewritten: list[inspect.Parameter] = []
     for parameter in dependency_parameters:
@@ -431,8 +480,10 @@ def build_arguments(
         if all(_same(f, primaries[f.name]) for f in declarer.fields):
             declarer.reuse = tuple((f.param, primaries[f.name].param) for f in declarer.fields)
         else:
-            declarer.model = argument_model(f"{model_name}_{declarer.index + 1}", declarer.fields)
-    model = argument_model(model_name, [f for _, f, _ in merged])
+            declarer.model = declarer.built
+    flat = not declarers and handler.model is None
+    # a tool whose dependencies declare nothing: its own model is the flattened one (one model, as before)
+    model = handler.built if flat and handler.built is not None else argument_model(model_name, [f for _, f, _ in merged])
     return ArgumentGraph(
         owner=owner,
         model=model,
@@ -442,7 +493,7 @@ def build_arguments(
         declarers=tuple(declarers),
         dependency_parameters=tuple(rewritten),
         dependencies=wrapped_dependencies,
-        flat=not declarers and handler.model is None,
+        flat=flat,
         walker=walker,
         validate=validate,
     )
