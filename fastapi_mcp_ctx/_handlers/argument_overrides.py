@@ -18,7 +18,8 @@ from typing import Any, Final
 from pydantic import ValidationError as PydanticValidationError
 
 from ..errors import ToolError
-from .arguments import ArgumentGraph, CallArguments, Declarer, Source, Walker, argument_model
+from .argument_fields import argument_model
+from .arguments import ArgumentGraph, CallArguments, Declarer, Source, Walker
 from .parameters import callable_name
 
 __all__ = ["overrides_provider"]

@@ -35,7 +35,8 @@ from ..context import Context, mcp_context
 from ..contracts import ErrorContract, ErrorContracts, build_contracts, check_context_annotation
 from ..errors import InternalError, InvalidParamsError, McpError, ToolError
 from ..input_required import InputRequired
-from .arguments import ArgumentGraph, CallArguments, build_arguments, lax_python
+from .argument_fields import lax_python
+from .arguments import ArgumentGraph, CallArguments, build_arguments
 from .registry import SignatureParts, build_dependants, split_signature
 from .resolve import call_handler, describe_errors, from_http_exception
 

@@ -25,7 +25,8 @@ from pydantic import BaseModel, ConfigDict, PydanticUserError, TypeAdapter
 from .._fastapi_compat import build_dependant, dependency_of
 from ..context import Context, mcp_context
 from ..contracts import ErrorContract
-from .arguments import build_arguments, strict_json
+from .argument_fields import strict_json
+from .arguments import build_arguments
 from .parameters import classify
 from .tool_declarations import declare
 from .tool_def import ToolDef
