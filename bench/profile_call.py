@@ -9,7 +9,9 @@ figures are the framework's own work per call, repeatable enough to decide betwe
     bench/callgrind_call.sh d project                      # instructions per call (valgrind), repeatable
 
 Workloads (as in the shared harness): ``d`` = ``tools/call lookup {"key": "k1"}`` with a yield
-dependency (``get_db``) and the ``X-Tenant`` header; ``a`` = ``tools/call add(2, 3)``; both
+dependency (``get_db``) and the ``X-Tenant`` header; ``da`` = ``tools/call lookup_key {"key": "k1"}``
+whose ``key`` only its dependency ``value_of(key, db=Depends(get_db))`` declares, beside FastAPI's
+``POST /mcp/{key}`` path operation reading the same dependency with ``key`` a path parameter; ``a`` = ``tools/call add(2, 3)``; both
 2025-11-25 era, no session; ``b`` = the a call in the 2026-07-28 era (``_meta`` envelope,
 ``Mcp-Method`` / ``Mcp-Name`` headers; the ceiling answers it as a); ``s`` = the a call in a 2025 session (a stateful app,
 ``initialize`` once, every call carrying its ``Mcp-Session-Id``); ``r`` / ``rm`` = ``resources/read
@@ -64,6 +66,12 @@ async def get_db() -> AsyncIterator[dict[str, str]]:
         COUNTS["closed"] += 1
 
 
+async def value_of(key: str, db: dict[str, str] = Depends(get_db)) -> str:
+    """Workload da's dependency: ``key`` is its own parameter. In the project it is an argument of
+    the tool (declared by the dependency only), on the FastAPI route a path parameter."""
+    return db[key]
+
+
 def project_app(session_mode: str = "stateless") -> FastAPI:
     settings = McpSettings(server_name="bench", server_version="0.1.0", session_mode=session_mode, log_level="warning")  # pyright: ignore[reportArgumentType]
     router = McpRouter(settings=settings)
@@ -81,8 +89,13 @@ def project_app(session_mode: str = "stateless") -> FastAPI:
         """Look a key up in the tenant's store."""
         return {"value": db[key], "tenant": x_tenant}
 
+    async def lookup_key(value: str = Depends(value_of)) -> dict[str, str]:
+        """Look a key up: the key is an argument its dependency declares (workload da)."""
+        return {"value": value}
+
     router.add_tool(add)
     router.add_tool(lookup)
+    router.add_tool(lookup_key)
     router.resource(NOTE_URI, mime_type="text/plain")(note)  # r, rm (as examples/bench_app.py)
     router.prompt()(greet)  # g, gm
     app = FastAPI(openapi_url=None, docs_url=None, redoc_url=None)
@@ -132,9 +145,22 @@ def fastapi_app(workload: str) -> FastAPI:
         body = _dumps_utf8({"jsonrpc": "2.0", "id": message.get("id"), "result": result}).encode()
         return Response(content=body, media_type="application/json")
 
+    async def mcp_with_path_parameter(request: Request, value: str = Depends(value_of)) -> Response:
+        message = json.loads(await request.body())  # da: the same dependency, its key from the path
+        out = {"value": value}
+        return Response(content=_result(message["id"], out, json.dumps(out, indent=2)), media_type="application/json")
+
+    if workload == "da":
+        app.add_api_route("/mcp/{key}", mcp_with_path_parameter, methods=["POST"])
+        PATHS[id(app)] = "/mcp/k1"
+        return app
     route = mcp_with_dependencies if workload == "d" else mcp_feature if workload in FEATURE_WORKLOADS else mcp
     app.add_api_route("/mcp", route, methods=["POST"])
     return app
+
+
+PATHS: dict[int, str] = {}
+"""Workload da: the ceiling's request path (``/mcp/k1``, the key a path parameter), by ``id(app)``."""
 
 
 _PV_KEY = "io.modelcontextprotocol/protocolVersion"
@@ -173,6 +199,8 @@ def _request(workload: str, app: Any = None) -> tuple[dict[str, Any], bytes]:
         return _feature_request(workload)
     if workload == "d":
         params: dict[str, Any] = {"name": "lookup", "arguments": {"key": "k1"}}
+    elif workload == "da":
+        params = {"name": "lookup_key", "arguments": {"key": "k1"}}
     else:
         params = {"name": "add", "arguments": {"a": 2, "b": 3}}
     version = b"2025-11-25"
@@ -201,6 +229,9 @@ def _request(workload: str, app: Any = None) -> tuple[dict[str, Any], bytes]:
         "root_path": "", "headers": headers, "client": ("127.0.0.1", 50000), "server": ("127.0.0.1", 8000),
         "state": {},
     }
+    path = PATHS.get(id(app))
+    if path is not None:
+        scope["path"], scope["raw_path"] = path, path.encode()
     if workload == "s" and id(app) in SESSIONS:  # the a call inside the project app's session
         scope["headers"] = [*headers, (b"mcp-session-id", SESSIONS[id(app)].encode())]
     return scope, body
@@ -245,7 +276,7 @@ async def call(app: Any, scope: dict[str, Any], body: bytes, expect: bytes) -> N
         raise AssertionError(f"unexpected answer {status}: {b''.join(out)[:300]!r}")
 
 
-EXPECT = {"d": b'{"value":"v1","tenant":"acme"}', "a": b'"text":"5"', "b": b'"text":"5"', "s": b'"text":"5"'}
+EXPECT = {"d": b'{"value":"v1","tenant":"acme"}', "da": b'"structuredContent":{"value":"v1"}', "a": b'"text":"5"', "b": b'"text":"5"', "s": b'"text":"5"'}
 EXPECT.update({w: json.dumps(NOTE_TEXT if w[0] == "r" else GREETING).encode() for w in FEATURE_WORKLOADS})
 
 
@@ -339,10 +370,10 @@ async def main(args: argparse.Namespace) -> None:
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    parser.add_argument("workloads", nargs="*", default=["d", "a"], help="d, a, b, s, r, rm, g, gm (default: d and a)")
+    parser.add_argument("workloads", nargs="*", default=["d", "a"], help="d, da, a, b, s, r, rm, g, gm (default: d and a)")
     parser.add_argument("--calls", type=int, default=2000)
     parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--profile", choices=["d", "a", "b", "s", *FEATURE_WORKLOADS])
+    parser.add_argument("--profile", choices=["d", "da", "a", "b", "s", *FEATURE_WORKLOADS])
     parser.add_argument("--sort", default="cumulative")
     parser.add_argument("--top", type=int, default=60)
     parser.add_argument("--gc", action="store_true")

@@ -23,7 +23,7 @@ from ._context.client_view import ClientLocation, ClientUser
 from .auth import Principal
 from .consent import ConsentGate
 from .content import audio_content, embedded_blob_resource, embedded_text_resource, image_content, text_content
-from .context import CancelSignal, ClientView, Context, get_request_context, mcp_context
+from .context import CancelSignal, ClientView, Context, McpContext, get_request_context, mcp_context
 from .contracts import ErrorContract
 from .errors import McpError, ToolError
 from .input_required import ElicitAnswer, InputRequired
@@ -43,6 +43,7 @@ __all__ = [
     "InputRequired",
     "InputView",
     "Inputs",
+    "McpContext",
     "McpError",
     "McpRouter",
     "McpSettings",

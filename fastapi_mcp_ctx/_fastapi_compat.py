@@ -10,12 +10,15 @@ and torn down when :func:`solve` exits, that is after the tool's result is produ
 
 from __future__ import annotations
 
+import copy
+import dataclasses
+import functools
 import inspect
 from collections.abc import Callable, Coroutine, Iterator, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Annotated, Any, get_args, get_origin
+from typing import Annotated, Any, Literal, get_args, get_origin
 
 from fastapi import params
 from fastapi import routing as fastapi_routing
@@ -33,7 +36,22 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute
 from starlette.websockets import WebSocket
 
-__all__ = ["LeanRoute", "SolveScope", "SolvedCall", "build_dependant", "dependency_of", "flat_routes", "is_dependency_parameter", "solve"]
+__all__ = [
+    "LeanRoute",
+    "SolveScope",
+    "SolvedCall",
+    "base_type",
+    "build_dependant",
+    "call_kind",
+    "dependency_of",
+    "flat_routes",
+    "is_dependency_parameter",
+    "is_request_type",
+    "is_special_type",
+    "markers",
+    "solve",
+    "with_dependency",
+]
 
 LEAN_SCOPE_KEY = "fastapi_mcp_ctx.lean"
 _SPECIAL_TYPES: tuple[type, ...] = (Request, HTTPConnection, WebSocket, BackgroundTasks, SecurityScopes, Response)
@@ -45,10 +63,62 @@ def _metadata(annotation: Any) -> tuple[Any, ...]:
     return ()
 
 
-def _base_type(annotation: Any) -> Any:
+def base_type(annotation: Any) -> Any:
+    """``T`` of ``Annotated[T, ...]``, else ``annotation`` itself."""
     if get_origin(annotation) is Annotated:
         return get_args(annotation)[0]
     return annotation
+
+
+def markers(parameter: inspect.Parameter) -> tuple[Any, ...]:
+    """What FastAPI reads FastAPI markers from: the default, then the ``Annotated`` metadata."""
+    return (parameter.default, *_metadata(parameter.annotation))
+
+
+def with_dependency(marker: params.Depends, dependency: Callable[..., Any]) -> params.Depends:
+    """A copy of ``marker`` (``Depends``/``Security``: ``use_cache``, ``scopes``, ``scope``... kept)
+    calling ``dependency``: a dataclass in recent FastAPI, a plain class in 0.115."""
+    if dataclasses.is_dataclass(marker):
+        return dataclasses.replace(marker, dependency=dependency)
+    copied = copy.copy(marker)
+    copied.dependency = dependency
+    return copied
+
+
+CallKind = Literal["function", "coroutine", "generator", "async_generator"]
+
+
+def call_kind(call: Callable[..., Any]) -> CallKind:
+    """How FastAPI runs ``call`` as a dependency (its own rules: ``functools.partial`` and
+    decorators unwrapped, a class is a plain function, an instance by its ``__call__``)."""
+    target: Any = call
+    while isinstance(target, functools.partial):
+        target = target.func  # pyright: ignore[reportUnknownMemberType]
+    target = inspect.unwrap(target)
+    if inspect.isclass(target):
+        return "function"
+    if not inspect.isroutine(target):
+        target = type(target).__call__ if callable(target) else target
+    if inspect.isasyncgenfunction(target):
+        return "async_generator"
+    if inspect.isgeneratorfunction(target):
+        return "generator"
+    if inspect.iscoroutinefunction(target):
+        return "coroutine"
+    return "function"
+
+
+def is_special_type(annotation: Any) -> bool:
+    """True for the types FastAPI fills itself: ``Request``, ``HTTPConnection``, ``WebSocket``,
+    ``BackgroundTasks``, ``SecurityScopes``, ``Response`` (and their subclasses)."""
+    base = base_type(annotation)
+    return inspect.isclass(base) and issubclass(base, _SPECIAL_TYPES)
+
+
+def is_request_type(annotation: Any) -> bool:
+    """True when FastAPI passes the ``Request`` to a parameter so annotated."""
+    base = base_type(annotation)
+    return inspect.isclass(base) and issubclass(base, Request)
 
 
 def is_dependency_parameter(parameter: inspect.Parameter) -> bool:
@@ -61,7 +131,7 @@ def is_dependency_parameter(parameter: inspect.Parameter) -> bool:
     markers = (parameter.default, *_metadata(parameter.annotation))
     if any(isinstance(m, (params.Depends, params.Param)) for m in markers):
         return True
-    base = _base_type(parameter.annotation)
+    base = base_type(parameter.annotation)
     return inspect.isclass(base) and issubclass(base, _SPECIAL_TYPES)
 
 

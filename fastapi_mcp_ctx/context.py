@@ -19,8 +19,9 @@ from __future__ import annotations
 from contextvars import ContextVar
 from dataclasses import replace
 from types import GenericAlias, MappingProxyType
-from typing import TYPE_CHECKING, Any, Final, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any, Final, NoReturn
 
+from fastapi import Depends
 from starlette.requests import Request
 from typing_extensions import TypeVar
 
@@ -48,6 +49,7 @@ __all__ = [
     "ClientRequester",
     "ClientView",
     "Context",
+    "McpContext",
     "StreamControl",
     "get_request_context",
     "mcp_context",
@@ -209,3 +211,9 @@ def bind_context(context: Context) -> Any:
 def unbind_context(token: Any) -> None:
     """Restore the previous current context."""
     _current.reset(token)
+
+McpContext = Annotated[Context, Depends(mcp_context)]
+McpContext.__doc__ = """``Annotated[Context, Depends(mcp_context)]``: the call's :class:`Context`, FastAPI's convention
+for a reusable dependency. ``ctx: McpContext`` works in a handler and in a dependency's own
+signature alike (where a bare ``ctx: Context`` is refused at registration: FastAPI would read it
+as a request field)."""

@@ -563,22 +563,21 @@ def load_item(item_id: int) -> str:
     return ITEMS[item_id]
 
 
-async def test_a_dependency_named_like_an_argument_says_why_it_is_missing(era: str) -> None:
-    """Dependencies do not receive a tool's arguments (FastAPI reads their undeclared scalar
-    parameters from the query string): the isError result says so, naming the parameter."""
+async def test_a_dependency_named_like_an_argument_receives_it(era: str) -> None:
+    """The tool's arguments are the request's parameters (DESIGN decision 13): the handler and
+    its dependency both declare ``item_id``, and both get the call's value (this was an
+    ``query.item_id: Field required`` error before, the parameter read from the query string)."""
     router = make_router()
 
     @router.tool()
     async def show_item(item_id: int, item: str = Depends(load_item)) -> str:
         """Show one item."""
-        return item
+        return f"{item_id}:{item}"
 
     async with open_client(make_app(router)) as client:
-        result = result_of(await Wire(client).call_tool(era, "show_item", {"item_id": 1}))
-    assert result["isError"] is True
-    text = result["content"][0]["text"]
-    assert "query.item_id: Field required" in text
-    assert "dependencies do not receive the arguments: a dependency's item_id is read from the HTTP query string" in text
+        result = result_of(await Wire(client).call_tool(era, "show_item", {"item_id": 2}))
+    assert result["isError"] is False, result
+    assert tool_text(result) == "2:two"
 
 
 async def test_a_sync_tool_reaches_the_context_through_anyio(era: str) -> None:

@@ -19,6 +19,7 @@ PUBLIC_NAMES = {
     "InputRequired",
     "InputView",
     "Inputs",
+    "McpContext",
     "McpError",
     "McpRouter",
     "McpSettings",

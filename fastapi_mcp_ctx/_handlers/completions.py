@@ -37,7 +37,7 @@ def build_completer(func: Callable[..., Any], *, name: str, dependencies: Sequen
         ValueError: a plain parameter other than ``value``, ``argument``, ``arguments``.
     """
     completer = build_handler(func, kind="completer", name=name, dependencies=dependencies, path=path)
-    unknown = sorted(set(completer.argument_names) - _INPUTS)
+    unknown = sorted(set(completer.inputs) - _INPUTS)
     if unknown:
         raise ValueError(f"completer {name!r}: parameters {unknown} are not dependencies; a completer takes value, argument, arguments")
     return completer

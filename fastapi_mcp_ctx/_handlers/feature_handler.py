@@ -26,7 +26,7 @@ import anyio
 from fastapi import HTTPException, params
 from fastapi.background import BackgroundTasks
 from fastapi.dependencies.models import Dependant
-from pydantic import BaseModel, ConfigDict, create_model
+from pydantic import BaseModel
 from pydantic import ValidationError as PydanticValidationError
 from starlette.requests import Request
 
@@ -35,6 +35,8 @@ from ..context import Context, mcp_context
 from ..contracts import ErrorContract, ErrorContracts, build_contracts, check_context_annotation
 from ..errors import InternalError, InvalidParamsError, McpError, ToolError
 from ..input_required import InputRequired
+from .argument_fields import lax_python
+from .arguments import ArgumentGraph, CallArguments, build_arguments
 from .registry import SignatureParts, build_dependants, split_signature
 from .resolve import call_handler, describe_errors, from_http_exception
 
@@ -50,8 +52,12 @@ class FeatureHandler:
 
     Attributes:
         kind / name: ``"resource"`` / ``"prompt"`` / ``"completer"`` and its name, for messages.
-        arguments_model: validates the arguments (lax: strings become the declared types).
-        required: the arguments without a default.
+        arguments_model: the flattened model validating the arguments (lax: strings become the
+            declared types), the handler's and its dependencies' (``_handlers.arguments``).
+        argument_names: the handler's own parameters filled from the arguments.
+        inputs: every argument (template variable, prompt argument) of the graph, in order.
+        required: the arguments some declarer requires.
+        arguments: the arguments of the whole graph.
         contracts: the declared error contracts (``errors=`` of the decorator): ``ctx.fail``'s
             reasons, applied to a raised failure (:func:`protocol_error`); None: none declared.
     """
@@ -68,6 +74,8 @@ class FeatureHandler:
     lean_dependant: Dependant | None
     signature: SignatureParts
     contracts: ErrorContracts | None = None
+    arguments: ArgumentGraph | None = None
+    inputs: tuple[str, ...] = ()
 
 
 def build_handler(
@@ -88,30 +96,30 @@ def build_handler(
             an undeclared reason (``contracts.build_contracts`` / ``check_context_annotation``).
     """
     owner = f"{kind} {name!r}"
-    parts = split_signature(func, owner)
+    parts = split_signature(func, owner, allow_path=kind == "resource")
     contracts = build_contracts(errors, owner)
     for parameter in parts.dependency_parameters:
         if dependency_of(parameter) is mcp_context:
             check_context_annotation(parameter.annotation, contracts, owner)
-    model = create_model(  # pyright: ignore[reportCallIssue, reportUnknownVariableType]
-        f"{name}_{kind}_arguments",
-        __config__=ConfigDict(extra="ignore", arbitrary_types_allowed=True),
-        **parts.plain,  # pyright: ignore[reportArgumentType]
+    graph = build_arguments(
+        owner, f"{name}_{kind}_arguments", parts.arguments, parts.dependency_parameters, dependencies, context_type=Context, validate=lax_python, allow_path=kind == "resource"
     )
-    dependant, context_params, lean = build_dependants(f"{kind}:{name}", parts.dependency_parameters, dependencies, path)
+    dependant, context_params, lean = build_dependants(f"{kind}:{name}", graph.dependency_parameters, graph.dependencies, path)
     return FeatureHandler(
         kind=kind,
         name=name,
         handler=func,
         is_async=inspect.iscoroutinefunction(func),
-        arguments_model=model,  # pyright: ignore[reportUnknownArgumentType]
+        arguments_model=graph.model,
         argument_names=tuple(parts.plain),
-        required=tuple(n for n, (_, default) in parts.plain.items() if default is ...),
+        required=graph.required,
         dependant=dependant,
         context_params=context_params,
         lean_dependant=lean,
         signature=parts,
         contracts=contracts,
+        arguments=graph,
+        inputs=graph.names,
     )
 
 
@@ -148,20 +156,26 @@ async def run_handler(
             ``HTTPException`` translated), ``InternalError`` for a crash.
     """
     kwargs: dict[str, Any] = {}
-    if target.argument_names:  # a handler without arguments (a static resource) skips the model
+    graph = target.arguments
+    bound: CallArguments | None = None
+    if target.inputs:  # a handler without arguments (a static resource) skips the model
+        raw = dict(arguments)
         try:
-            parsed: Any = target.arguments_model.__pydantic_validator__.validate_python(dict(arguments))
+            parsed: Any = target.arguments_model.__pydantic_validator__.validate_python(raw)
+            if graph is None or graph.flat:
+                kwargs = {name: getattr(parsed, name) for name in target.argument_names}
+            else:
+                kwargs, bound = graph.bind(parsed, raw)
         except PydanticValidationError as exc:
             raise InvalidParamsError(
                 f"Invalid arguments for {target.kind} {target.name!r}: {describe_errors(exc)}", reason="invalid_arguments", data=error_data
             ) from exc
-        kwargs = {name: getattr(parsed, name) for name in target.argument_names}
 
     def invalid(problems: str) -> R:
         raise InvalidParamsError(f"Invalid request for {target.kind} {target.name!r}: {problems}", reason="invalid_request", data=error_data)
 
     try:
-        return await call_handler(target, kwargs, context, request, background_tasks, lambda value: (finish(value), True), invalid)
+        return await call_handler(target, kwargs, context, request, background_tasks, lambda value: (finish(value), True), invalid, bound, arguments)
     except ToolError as exc:
         raise protocol_error(exc, target) from exc
     except HTTPException as exc:

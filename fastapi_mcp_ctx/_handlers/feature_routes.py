@@ -61,8 +61,9 @@ class FeatureRoutes:
         URI (``"config://app"``) or an RFC 6570 template (``"users://{user_id}/profile"``,
         ``"file:///{+path}"``, ``"repo://{owner}{/parts*}"``, ``"search://items{?q,limit}"``).
 
-        The template's variables fill the parameters of the same name (decoded once; a query
-        variable absent from the URI leaves the parameter's default); ``Depends`` /
+        The template's variables fill the parameters of the same name, the function's or its
+        dependencies' (decoded once; a query variable absent from the URI leaves the parameter's
+        default; ``Path()`` may mark one, as FastAPI marks a path parameter); ``Depends`` /
         ``Security`` / ``Request`` parameters are resolved by FastAPI; ``ctx.uri`` is the URI
         read. The return value becomes ``contents``: ``str`` text, ``bytes`` a base64 ``blob``,
         ``TextResourceContents`` / ``BlobResourceContents`` (or a list), ``None`` "not found",
@@ -154,7 +155,7 @@ class FeatureRoutes:
     ) -> Callable[[F], F] | F:
         """Decorator registering a FastAPI-style function as a prompt.
 
-        Plain parameters are the prompt's arguments (``required`` when they have no default;
+        Plain parameters, its own and its dependencies', are the prompt's arguments (``required`` when they have no default;
         ``Annotated[str, Field(description=...)]`` gives the description); the docstring is
         the description. It returns a ``str`` (one user message), content blocks,
         ``PromptMessage`` objects, a list of these, or a ``GetPromptResult``. A missing

@@ -85,7 +85,7 @@ class Features:
 
     def add_prompt(self, prompt: PromptDef, complete: Mapping[str, FeatureHandler]) -> None:
         """Register a prompt and its arguments' completers."""
-        unknown = sorted(set(complete) - set(prompt.call.argument_names))
+        unknown = sorted(set(complete) - set(prompt.call.inputs))
         if unknown:
             raise ValueError(f"prompt {prompt.name!r}: complete= names {unknown}, which are not its arguments")
         self.prompts.add(prompt)

@@ -81,7 +81,7 @@ def build_prompt(
     call = build_handler(func, kind="prompt", name=prompt_name, dependencies=dependencies, path=path, errors=errors)
     properties: dict[str, Any] = call.arguments_model.model_json_schema().get("properties", {})
     arguments: list[dict[str, Any]] = []
-    for argument in call.argument_names:
+    for argument in call.inputs:
         entry: dict[str, Any] = {"name": argument}
         schema: Mapping[str, Any] = properties.get(argument, {})
         if isinstance(schema.get("description"), str):

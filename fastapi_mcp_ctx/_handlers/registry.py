@@ -1,8 +1,8 @@
 """Tool registration: a FastAPI-style function becomes an MCP tool definition.
 
-The plain parameters (everything FastAPI does not resolve) become a pydantic model: it
-validates ``arguments`` and gives ``inputSchema`` (JSON Schema 2020-12, descriptions from
-``Annotated[..., Field(description=...)]``). The return annotation gives ``outputSchema``;
+The plain parameters (everything FastAPI does not resolve), the handler's and those of its
+dependencies (``_handlers.arguments``), become a pydantic model: it validates ``arguments`` and
+gives ``inputSchema`` (JSON Schema 2020-12, descriptions from ``Annotated[..., Field(description=...)]``). The return annotation gives ``outputSchema``;
 a non-object output (``int``, ``str``, ``list``...) is wrapped as ``{"result": value}``, its
 ``outputSchema`` marked ``"x-fastmcp-wrap-result": true`` (:data:`WRAP_MARKER`: FastMCP's client
 then gives back ``42``, not ``Root(result=42)``; an unknown keyword other validators ignore).
@@ -23,11 +23,14 @@ from typing import Annotated, Any, Final, Union, get_args, get_origin
 import mcp_types as types
 from fastapi import Depends, params
 from fastapi.dependencies.models import Dependant
-from pydantic import BaseModel, ConfigDict, PydanticUserError, TypeAdapter, create_model
+from pydantic import BaseModel, ConfigDict, PydanticUserError, TypeAdapter
 
-from .._fastapi_compat import build_dependant, dependency_of, is_dependency_parameter
+from .._fastapi_compat import build_dependant, dependency_of
 from ..context import Context, mcp_context
 from ..contracts import ErrorContract
+from .argument_fields import strict_json
+from .arguments import build_arguments
+from .parameters import classify
 from .tool_declarations import declare
 from .tool_def import ToolDef
 
@@ -132,13 +135,16 @@ def _header_params(schema: dict[str, Any], tool: str) -> dict[str, str]:
 @dataclass(frozen=True, slots=True)
 class SignatureParts:
     """A handler's signature split the way every handler kind (tool, resource, prompt,
-    completer) uses it: ``plain`` maps each argument parameter to ``(annotation, default)``
-    (``...`` when required) for a pydantic model; ``dependency_parameters`` are FastAPI's."""
+    completer) uses it: ``arguments`` are its argument parameters (annotations resolved),
+    ``plain`` maps each to ``(annotation, default)`` (``...`` when required);
+    ``dependency_parameters`` are FastAPI's; ``graph`` the arguments of the whole dependency
+    graph (``_handlers.arguments``) once :func:`build_dependants` has walked it."""
 
     signature: inspect.Signature
     hints: dict[str, Any]
     plain: dict[str, tuple[Any, Any]]
     dependency_parameters: list[inspect.Parameter]
+    arguments: list[inspect.Parameter]
 
 
 def _context_by_type(parameter: inspect.Parameter) -> inspect.Parameter:
@@ -155,38 +161,43 @@ def _context_by_type(parameter: inspect.Parameter) -> inspect.Parameter:
     if any(m.dependency is not None for m in markers):
         return parameter
     if parameter.default is not inspect.Parameter.empty and not markers:
-        return parameter  # a plain default on a Context parameter: left for FastAPI to refuse
+        return parameter  # a plain default on a Context parameter: refused by classify
     return parameter.replace(annotation=base, default=Depends(mcp_context))
 
 
-def split_signature(handler: Callable[..., Any], what: str) -> SignatureParts:
+def split_signature(handler: Callable[..., Any], what: str, *, allow_path: bool = False) -> SignatureParts:
     """Split ``handler``'s parameters into arguments and dependencies (``what`` names the
-    handler in errors, e.g. ``"tool 'add'"``).
+    handler in errors, e.g. ``"tool 'add'"``; ``allow_path``: a resource's ``Path()`` names a
+    template variable). Classification: ``_handlers.parameters.classify``.
 
     Raises:
-        ValueError: a ``*args`` / ``**kwargs`` parameter.
+        ValueError: a ``*args`` / ``**kwargs`` parameter; see ``classify``.
     """
     signature = inspect.signature(handler)
     hints = typing.get_type_hints(handler, include_extras=True)
     plain: dict[str, tuple[Any, Any]] = {}
+    arguments: list[inspect.Parameter] = []
     dependency_parameters: list[inspect.Parameter] = []
     for parameter in signature.parameters.values():
         if parameter.kind in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD):
             raise ValueError(f"{what}: *args / **kwargs parameters are not supported")
         resolved = _context_by_type(parameter.replace(annotation=hints.get(parameter.name, parameter.annotation)))
-        if is_dependency_parameter(resolved):
+        if classify(resolved, where=what, allow_path=allow_path, context_type=Context).kind != "argument":
             dependency_parameters.append(resolved)
             continue
+        arguments.append(resolved)
         annotation = resolved.annotation if resolved.annotation is not inspect.Parameter.empty else Any
         default = resolved.default if resolved.default is not inspect.Parameter.empty else ...
         plain[parameter.name] = (annotation, default)
-    return SignatureParts(signature, hints, plain, dependency_parameters)
+    return SignatureParts(signature, hints, plain, dependency_parameters, arguments)
 
 
 def build_dependants(
     name: str, dependency_parameters: Sequence[inspect.Parameter], dependencies: Sequence[params.Depends], path: str
 ) -> tuple[Dependant | None, tuple[str, ...], Dependant | None]:
-    """``(dependant, context_params, lean_dependant)`` of a handler (see :class:`ToolDef`)."""
+    """``(dependant, context_params, lean_dependant)`` of a handler (see :class:`ToolDef`);
+    ``dependency_parameters`` and ``dependencies`` as :func:`~._handlers.arguments.build_arguments`
+    rewrote them."""
     context_params = tuple(p.name for p in dependency_parameters if dependency_of(p) is mcp_context)
     dependant = build_dependant(name, dependency_parameters, dependencies, path)
     if not context_params:
@@ -214,21 +225,22 @@ def build_tool(
 
     Raises:
         ValueError: a tool name outside ``^[A-Za-z0-9_.\\-/]{1,128}$``, a ``*args``/``**kwargs``
-            parameter, an invalid ``x-mcp-header`` annotation, an ``enrichment=`` that cannot
+            parameter, a parameter that is neither an argument with a JSON Schema nor a dependency
+            (anywhere in the graph), an argument declared with two types
+            (``_handlers.arguments.build_arguments``), an invalid ``x-mcp-header`` annotation, an ``enrichment=`` that cannot
             extend the output schema, or ``errors=`` that are not unique ``ErrorContract``s (or
             miss a reason a ``Context[Literal[...]]`` parameter names).
     """
     tool_name = name or handler.__name__
     if not _NAME.fullmatch(tool_name):
         raise ValueError(f"invalid tool name {tool_name!r}: use 1-128 characters of [A-Za-z0-9_.-/]")
-    parts = split_signature(handler, f"tool {tool_name!r}")
-    signature, hints, plain, dependency_parameters = parts.signature, parts.hints, parts.plain, parts.dependency_parameters
-    model = create_model(  # pyright: ignore[reportCallIssue, reportUnknownVariableType]
-        f"{tool_name}_arguments",
-        __config__=ConfigDict(extra="ignore", arbitrary_types_allowed=True),
-        **plain,  # pyright: ignore[reportArgumentType]
-    )
-    schema = input_schema if input_schema is not None else _clean_schema(model.model_json_schema(), arguments=True)  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType]
+    owner = f"tool {tool_name!r}"
+    parts = split_signature(handler, owner)
+    signature, hints = parts.signature, parts.hints
+    graph = build_arguments(owner, f"{tool_name}_arguments", parts.arguments, parts.dependency_parameters, dependencies, context_type=Context, validate=strict_json)
+    dependency_parameters = graph.dependency_parameters
+    model = graph.model
+    schema = input_schema if input_schema is not None else _clean_schema(model.model_json_schema(), arguments=True)
     adapter, output_schema, wrap = _output(hints.get("return", signature.return_annotation))
     contexts = [p.annotation for p in dependency_parameters if dependency_of(p) is mcp_context]
     declared = declare(f"tool {tool_name!r}", output_schema, meta, enrichment, errors, contexts)  # enrichment=, errors=
@@ -259,13 +271,14 @@ def build_tool(
         listing["icons"] = icons
     if meta:
         listing["_meta"] = meta
-    dependant, context_params, lean_dependant = build_dependants(tool_name, dependency_parameters, dependencies, path)
+    dependant, context_params, lean_dependant = build_dependants(tool_name, dependency_parameters, graph.dependencies, path)
     return ToolDef(
         name=tool_name,
         handler=handler,
         is_async=inspect.iscoroutinefunction(handler),
-        arguments_model=model,  # pyright: ignore[reportUnknownArgumentType]
-        argument_names=tuple(plain),
+        arguments_model=model,
+        argument_names=tuple(parts.plain),
+        arguments=graph,
         dependant=dependant,
         context_params=context_params,
         lean_dependant=lean_dependant,

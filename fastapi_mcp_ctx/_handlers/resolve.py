@@ -44,6 +44,8 @@ from ..errors import (
     ValidationError,
 )
 from ..input_required import InputRequired
+from .argument_overrides import overrides_provider
+from .arguments import ARGUMENTS_KEY, ArgumentGraph, CallArguments
 from .results import error_result, shape_result
 from .tool_def import ToolDef
 
@@ -97,6 +99,8 @@ class Invocable(Protocol):
     def context_params(self) -> tuple[str, ...]: ...
     @property
     def argument_names(self) -> tuple[str, ...]: ...
+    @property
+    def arguments(self) -> ArgumentGraph | None: ...
 
 
 async def _invoke(tool: Invocable, kwargs: dict[str, Any]) -> Any:
@@ -202,7 +206,15 @@ async def run_tool(
         parsed: Any = tool.arguments_model.__pydantic_validator__.validate_json(raw, strict=True)
     except PydanticValidationError as exc:
         return error_result(_invalid_arguments(tool, describe_errors(exc)), request_id, tool)
-    kwargs = {name: getattr(parsed, name) for name in tool.argument_names}
+    graph = tool.arguments
+    bound: CallArguments | None = None
+    if graph is None or graph.flat:
+        kwargs = {name: getattr(parsed, name) for name in tool.argument_names}
+    else:  # dependencies declare arguments: each declarer's own values (its defaults, its types)
+        try:
+            kwargs, bound = graph.bind(parsed, raw)
+        except PydanticValidationError as exc:
+            return error_result(_invalid_arguments(tool, describe_errors(exc)), request_id, tool)
     if may_overflow(raw):  # only a huge literal can turn into inf: most calls skip the walk
         overflowed = _non_finite(kwargs)
         if overflowed:
@@ -218,6 +230,8 @@ async def run_tool(
             lambda problems: error_result(
                 ToolError(f"Invalid request for tool {tool.name!r}: {problems}", code=-32600, reason="invalid_request"), request_id, tool
             ),
+            bound,
+            raw,
         )
     except ToolError as exc:
         return error_result(exc, request_id, tool)
@@ -244,19 +258,6 @@ async def run_tool(
         return error_result(crash, request_id, tool)
 
 
-def _argument_hint(errors: Iterable[Any], argument_names: tuple[str, ...]) -> str:
-    """For a dependency's query parameter named like one of the handler's arguments: why the
-    argument did not reach it (the likely mistake of ``def load_item(item_id: int)`` used as
-    ``Depends(load_item)`` beside an ``item_id`` argument)."""
-    names = sorted({str(e["loc"][1]) for e in errors if tuple(e.get("loc", ()))[:1] == ("query",) and len(e["loc"]) > 1} & set(argument_names))
-    if not names:
-        return ""
-    return (
-        f" (dependencies do not receive the arguments: a dependency's {', '.join(names)} is read from the HTTP query string,"
-        " as FastAPI reads an undeclared parameter; take the argument in the handler and pass it on)"
-    )
-
-
 def dependency_problems(errors: Iterable[Any]) -> str:
     """The bounded text of FastAPI's dependency errors (``loc: msg; ...``)."""
     listed = list(errors)
@@ -271,6 +272,8 @@ async def call_handler(
     background_tasks: BackgroundTasks,
     finish: Callable[[Any], tuple[R, bool]],
     invalid: Callable[[str], R],
+    bound: CallArguments | None = None,
+    raw: Any = None,
 ) -> R:
     """Run any handler kind with its FastAPI dependencies, the way tools run.
 
@@ -280,17 +283,30 @@ async def call_handler(
     handler's value goes to ``finish`` inside the dependency scope (yield dependencies are
     torn down after it), which returns ``(result, ok)``: background tasks run only when ``ok``
     (as FastAPI: an endpoint that raised runs none). Failed ``Header``/``Query``/... dependencies
-    give ``invalid(problems)``. Exceptions of the handler and its dependencies propagate.
+    give ``invalid(problems)``. ``bound`` carries the arguments its dependencies declare
+    (``_handlers.arguments``): the graph's wrappers read it from the request scope, and
+    ``app.dependency_overrides`` are read through ``_handlers.argument_overrides`` (an override
+    of a graph without ``bound`` validates ``raw``, the arguments as received, itself). Exceptions of
+    the handler and its dependencies propagate.
     """
-    app = request.scope.get("app")
+    scope = request.scope
+    app = scope.get("app")
+    overrides: Any = getattr(app, "dependency_overrides", None)
     dependant = target.dependant
-    if target.context_params and mcp_context not in getattr(app, "dependency_overrides", ()):
+    if target.context_params and not (overrides and mcp_context in overrides):
         # ``Depends(mcp_context)`` would only read the Context back from the scope: hand it over
         # directly. An override of mcp_context (read per call) gets the whole graph solved.
         dependant = target.lean_dependant
         for name in target.context_params:
             kwargs[name] = context
-    request.scope[SCOPE_KEY] = context
+    provider = app
+    if overrides and target.arguments is not None:  # an override may take arguments by name
+        provider = overrides_provider(app, target.arguments)
+        if bound is None:
+            bound = CallArguments((), raw, target.arguments)
+    scope[SCOPE_KEY] = context
+    if bound is not None:
+        scope[ARGUMENTS_KEY] = bound
     token = bind_context(context)
     ok = False
     try:
@@ -298,9 +314,9 @@ async def call_handler(
             result, ok = finish(await _invoke(target, kwargs))
             return result
         shaped = False
-        async with solve(dependant, request, app, background_tasks) as solved:
+        async with solve(dependant, request, provider, background_tasks) as solved:
             if solved.errors:
-                return invalid(dependency_problems(solved.errors) + _argument_hint(solved.errors, target.argument_names))
+                return invalid(dependency_problems(solved.errors))
             result, shaped = finish(await _invoke(target, {**kwargs, **solved.values}))
         if not shaped:  # the handler raised and a yield dependency swallowed the exception
             raise RuntimeError(
@@ -313,4 +329,6 @@ async def call_handler(
         if not ok:
             background_tasks.tasks.clear()
         unbind_context(token)
-        request.scope.pop(SCOPE_KEY, None)  # scope → context → call → request → scope: no cycle left for the GC
+        if bound is not None:
+            del scope[ARGUMENTS_KEY]
+        scope.pop(SCOPE_KEY, None)  # scope → context → call → request → scope: no cycle left for the GC

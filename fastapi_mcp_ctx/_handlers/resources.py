@@ -99,7 +99,7 @@ def build_resource(
     resource_name = name or func.__name__
     call = build_handler(func, kind="resource", name=resource_name, dependencies=dependencies, path=path, errors=errors)
     variables = set(parsed.variables)
-    missing = variables - set(call.argument_names)
+    missing = variables - set(call.inputs)
     if missing:
         raise ValueError(f"resource {uri!r}: the function takes no parameter for {sorted(missing)}")
     path_variables = variables - set(parsed.query_variables)

@@ -12,6 +12,7 @@ from pydantic import BaseModel, TypeAdapter
 
 from ..contracts import ErrorContracts
 from ..enrichment import EnrichmentSpec
+from .arguments import ArgumentGraph
 
 __all__ = ["ToolDef"]
 
@@ -23,8 +24,11 @@ class ToolDef:
     Attributes:
         name / title / description: as listed in ``tools/list``.
         handler: the user's function (sync functions run in a worker thread).
-        arguments_model: pydantic model validating ``arguments``.
+        arguments_model: the flattened model validating ``arguments`` (the handler's and its
+            dependencies' arguments; it gives ``inputSchema``).
         argument_names: the handler parameters filled from ``arguments``.
+        arguments: the arguments of the whole graph (``_handlers.arguments``); None only for a
+            ``ToolDef`` built by hand.
         dependant: FastAPI dependency graph, or None when the tool has no dependency.
         context_params: parameters declared ``Depends(mcp_context)`` at the top level.
         lean_dependant: the graph without ``context_params`` (None: nothing left to solve),
@@ -58,3 +62,4 @@ class ToolDef:
     """``scopes=`` of the registration: all are needed to call it (``_auth.scopes.require_scopes``)."""
     enrichment: EnrichmentSpec | None = None
     contracts: ErrorContracts | None = None
+    arguments: ArgumentGraph | None = None

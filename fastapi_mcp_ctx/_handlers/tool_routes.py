@@ -67,8 +67,10 @@ class ToolRoutes:
     ) -> Callable[[F], F] | F:
         """Decorator registering a FastAPI-style function as an MCP tool.
 
-        Plain parameters are the tool's arguments (their model gives ``inputSchema``);
-        ``Depends``/``Security``/``Header``/``Request``/``BackgroundTasks`` parameters are
+        Plain parameters are the tool's arguments (their model gives ``inputSchema``), and so
+        are the plain parameters of its dependencies, their sub-dependencies and the router's
+        ``dependencies=`` (the tool's arguments are the request's parameters, DESIGN decision 13);
+        ``Depends``/``Security``/``Header``/``Query``/``Request``/``BackgroundTasks`` parameters are
         resolved by FastAPI. The docstring is the description; the return annotation gives
         ``outputSchema``. The function is returned unchanged. ``@mcp_router.tool`` without
         parentheses works too, as in FastMCP; so does ``@mcp_router.tool("name")``.
@@ -84,7 +86,10 @@ class ToolRoutes:
             enrichment: fields ``ctx.enrich`` sets, extending ``outputSchema`` (``fastapi_mcp_ctx.enrichment``).
             errors: ``[ErrorContract(...)]``, the reasons ``ctx.fail`` takes (``fastapi_mcp_ctx.contracts``).
         Raises:
-            ValueError: invalid or duplicate name, unsupported signature.
+            ValueError: invalid or duplicate name, unsupported signature, a parameter (of the
+                tool or of a dependency) that is neither an argument with a JSON Schema nor a
+                dependency, a ``Context`` in a dependency without ``Depends(mcp_context)``, one
+                argument declared with two types (each message names the fix).
             TypeError: a name that is not a string; a decorated class, non-callable,
                 ``staticmethod`` / ``classmethod`` object or generator function
                 (``_handlers.decorating``).

@@ -1,0 +1,124 @@
+"""Every parameter of a handler, or of a dependency in its graph, classified once at registration.
+
+FastAPI's own rule, with the call's arguments in the place of the request's parameters
+(DESIGN decision 13): a parameter is
+
+- a **dependency**: a ``Depends(...)`` / ``Security(...)`` marker (default or ``Annotated``), solved
+  by FastAPI; ``Depends()`` without a callable uses the annotation, as in FastAPI;
+- **FastAPI's**: a ``Query()`` / ``Header()`` / ``Cookie()`` marker (read from the HTTP request) or a
+  ``Request`` / ``HTTPConnection`` / ``WebSocket`` / ``BackgroundTasks`` / ``SecurityScopes`` /
+  ``Response`` annotation;
+- an **argument** of the tool (resource template variable, prompt argument): any other parameter,
+  a ``Body()`` marker (the explicit spelling), and for a resource a ``Path()`` marker (template
+  variables are what FastAPI calls path parameters).
+
+What fits none is refused here, naming the handler, the parameter and the fix: ``Path()`` outside
+a resource, ``Form()`` / ``File()``, a ``Context`` in a dependency's signature without
+``Depends(mcp_context)`` (issue 22). An argument whose type has no JSON Schema is refused where
+its field is built (``_handlers.arguments``).
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import typing
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal, get_origin
+
+from fastapi import params
+
+from .._fastapi_compat import base_type, is_special_type, markers
+
+__all__ = ["Classified", "callable_name", "classify", "typed_signature"]
+
+Kind = Literal["argument", "dependency", "fastapi"]
+
+
+@dataclass(frozen=True, slots=True)
+class Classified:
+    """One parameter's kind; for a dependency its ``marker`` and the ``dependency`` it calls."""
+
+    kind: Kind
+    marker: params.Depends | None = None
+    dependency: Callable[..., Any] | None = None
+
+
+def callable_name(call: Any) -> str:
+    """A dependency's name for messages: its ``__name__``, or its class's."""
+    name = getattr(call, "__name__", None)
+    return name if isinstance(name, str) else type(call).__name__
+
+
+def typed_signature(call: Callable[..., Any]) -> inspect.Signature:
+    """``call``'s signature with string annotations resolved (``from __future__ import annotations``
+    modules), as FastAPI resolves them; an annotation that does not resolve stays as written."""
+    signature = inspect.signature(call)
+    target: Any = call
+    while isinstance(target, functools.partial):
+        target = target.func  # pyright: ignore[reportUnknownMemberType]
+    if inspect.isclass(target):
+        target = target.__init__
+    elif not inspect.isroutine(target):
+        target = type(target).__call__ if callable(target) else target
+    try:
+        hints = typing.get_type_hints(target, include_extras=True)
+    except Exception:  # an unresolvable name: FastAPI's own error follows when it builds the graph
+        hints = {}
+    return signature.replace(parameters=[p.replace(annotation=hints.get(p.name, p.annotation)) for p in signature.parameters.values()])
+
+
+def _is_context(annotation: Any, context_type: type) -> bool:
+    base = base_type(annotation)
+    origin = get_origin(base) or base
+    return inspect.isclass(origin) and issubclass(origin, context_type)
+
+
+def classify(parameter: inspect.Parameter, *, where: str, allow_path: bool, context_type: type) -> Classified:
+    """The kind of ``parameter`` (annotation already resolved); ``where`` names its owner in
+    errors (``"tool 'x'"``, ``"dependency 'load_item' of tool 'x'"``); ``allow_path``: a resource's
+    ``Path()`` names a template variable; ``context_type``: the ``Context`` class (passed in by the
+    registration modules, so that this classifier stays below ``context.py`` in the import graph).
+
+    Raises:
+        ValueError: ``Path()`` outside a resource, ``Form()`` / ``File()``, a ``Context`` parameter
+            of a dependency without ``Depends(mcp_context)``.
+    """
+    found = markers(parameter)
+    for marker in found:
+        if isinstance(marker, params.Depends):
+            dependency = marker.dependency if marker.dependency is not None else base_type(parameter.annotation)
+            if _is_context(parameter.annotation, context_type) and (marker.dependency is None or dependency is context_type):
+                raise ValueError(_context_message(parameter, where))
+            return Classified("dependency", marker, dependency)
+    for marker in found:
+        if isinstance(marker, params.Path):
+            if allow_path:
+                return Classified("argument")
+            raise ValueError(
+                f"{where}: parameter {parameter.name!r} is declared Path(), which names a resource template"
+                " variable; a tool or prompt argument is a plain parameter (or Body() to say so explicitly)"
+            )
+        if isinstance(marker, params.Param):
+            return Classified("fastapi")
+        if isinstance(marker, params.Body):
+            if type(marker) is not params.Body:
+                raise ValueError(
+                    f"{where}: parameter {parameter.name!r} is declared {type(marker).__name__}(), but an MCP call has no"
+                    " form body: make it a plain parameter (an argument) or Body()"
+                )
+            return Classified("argument")
+    if is_special_type(parameter.annotation):
+        return Classified("fastapi")
+    if _is_context(parameter.annotation, context_type):
+        raise ValueError(_context_message(parameter, where))
+    return Classified("argument")
+
+
+def _context_message(parameter: inspect.Parameter, where: str) -> str:
+    return (
+        f"{where}: parameter {parameter.name!r} is a Context without Depends(mcp_context); FastAPI would treat it as"
+        f" a request field. Declare it `{parameter.name}: Context = Depends(mcp_context)` or `{parameter.name}: McpContext`"
+        " (from fastapi_mcp_ctx import McpContext, mcp_context)"
+    )
