@@ -331,9 +331,9 @@ async def test_session_delete_drops_a_running_sync_tools_result(wire: Wire) -> N
 async def test_stdio_cancelled_sync_tool_is_never_answered(tmp_path: Path) -> None:
     async with spawn(tmp_path) as server:
         await server.initialize()
-        await server.send(rpc("tools/call", {"name": "stubborn", "arguments": {"seconds": 0.5}}, 5))
+        await server.send(rpc("tools/call", {"name": "stubborn", "arguments": {"seconds": 2.0}}, 5))
         await server.send(rpc("tools/list", None, 6))
         assert (await server.recv())["id"] == 6  # the call is running
-        await server.send(notification("notifications/cancelled", {"requestId": 5}))
-        await server.expect_silence(1.0)  # the thread wakes up after 0.5 s: its result is dropped
+        await server.send(notification("notifications/cancelled", {"requestId": 5}))  # 2 s of margin before it wakes
+        await server.expect_silence(3.0)  # the thread wakes up after 2 s: its result is dropped
         assert (await server.request("ping", None, 8))["id"] == 8

@@ -32,12 +32,19 @@ OVERHEAD = 2048
 def capabilities_near(bound: int) -> dict[str, Any]:
     """``ClientCapabilities`` whose ``initialize`` metadata is just under ``bound`` bytes of JSON,
     shaped for the largest parsed form: many short keys with small values (an object each)."""
+    info = {"name": "probe", "version": "1"}
     experimental: dict[str, Any] = {}
     capabilities = {"experimental": experimental}
+    size = len(encode_metadata(capabilities, info))
     index = 0
-    while len(encode_metadata(capabilities, {"name": "probe", "version": "1"})) < bound - 40:
+    while True:  # one encoding per entry, not of the whole document: linear
+        entry = len(f'"k{index}":{{"v":[{index}]}},')
+        if size + entry > bound - 40:
+            break
         experimental[f"k{index}"] = {"v": [index]}
+        size += entry
         index += 1
+    assert len(encode_metadata(capabilities, info)) <= bound - 40 + 1
     return capabilities
 
 
