@@ -180,7 +180,7 @@ async def test_slow_call_does_not_block_reading_and_results_come_out_of_order(tm
         assert {first["id"], second["id"]} == {11, 12}  # answered before the slow call sent first: neither waited for it
         last = await server.recv()
         assert last["id"] == 10 and last["result"]["content"][0]["text"] == "slow done"
-        await server.send(rpc("tools/call", {"name": "slow", "arguments": {"seconds": 0.5}}, 20))
+        await server.send(rpc("tools/call", {"name": "slow", "arguments": {"seconds": 3.0}}, 20))  # in flight while the duplicate comes
         duplicate = await server.request("tools/call", {"name": "slow", "arguments": {"seconds": 0}}, 20)
         assert duplicate["error"]["code"] == -32600 and "in flight" in duplicate["error"]["message"]
         assert (await server.recv())["id"] == 20
