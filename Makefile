@@ -1,5 +1,5 @@
 # The two commands: `make run` (example MCP server on 127.0.0.1:8000) and `make test` (everything).
-.PHONY: run test test-loaded typecheck services-stop bench conformance-server conformance
+.PHONY: run test test-loaded typecheck docs services-stop bench conformance-server conformance
 
 run:
 	scripts/bootstrap.sh run
@@ -15,6 +15,13 @@ test-loaded:
 typecheck:
 	scripts/bootstrap.sh test
 	.venv/bin/pyright
+
+# `make docs`: the docs site (mkdocs.yml: MkDocs + Material, the API reference from the docstrings)
+# served with live reload on http://127.0.0.1:$(DOCS_PORT) (DOCS_PORT=... for another port).
+DOCS_PORT ?= 8001
+docs:
+	scripts/bootstrap.sh test
+	NO_MKDOCS_2_WARNING=1 .venv/bin/mkdocs serve --dev-addr 127.0.0.1:$(DOCS_PORT)
 
 conformance-server:
 	scripts/bootstrap.sh test

@@ -132,19 +132,55 @@ def _check_status(response: httpx.Response, url: str, step: str) -> None:
             fatal=True,
         )
     if status == 401:
-        challenge = response.headers.get("www-authenticate")
-        hint = f" (WWW-Authenticate: {challenge})" if challenge else ""
-        raise ProbeFailure(
-            f"HTTP 401: the server requires authentication{hint}; pass -H 'Authorization: Bearer <token>'", step, fatal=True
-        )
+        raise ProbeFailure(_unauthorized_advice(response), step, fatal=True)
     if status == 403:
         said = _error_message(response)
         reason = f": {said}" if said else " these credentials or this Origin"
         raise ProbeFailure(f"HTTP 403: the server refused{reason}", step, fatal=True)
+    if status == 404 and (served := _served_paths(response)):  # the app's pointer (_server.lost_requests)
+        right = str(httpx.URL(url).copy_with(path=served[0], query=None))
+        raise ProbeFailure(
+            f"HTTP 404: no MCP endpoint at {httpx.URL(url).path}; this server's MCP endpoint is {' or '.join(served)}: "
+            f"fastapi-mcp-ctx check {right}",
+            step,
+            fatal=True,
+        )
     if status == 404 and not _messages_or_empty(response):
         raise ProbeFailure("HTTP 404: no MCP endpoint at this URL (the path is usually /mcp)", step, fatal=True)
     if status >= 500 and not _messages_or_empty(response):
         raise ProbeFailure(f"HTTP {status}: the server failed ({response.text[:200]!r})", step)
+
+
+def _served_paths(response: httpx.Response) -> list[str]:
+    """The MCP paths a 404's JSON-RPC error names (``data.mcpPaths``), if any."""
+    for message in _messages_or_empty(response):
+        error = message.get("error")
+        data = cast("dict[str, Any]", error).get("data") if isinstance(error, dict) else None
+        paths = cast("dict[str, Any]", data).get("mcpPaths") if isinstance(data, dict) else None
+        if isinstance(paths, list):
+            return [p for p in cast("list[Any]", paths) if isinstance(p, str) and p.startswith("/")]
+    return []
+
+
+def _unauthorized_advice(response: httpx.Response) -> str:
+    """What to send after a 401, from the challenge received (RFC 9110 §11.6.1): a Bearer
+    challenge asks for a token; another scheme is the application's own and is named; no
+    challenge means the application's ``authenticate`` refused without saying how to pass."""
+    challenge = response.headers.get("www-authenticate")
+    said = _error_message(response)
+    if not challenge or not challenge.strip():
+        reason = f" ({said})" if said else ""
+        return (
+            f"HTTP 401: the server's authenticate dependency refused the request{reason} and named no scheme "
+            "(no WWW-Authenticate): pass the credentials the application expects, e.g. -H 'X-API-Key: <key>'"
+        )
+    scheme = challenge.strip().split(None, 1)[0].rstrip(",")
+    if scheme.lower() == "bearer":
+        return f"HTTP 401: the server requires a bearer token (WWW-Authenticate: {challenge}); pass -H 'Authorization: Bearer <token>'"
+    return (
+        f"HTTP 401: the server requires its own {scheme!r} credentials (WWW-Authenticate: {challenge}); "
+        f"pass them as that scheme says, e.g. -H 'Authorization: {scheme} <credentials>'"
+    )
 
 
 def _error_message(response: httpx.Response) -> str | None:

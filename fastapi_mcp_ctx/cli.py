@@ -351,11 +351,23 @@ def check(url: str, header_values: tuple[str, ...], timeout: float) -> None:
 @click.argument("app")
 @click.option("--path", default=None, help="The router's full path, when APP has several McpRouters.")
 @click.option("--app-dir", default=".", show_default=True, help="Folder put first on sys.path to import APP.")
-def stdio(app: str, path: str | None, app_dir: str) -> None:
-    """Serve APP's McpRouter over stdin/stdout (APP is module:attr)."""
+@click.option(
+    "--header",
+    "header_values",
+    multiple=True,
+    metavar="NAME=VALUE",
+    help="A header of every request the app's dependencies and authenticate= see (repeatable); "
+    "also MCP_STDIO_HEADER_<NAME>=VALUE in the environment (- written _).",
+)
+def stdio(app: str, path: str | None, app_dir: str, header_values: tuple[str, ...]) -> None:
+    """Serve APP's McpRouter over stdin/stdout (APP is module:attr).
+
+    Every request runs the app's authenticate= and dependencies as over HTTP, on a request
+    carrying the --header / MCP_STDIO_HEADER_<NAME> headers (values are never logged).
+    """
     _put_first_on_path(app_dir)
     try:
-        run_stdio(app, path)
+        run_stdio(app, path, header_values)
     except AppLoadError as exc:
         click.echo(f"Error: {exc}", err=True)
         raise click.exceptions.Exit(2) from exc

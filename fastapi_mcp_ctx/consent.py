@@ -38,6 +38,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any, Final, NoReturn, Protocol
 
+from ._bridge import bridged
 from .backends.base import StateBackend
 from .errors import ConsentDeclinedError
 from .input_required import elicit
@@ -193,6 +194,7 @@ class ConsentGate:
             subject=getattr(auth, "subject", None),
         )
 
+    @bridged("ctx.consent.require", lambda gate: getattr(gate._ctx, "_call", None))  # pyright: ignore[reportPrivateUsage, reportUnknownArgumentType, reportUnknownLambdaType, reportUnknownMemberType]
     async def require(
         self,
         *,

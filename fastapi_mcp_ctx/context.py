@@ -132,6 +132,7 @@ class Context(CallInput, _Reasons[ReasonT]):
             if factory is None:
                 raise InternalError("No state backend is configured")
             self._state = factory(self._call.tenant_id)
+            self._state._call = self._call  # pyright: ignore[reportPrivateUsage] - a sync tool's ctx.state.set runs on the call's loop
         return self._state
 
     def __repr__(self) -> str:

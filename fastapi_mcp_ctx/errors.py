@@ -21,6 +21,7 @@ Tree::
     │   │   └── UnsupportedContentEncodingError -32600 415  POST Content-Encoding other than identity (Accept-Encoding: identity)
     │   ├── PayloadTooLargeError     -32600  413  body larger than MCP_MAX_BODY_BYTES
     │   ├── RequestTimeoutError      -32600  408  body not complete within MCP_BODY_TIMEOUT_SECONDS
+    │   ├── HeaderFieldsTooLargeError -32600 431  request headers larger than MCP_MAX_REQUEST_HEADER_BYTES
     │   ├── UnsupportedVersionHeaderError -32600 400 2025 era: MCP-Protocol-Version not served (data.supported)
     │   │   └── ProtocolVersionMismatchError -32600 400 2025 session: MCP-Protocol-Version is not the one it negotiated
     │   ├── HostNotAllowedError      -32600  421  Host header outside the allow-list (DNS rebinding)
@@ -44,6 +45,8 @@ Tree::
     │   │   └── IdentityProviderUnavailableError -32603 503  no signing key could be fetched (JWKS / discovery)
     │   ├── ConfigurationError       -32603  500  the server is misconfigured (missing extra, SQL schema missing or
     │   │                                         outdated); not retryable, the message says what the operator must do
+    │   ├── CallLostError            -32603  500  2025 resumable call: the replica running it died (its lease lapsed)
+    │   │                                         before it answered; sent on its stream, which then ends
     │   ├── RequestStateTooLargeError -32603 500  a handler's requestState exceeds MCP_REQUEST_STATE_MAX_BYTES sealed
     │   └── InputRoundsExceededError -32603  500  2025: more input rounds in one call than MCP_INPUT_MAX_ROUNDS
     ├── HeaderMismatchError          -32020  400  2026: MCP-Protocol-Version / Mcp-Method / Mcp-Name disagree with the body
@@ -105,11 +108,13 @@ __all__ = [
     "RESERVED_DATA_KEYS",
     "AppLoadError",
     "AuthenticationError",
+    "CallLostError",
     "ClientCapabilityMissingError",
     "ClientResponseError",
     "ConfigurationError",
     "ConsentDeclinedError",
     "DeclarationError",
+    "HeaderFieldsTooLargeError",
     "HeaderMismatchError",
     "HostNotAllowedError",
     "IdentityProviderUnavailableError",
@@ -353,6 +358,20 @@ class PayloadTooLargeError(InvalidRequestError):
     default_reason = "payload_too_large"
 
 
+class HeaderFieldsTooLargeError(InvalidRequestError):
+    """The request's header fields, names and values together, exceed
+    ``MCP_MAX_REQUEST_HEADER_BYTES`` (HTTP 431, RFC 6585 §5), refused before any header is read.
+    The response carries ``Connection: close``."""
+
+    http_status = 431
+    default_message = "Request Header Fields Too Large"
+    default_reason = "headers_too_large"
+    default_hint = "Send fewer or shorter headers (a bearer token has its own, smaller bound: MCP_JWT_MAX_TOKEN_BYTES)."
+
+    def __init__(self, message: str | None = None) -> None:
+        super().__init__(message, headers={"Connection": "close"})
+
+
 class RequestTimeoutError(InvalidRequestError):
     """The body did not arrive in full within ``MCP_BODY_TIMEOUT_SECONDS`` (HTTP 408).
 
@@ -531,6 +550,18 @@ class StateUnavailableError(InternalError):
             recovery_hint=f"Retry after {retry_after} s.",
             headers={"Retry-After": str(retry_after)},
         )
+
+
+class CallLostError(InternalError):
+    """The replica running a 2025 resumable call stopped (``kill -9``, a crash) before it
+    answered, and its lease lapsed: the call's request id gets this error on its stream, which
+    then ends, instead of keep-alives for ever (issue 24 item 4). Whether the call ran, in
+    part or whole, is unknown: ``data.reason`` ``"call_lost"``, ``data.recovery.hint`` "Retry
+    the call"."""
+
+    default_message = "The replica running this call stopped before it answered; its outcome is unknown"
+    default_reason = "call_lost"
+    default_hint = "Retry the call (it may have run in part before its replica stopped)."
 
 
 class HeaderMismatchError(McpError):
@@ -952,10 +983,10 @@ class InsufficientScopeError(PermissionDeniedError):
 
 
 class RemoteAccessDeniedError(PermissionDeniedError):
-    """No authentication is configured (no ``MCP_AUTH_MODE``, no ``McpRouter(authenticate=...)``,
-    no HTTP-level dependency on the MCP route) and the request is not local: its peer is not
-    loopback, or it came through a proxy (``Forwarded`` / ``X-Forwarded-For``) (-32003, HTTP 403).
-    The message says what to set."""
+    """No authentication is configured (no ``MCP_AUTH_MODE``, no ``McpRouter(authenticate=...)``;
+    an HTTP-level FastAPI dependency on the route does not count) and the request is not local:
+    its peer is not loopback, or it came through a proxy (``Forwarded``, ``X-Forwarded-For``,
+    ``X-Real-IP``, ``Via``…) (-32003, HTTP 403). The message says what to set."""
 
     default_message = (
         "This MCP server has no authentication configured and only answers local requests: set "
@@ -963,6 +994,10 @@ class RemoteAccessDeniedError(PermissionDeniedError):
         "to serve unauthenticated remote callers"
     )
     default_reason = "authentication_not_configured"
+    default_hint = (
+        "A FastAPI dependency on the route (FastAPI/APIRouter/include_router dependencies=) is not counted as "
+        "authentication: return a Principal from McpRouter(authenticate=...), or set MCP_AUTH_MODE=none if it authenticates."
+    )
 
 
 class IdentityProviderUnavailableError(StateUnavailableError):

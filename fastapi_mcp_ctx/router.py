@@ -186,6 +186,7 @@ class McpRouter(ToolRoutes, FeatureRoutes, APIRouter):
             authenticate=self._authenticate,
             relay=self.relay,
         )
+        self.lifespan_context = self.endpoint.lifespan(self.lifespan_context)  # start-up: logs, pointer (McpEndpoint.start)
         self.routes.append(
             LeanRoute(
                 self.prefix + self.mcp_path,
@@ -322,7 +323,9 @@ class McpRouter(ToolRoutes, FeatureRoutes, APIRouter):
                 (``ValueError`` with ``authenticate``: pass it explicitly).
         Returns:
             False when that tenant has no such session or its GET stream is not open
-            (2026-era clients have no session: use the listen notifications instead).
+            (2026-era clients have no session: use the listen notifications instead). With
+            several replicas, True also for a GET stream whose replica died: the message is
+            recorded into it, and a resume on any replica replays it.
         Raises:
             TypeError: ``method`` is not a str or ``params`` is not JSON-serializable.
         """

@@ -2,6 +2,10 @@
 
 Injected through the cached dependency :func:`get_settings`; tests override it with
 ``app.dependency_overrides[get_settings]`` or pass ``settings=`` to ``McpRouter``.
+
+Not a setting of the server but of the ``fastapi-mcp-ctx stdio`` command: ``MCP_STDIO_HEADER_<NAME>``
+variables give the headers of its synthetic requests, one variable per header
+(:mod:`fastapi_mcp_ctx._stdio.headers`; ``--header NAME=VALUE`` on the command line).
 """
 
 from __future__ import annotations
@@ -37,6 +41,9 @@ class McpSettings(BaseSettings):
         instructions: optional ``instructions`` for the client.
         path: the MCP endpoint path on the router (default ``/mcp``); must start with ``/``.
         max_body_bytes: largest accepted POST body, in bytes, counted on the bytes read (413 above).
+        max_request_header_bytes: largest accepted request header section, in bytes (every
+            field's name and value together), checked before any header is read: 431 above
+            (uvicorn's httptools parser sets no bound of its own). Applies to POST, GET and DELETE.
         page_size: items per ``tools/list`` page.
         session_mode: ``stateful`` (2025 sessions with ``Mcp-Session-Id``: a request without
             one is 400), ``stateless`` (no sessions: ``initialize`` issues none, every 2025
@@ -55,7 +62,8 @@ class McpSettings(BaseSettings):
             verified against ``jwt_jwks_url`` or, in development, ``jwt_secret``), ``oauth``
             (like ``jwt``, the JWKS found through ``oauth_issuer``'s metadata, RFC 8414 / OpenID
             discovery). Unset (None): secure by default, only local requests are served (loopback
-            peer, no ``Forwarded`` / ``X-Forwarded-For``); others get 403 naming MCP_AUTH_MODE.
+            peer, no header a proxy adds: ``Forwarded``, ``X-Forwarded-*``, ``X-Real-IP``, ``Via``…);
+            others get 403 naming MCP_AUTH_MODE, whatever FastAPI dependency the route has.
             ``McpRouter(authenticate=...)`` wins over it. See docs/auth.md.
         request_state_key: server secret; seals 2026 ``requestState`` and signs ``ctx.state`` list
             cursors (so both work on every replica); random per process when unset. Keys of at
@@ -110,10 +118,12 @@ class McpSettings(BaseSettings):
         session_store_namespace: prefix of every Redis key and channel of the session store.
         session_lease_seconds: a replica's hold on a session's GET stream lasts this long
             (seconds) without renewal, so after a replica dies its sessions' GET streams can be
-            reopened elsewhere (409 meanwhile) at most this much later.
+            reopened elsewhere (409 meanwhile) at most this much later; likewise a replica's
+            lease on each 2025 call it streams: a resumed stream of a call whose replica died
+            gets ``call_lost`` and ends about this long after the replica's last renewal.
         jwt_jwks_url: the identity provider's JWKS (https, or http on loopback); keys are cached
             ``jwt_jwks_cache_seconds`` (then refreshed in the background while they keep serving),
-            refetched at most once per ``jwt_jwks_refetch_seconds`` for an unknown ``kid``, and kept
+            refetched for an unknown ``kid`` at most once per ``jwt_jwks_refetch_seconds`` and kid shape, and kept
             while the provider is unreachable.
         jwt_issuer: the exact ``iss`` tokens must carry (default under ``oauth``: ``oauth_issuer``).
         jwt_audience: accepted ``aud`` values, one or more (``a,b`` or a JSON list); default
@@ -124,6 +134,8 @@ class McpSettings(BaseSettings):
         jwt_tenant_claim: the claim giving ``ctx.tenant_id`` (default ``tid``).
         jwt_secret: an HS256 key for development only (at least 32 bytes; a warning is logged).
         jwt_jwks_cache_seconds / jwt_jwks_refetch_seconds: see ``jwt_jwks_url`` (seconds).
+        jwt_max_token_bytes: longest bearer token accepted, in bytes; a longer one is refused
+            (401 ``invalid_token``) before any of it is decoded.
         resource_url: the canonical URL of this MCP endpoint (``https://mcp.example.com/mcp``), the
             ``resource`` of the RFC 9728 metadata and the default audience; never derived from
             ``Host``. Required under ``jwt`` / ``oauth``.
@@ -152,6 +164,10 @@ class McpSettings(BaseSettings):
             an answer or cancellation forwarded to another replica, a DELETE's teardown, a GET
             stream's lease), counted from its first such operation; a Redis that has not answered
             by then (paused, overloaded) gets the request one 503 + ``Retry-After``. Redis stores only.
+        debug: development mode (also on for an app made with ``FastAPI(debug=True)``): a tool's
+            result carries, as its last text block, the report of a programming mistake the server
+            log gets in every mode (a Context coroutine never awaited, ``ctx.log.info(...)``
+            without ``await``). Keep it off in production: the text names source files.
     """
 
     model_config = SettingsConfigDict(env_prefix="MCP_", extra="ignore", hide_input_in_errors=True)  # never echo a secret
@@ -161,6 +177,7 @@ class McpSettings(BaseSettings):
     instructions: str | None = None
     path: str = "/mcp"
     max_body_bytes: int = Field(default=4 * 1024 * 1024, ge=1, le=1 << 30)
+    max_request_header_bytes: int = Field(default=32 * 1024, ge=1024, le=16 * 1024 * 1024)
     page_size: int = Field(default=100, ge=1, le=10_000)
     session_mode: SessionMode = "stateful"
     session_idle_seconds: float = Field(default=1800.0, gt=0, le=31_536_000, allow_inf_nan=False)
@@ -205,6 +222,7 @@ class McpSettings(BaseSettings):
     jwt_secret: str | None = Field(default=None, repr=False)
     jwt_jwks_cache_seconds: float = Field(default=300.0, gt=0, le=2_592_000, allow_inf_nan=False)
     jwt_jwks_refetch_seconds: float = Field(default=30.0, ge=0, le=86_400, allow_inf_nan=False)
+    jwt_max_token_bytes: int = Field(default=16 * 1024, ge=256, le=1024 * 1024)
     resource_url: str | None = None
     oauth_issuer: str | None = None
     hide_unauthorized_tools: bool = True
@@ -216,6 +234,7 @@ class McpSettings(BaseSettings):
     telemetry_detail: Literal["required", "standard", "recommended"] = "standard"
     max_batch_size: int = Field(default=100, ge=1, le=10_000)
     session_store_deadline_seconds: float = Field(default=2.0, ge=0.05, le=60, allow_inf_nan=False)
+    debug: bool = False
 
     @property
     def session_owner_quota(self) -> int:

@@ -30,6 +30,7 @@ from urllib.parse import quote
 from pydantic import BaseModel, TypeAdapter
 from pydantic_core import PydanticSerializationError, to_jsonable_python
 
+from ._bridge import LoopOwner, bridged
 from .backends.base import StateBackend
 from .errors import (
     InvalidCursorError,
@@ -210,13 +211,14 @@ class ContextState:
     Construction does no I/O; one instance per request is cheap.
     """
 
-    __slots__ = ("_backend", "_cursor_key", "_ns", "_tenant")
+    __slots__ = ("_backend", "_call", "_cursor_key", "_ns", "_tenant")
 
     def __init__(self, backend: StateBackend, tenant_id: str | None, *, cursor_key: bytes | None = None) -> None:
         self._backend = backend
         self._tenant = tenant_id or None
         self._ns = state_prefix(tenant_id) if tenant_id else None
         self._cursor_key = cursor_key if cursor_key is not None else _PROCESS_CURSOR_KEY
+        self._call: LoopOwner | None = None  # set by ctx.state: sync callers run on this call's loop (_bridge)
 
     @property
     def tenant_id(self) -> str | None:
@@ -235,6 +237,7 @@ class ContextState:
     @overload
     async def get(self, key: str, model: type[T] | TypeAdapter[T]) -> T | None: ...
 
+    @bridged("ctx.state.get")
     async def get(self, key: str, model: type[Any] | TypeAdapter[Any] | None = None) -> Any:
         """The JSON value stored under ``key``, or ``None`` when absent or expired.
 
@@ -253,6 +256,7 @@ class ContextState:
             return None
         return _load(text, model)
 
+    @bridged("ctx.state.set")
     async def set(self, key: str, value: Any, ttl: float | None = None) -> None:
         """Store ``value`` (any JSON-serializable value) under ``key``.
 
@@ -268,6 +272,7 @@ class ContextState:
         ttl = _check_ttl(ttl)
         await self._backend.set(full, _dumps(key, value), ttl)
 
+    @bridged("ctx.state.delete")
     async def delete(self, key: str) -> bool:
         """Remove ``key``; True when a live value was removed, False when there was none."""
         ns = self._namespace()
@@ -278,6 +283,7 @@ class ContextState:
     @overload
     async def take(self, key: str, model: type[T] | TypeAdapter[T]) -> T | None: ...
 
+    @bridged("ctx.state.take")
     async def take(self, key: str, model: type[Any] | TypeAdapter[Any] | None = None) -> Any:
         """Atomically read and delete ``key``; ``None`` when absent.
 
@@ -293,6 +299,7 @@ class ContextState:
         return _load(text, model)
 
     # --------------------------------------------------------------------- batches
+    @bridged("ctx.state.get_many")
     async def get_many(self, keys: Sequence[str]) -> dict[str, Any]:
         """``{key: value}`` for the keys present (absent or expired keys are left out)."""
         ns = self._namespace()
@@ -301,6 +308,7 @@ class ContextState:
         cut = len(ns)
         return {k[cut:]: _decode(v) for k, v in found.items()}
 
+    @bridged("ctx.state.set_many")
     async def set_many(self, items: Mapping[str, Any], ttl: float | None = None) -> None:
         """Store every item, with one ``ttl`` (seconds) for all, atomically.
 
@@ -314,6 +322,7 @@ class ContextState:
         if encoded:
             await self._backend.set_many(encoded, ttl)
 
+    @bridged("ctx.state.delete_many")
     async def delete_many(self, keys: Sequence[str]) -> int:
         """Remove the keys; the number of live values removed (a repeated key counts once)."""
         ns = self._namespace()
@@ -323,6 +332,7 @@ class ContextState:
         return await self._backend.delete_many([ns + k for k in checked])
 
     # ------------------------------------------------------------------------ list
+    @bridged("ctx.state.list")
     async def list(self, prefix: str = "", cursor: str | None = None, limit: int = 50) -> StatePage:
         """One page of the entries whose key starts with ``prefix``, in ascending key order.
 

@@ -3,7 +3,7 @@
 #
 #   scripts/bootstrap.sh run            the example server and the CLI only: the package + its `server`, `cli` extras
 #   scripts/bootstrap.sh test           everything the test suite needs (`test` extra: all extras, the
-#                                       official mcp client, pytest, pyright, ruff)
+#                                       official mcp client, pytest, pyright, ruff, mkdocs for the docs site)
 #   scripts/bootstrap.sh test --with-node   also Node.js + npm (the conformance suite and the node clients)
 #
 # Installs what the machine lacks from Debian's packages when run as root: python3-venv, and
@@ -43,7 +43,7 @@ if [ ! -f ".venv/.installed-test-$hash" ] && [ ! -f ".venv/.installed-$profile-$
     check='import fastapi_mcp_ctx, uvicorn, click, httpx'
   else
     extras='.[test]'; what="the package with every extra and the test tools (extra: test; about 250 MB)"
-    check='import fastapi_mcp_ctx, mcp, uvicorn, redis, sqlalchemy'
+    check='import fastapi_mcp_ctx, mcp, uvicorn, redis, sqlalchemy, mkdocs, mkdocstrings_handlers.python, material'
   fi
   say "installing $what into .venv"
   .venv/bin/python -m pip install -q --upgrade pip >/dev/null 2>&1 || true

@@ -167,6 +167,12 @@ async def ask_client(method: str, params: dict[str, Any] | None = None, timeout:
     return {"answer": await ctx.send_request(method, params, timeout=timeout)}
 
 
+@mcp_router.tool()
+async def whoami(x_author: str = Header(default="anonymous"), ctx: Context = Depends(mcp_context)) -> dict[str, Any]:
+    """The caller as the tools see it (MCP_AUTH_MODE=jwt over stdio: tests/test_stdio_headers.py)."""
+    return {"tenant": ctx.tenant_id, "subject": ctx.auth.subject if ctx.auth is not None else None, "author": x_author}
+
+
 app = FastAPI(lifespan=lifespan)
 app.include_router(mcp_router)
 app.dependency_overrides[get_greeting] = lambda: "overridden greeting"

@@ -32,8 +32,12 @@ MAX_LINE = 16 * 1024 * 1024
 
 
 def server_env(marker: Path | None = None, **extra: str) -> dict[str, str]:
-    """The server's environment: ours without ``MCP_*`` settings, plus ``extra``."""
+    """The server's environment: ours without ``MCP_*`` settings, plus ``extra``; this checkout's
+    package first on ``PYTHONPATH`` (a relative entry such as ``.`` would name the server's cwd,
+    and the venv's editable install may be another checkout's)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("MCP_")}
+    inherited = [str(Path(p).resolve()) for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+    env["PYTHONPATH"] = os.pathsep.join([str(TESTS_DIR.parent), *inherited])
     if marker is not None:
         env["STDIO_TEST_MARKER"] = str(marker)
     env.update(extra)

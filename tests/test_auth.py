@@ -36,8 +36,8 @@ def authenticate(authorization: str | None = Header(default=None)) -> Principal 
     return principal
 
 
-def build_app() -> FastAPI:
-    router = McpRouter(settings=mcp_settings(), authenticate=authenticate)
+def build_app(**settings: Any) -> FastAPI:
+    router = McpRouter(settings=mcp_settings(**settings), authenticate=authenticate)
 
     @router.tool()
     async def whoami(ctx: Context = Depends(mcp_context)) -> dict[str, Any]:
@@ -72,14 +72,63 @@ def bearer(token: str) -> dict[str, str]:
     return {"authorization": f"Bearer {token}"}
 
 
-async def test_missing_credentials_are_401_with_www_authenticate(wire: Wire, era: str) -> None:
-    if era == "legacy":
-        response = await wire.post({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}})
-    else:
-        response = await wire.modern("server/discover", check=False, request_id=1)
+async def _unauthenticated(app: FastAPI, era: str, headers: dict[str, str] | None = None) -> httpx.Response:
+    async with open_client(app) as c:
+        wire = Wire(c)
+        if era == "legacy":
+            return await wire.post({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+                "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}, headers)  # fmt: skip
+        return await wire.modern("server/discover", check=False, request_id=1, headers=headers)
+
+
+@pytest.mark.parametrize(
+    ("settings", "expected"),
+    [
+        ({}, None),  # issue 22 item 6: the app's own scheme, not a Bearer resource server
+        ({"auth_mode": "jwt"}, "Bearer"),
+        ({"auth_mode": "oauth"}, "Bearer"),
+        ({"resource_url": "https://mcp.example.com/mcp"}, 'Bearer resource_metadata="https://mcp.example.com/.well-known/oauth-protected-resource/mcp"'),
+    ],
+    ids=["no-mode", "jwt", "oauth", "resource-url"],
+)
+async def test_authenticate_returning_none_is_401_with_a_challenge_only_in_a_bearer_mode(
+    settings: dict[str, Any], expected: str | None, era: str
+) -> None:
+    response = await _unauthenticated(build_app(**settings), era)
     assert response.status_code == 401
-    assert response.headers["www-authenticate"].startswith("Bearer")
     assert response.json()["error"]["code"] == -32001
+    assert response.headers.get("www-authenticate") == expected
+    if expected is None:
+        assert "authenticate" in response.json()["error"]["message"]
+
+
+def _raising(headers: dict[str, str] | None) -> Any:
+    def refuse(x_api_key: str | None = Header(default=None)) -> Principal | None:
+        raise HTTPException(401, "bad API key", headers=headers)
+
+    return refuse
+
+
+@pytest.mark.parametrize(
+    ("settings", "raised", "expected"),
+    [
+        ({}, None, None),
+        ({}, {"WWW-Authenticate": 'ApiKey realm="notes"'}, 'ApiKey realm="notes"'),
+        ({"auth_mode": "jwt"}, {"WWW-Authenticate": 'ApiKey realm="notes"'}, 'ApiKey realm="notes"'),
+        ({"auth_mode": "jwt"}, None, "Bearer"),
+    ],
+    ids=["none-as-raised", "own-scheme", "own-scheme-in-bearer-mode", "bearer-mode-adds-its-challenge"],
+)
+async def test_an_http_exception_401_of_authenticate_passes_through_as_raised(
+    settings: dict[str, Any], raised: dict[str, str] | None, expected: str | None, era: str
+) -> None:
+    router = McpRouter(settings=mcp_settings(**settings), authenticate=_raising(raised))
+    app = FastAPI()
+    app.include_router(router)
+    response = await _unauthenticated(app, era, {"x-api-key": "wrong"})
+    assert response.status_code == 401
+    assert response.headers.get("www-authenticate") == expected
+    assert response.json()["error"]["message"] == "bad API key"
 
 
 async def test_invalid_token_keeps_the_dependency_headers(wire: Wire) -> None:

@@ -14,7 +14,7 @@ import httpx
 import pytest
 from click.testing import CliRunner
 from conftest import make_app, mcp_settings
-from fastapi import Depends, Header
+from fastapi import Depends, Header, HTTPException
 from missing import hide
 from servers import free_port, serving
 
@@ -264,11 +264,11 @@ def test_entry_point_without_click(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_stdio_hands_the_app_spec_and_path_to_the_transport(monkeypatch: pytest.MonkeyPatch) -> None:
     from fastapi_mcp_ctx import cli
 
-    calls: list[tuple[str, str | None]] = []
-    monkeypatch.setattr(cli, "run_stdio", lambda spec, path=None: calls.append((spec, path)))
+    calls: list[tuple[str, str | None, tuple[str, ...]]] = []
+    monkeypatch.setattr(cli, "run_stdio", lambda spec, path=None, headers=(): calls.append((spec, path, tuple(headers))))
     assert run("stdio", "examples.quickstart:app").exit_code == 0
-    assert run("stdio", "examples.quickstart:app", "--path", "/mcp").exit_code == 0
-    assert calls == [("examples.quickstart:app", None), ("examples.quickstart:app", "/mcp")]
+    assert run("stdio", "examples.quickstart:app", "--path", "/mcp", "--header", "X-API-Key=k", "--header", "X-B=2").exit_code == 0
+    assert calls == [("examples.quickstart:app", None, ()), ("examples.quickstart:app", "/mcp", ("X-API-Key=k", "X-B=2"))]
 
 
 def test_stdio_with_an_app_that_names_nothing_servable_exits_2_with_the_reason() -> None:
@@ -356,13 +356,37 @@ async def test_probe_401_asks_for_credentials_and_header_option_passes_them() ->
     def authenticate(authorization: str | None = Header(default=None)) -> Principal | None:
         return Principal(subject="probe", tenant_id="t") if authorization == "Bearer ok" else None
 
-    router = McpRouter(settings=mcp_settings(), authenticate=authenticate)
+    router = McpRouter(settings=mcp_settings(auth_mode="jwt"), authenticate=authenticate)  # a bearer mode: Bearer challenge
     app = make_app(router)
     refused = await _probe_app(app)
     assert refused.fatal is not None and "HTTP 401" in refused.fatal and "-H 'Authorization: Bearer" in refused.fatal
     assert "WWW-Authenticate: Bearer" in refused.fatal
     admitted = await _probe_app(app, headers={"Authorization": "Bearer ok"})
     assert admitted.ok, admitted.render()
+
+
+async def test_probe_401_without_a_challenge_says_the_apps_authenticate_refused_and_gives_no_bearer_advice() -> None:
+    """Issue 22 item 6: an X-API-Key app's ``authenticate`` returning None once drew a Bearer
+    challenge and ``-H 'Authorization: Bearer <token>'`` advice; it names no scheme now."""
+
+    def authenticate(x_api_key: str | None = Header(default=None)) -> Principal | None:
+        return Principal(subject="probe", tenant_id="t") if x_api_key == "k1" else None
+
+    app = make_app(McpRouter(settings=mcp_settings(), authenticate=authenticate))
+    refused = await _probe_app(app)
+    assert refused.fatal is not None and "HTTP 401" in refused.fatal
+    assert "authenticate" in refused.fatal and "no WWW-Authenticate" in refused.fatal
+    assert "Bearer" not in refused.fatal
+    assert (await _probe_app(app, headers={"X-API-Key": "k1"})).ok
+
+
+async def test_probe_401_with_the_apps_own_scheme_names_it() -> None:
+    def authenticate(x_api_key: str | None = Header(default=None)) -> Principal | None:
+        raise HTTPException(401, "key please", headers={"WWW-Authenticate": 'ApiKey header="X-API-Key"'})
+
+    refused = await _probe_app(make_app(McpRouter(settings=mcp_settings(), authenticate=authenticate)))
+    assert refused.fatal is not None and "'ApiKey'" in refused.fatal and 'WWW-Authenticate: ApiKey header="X-API-Key"' in refused.fatal
+    assert "Bearer" not in refused.fatal
 
 
 async def test_probe_reads_sse_and_reports_a_server_without_the_2026_era() -> None:

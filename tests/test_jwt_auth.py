@@ -231,11 +231,11 @@ async def test_a_key_published_after_start_up_passes_after_one_refetch(idp: KeyS
         assert rotated.status_code == 200, rotated.text
         assert result_of(rotated)["structuredContent"]["sub"] == "bob"
         assert idp.hits["/jwks.json"] == 2
-        for n in range(5):  # made-up key ids within the interval: no new fetch
+        for n in range(5):  # made-up key ids of one new shape within the interval: one fetch for that shape
             forged = RsaKey(f"bogus-{n}", other_key.private).sign(claims(ISSUER))
             refused = await wire.call_tool("modern", "whoami", headers=bearer(forged), check=False)
             assert refused.status_code == 401
-        assert idp.hits["/jwks.json"] == 2
+        assert idp.hits["/jwks.json"] == 3
 
 
 async def test_known_keys_are_kept_while_the_provider_is_unreachable(idp: KeyServer, rsa_key: RsaKey) -> None:
@@ -344,12 +344,15 @@ async def test_listing_every_tool_when_hiding_is_off(idp: KeyServer, rsa_key: Rs
 
 
 @pytest.mark.parametrize("prefix", ["", "/api"])
-async def test_b54_metadata_at_both_paths_at_the_root_whatever_the_prefix(idp: KeyServer, prefix: str) -> None:
+async def test_b54_metadata_at_the_rfc9728_path_at_the_root_whatever_the_prefix(idp: KeyServer, prefix: str) -> None:
     app = app_of(jwt_router(idp), prefix=prefix)
     async with open_client(app) as client:
         challenge = await client.post(f"{prefix}/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
         assert challenge.status_code == 401
-        for path in ("/.well-known/oauth-protected-resource/mcp", "/.well-known/oauth-protected-resource"):
+        assert challenge_params(challenge)["resource_metadata"] == METADATA_URL
+        # RFC 9728 §3.3: the root document's resource would have to be the root; it is not served
+        assert (await client.get("/.well-known/oauth-protected-resource")).status_code == 404
+        for path in ("/.well-known/oauth-protected-resource/mcp",):
             response = await client.get(path, headers={"origin": "https://app.example.test"})
             assert response.status_code == 200, (path, response.text)
             assert response.json() == {
@@ -362,6 +365,32 @@ async def test_b54_metadata_at_both_paths_at_the_root_whatever_the_prefix(idp: K
             assert response.headers["access-control-allow-origin"] == "*"
             preflight = await client.options(path, headers={"origin": "https://app.example.test", "access-control-request-method": "GET"})
             assert preflight.status_code == 204 and preflight.headers["access-control-allow-origin"] == "*"
+
+
+@pytest.mark.parametrize("resource", ["https://mcp.example.test", "https://mcp.example.test/"])
+async def test_a_root_resource_is_served_at_the_root_metadata_url(idp: KeyServer, resource: str) -> None:
+    app = app_of(jwt_router(idp, resource_url=resource))
+    async with open_client(app) as client:
+        challenge = await client.post("/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
+        assert challenge_params(challenge)["resource_metadata"] == "https://mcp.example.test/.well-known/oauth-protected-resource"
+        document = await client.get("/.well-known/oauth-protected-resource")
+    assert document.status_code == 200 and document.json()["resource"] == resource
+
+
+@pytest.mark.parametrize(
+    ("resource", "aud"),
+    [(RESOURCE, RESOURCE + "/"), (RESOURCE + "/", RESOURCE), (RESOURCE, RESOURCE), (RESOURCE + "/", RESOURCE + "/")],
+    ids=["aud-slash", "resource-slash", "same", "both-slash"],
+)
+async def test_the_audience_matches_the_resource_with_or_without_a_trailing_slash(
+    idp: KeyServer, rsa_key: RsaKey, resource: str, aud: str, era: str
+) -> None:
+    """Issue 24 item 13: ``aud = …/mcp/`` was refused under ``MCP_RESOURCE_URL = …/mcp``."""
+    async with open_client(app_of(jwt_router(idp, resource_url=resource))) as client:
+        response = await list_tools(client, era, bearer(rsa_key.sign(claims(ISSUER, aud=aud))))
+        other = await list_tools(client, era, bearer(rsa_key.sign(claims(ISSUER, aud=RESOURCE + "x"))))
+    assert response.status_code == 200, response.text
+    assert other.status_code == 401
 
 
 async def test_serve_metadata_installs_the_documents_before_any_mcp_request(idp: KeyServer) -> None:

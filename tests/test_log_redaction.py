@@ -98,6 +98,48 @@ async def test_inline_secrets_in_message_and_values_in_both_sinks(monkeypatch: p
         assert "retrying with Bearer [REDACTED]" in sink
 
 
+JWT = "eyJhbGciOiJSUzI1NiIsImtpZCI6ImsxIn0.eyJzdWIiOiJhbGljZSJ9.c2lnbmF0dXJlLWJ5dGVz"
+
+
+@pytest.mark.parametrize(
+    ("text", "kept"),
+    [
+        (f"forwarding Bearer Bearer {JWT} upstream", "forwarding Bearer [REDACTED] upstream"),
+        ("Authorization: Bearer Bearer opaque-42", "Authorization: [REDACTED]"),
+        (f"the idp returned {JWT} for alice", "the idp returned [REDACTED] for alice"),
+        (f"id_token={JWT}", "id_token=[REDACTED]"),
+        (f"[{JWT}]", "[[REDACTED]]"),
+        (f"{JWT}.extra.parts", "[REDACTED]"),  # a JWE has five segments
+    ],
+    ids=["bearer-bearer", "bearer-bearer-pair", "bare-jwt", "jwt-pair", "jwt-in-brackets", "jwe"],
+)
+def test_issue_24_item_12_gaps_are_masked(text: str, kept: str) -> None:
+    assert redact_text(text) == kept
+
+
+async def test_plural_sensitive_names_and_bare_jwts_in_both_sinks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 24 item 12: ``Bearer Bearer <jwt>``, a bare ``eyJ…`` JWT and a key named ``tokens``
+    reached the server log and ``notifications/message``."""
+    line, note = await _both_sinks(
+        monkeypatch,
+        f"retrying with Bearer Bearer {JWT}",
+        tokens=["tok-42", "tok-43"],
+        api_keys={"eu": "sk-live-9"},
+        passwords="hunter2",
+        detail=f"upstream returned {JWT}",
+        token_count_total=3,
+    )
+    for sink in (line, note):
+        for secret in ("tok-42", "tok-43", "sk-live-9", "hunter2", "eyJzdWIiOiJhbGljZSJ9", "c2lnbmF0dXJlLWJ5dGVz"):
+            assert secret not in sink, (secret, sink)
+        assert "retrying with Bearer [REDACTED]" in sink
+
+
+@pytest.mark.parametrize("text", ["eyJ alone", "eyJabc.def (two segments)", "hey John", "status: ok"])
+def test_text_that_only_looks_like_a_jwt_is_left_alone(text: str) -> None:
+    assert redact_text(text) == text
+
+
 def test_redact_leaves_the_callers_data_and_other_types() -> None:
     data = {"note": "password=hunter2", "n": 3, "ok": True, "list": ["Bearer abc.DEF-123"]}
     assert redact(data) == {"note": "password=[REDACTED]", "n": 3, "ok": True, "list": ["Bearer [REDACTED]"]}
@@ -112,6 +154,9 @@ ADVERSARIAL = [
     "password" * 50_000,
     "x://" + "a" * 400_000,
     "ab:" * 130_000,
+    "eyJ" * 130_000,  # one run, the JWT pattern must not rescan it from every eyJ
+    "eyJa." * 80_000,
+    "bearer " * 60_000,
 ]
 
 

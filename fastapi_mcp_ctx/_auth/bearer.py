@@ -4,27 +4,34 @@
 :class:`ConfigurationError` naming the setting, at start-up) and verifies one
 ``Authorization: Bearer <jwt>`` per HTTP request:
 
+0. a token longer than ``MCP_JWT_MAX_TOKEN_BYTES`` (16 KiB) is refused before any of it is
+   decoded; otherwise it is decoded and parsed once (:func:`~fastapi_mcp_ctx._auth.jws.read_compact`),
+   and every later step works on what was read;
 1. the header ``alg`` must be in the allow-list (``none`` never is; HMAC algorithms only with
    ``MCP_JWT_SECRET``, never beside a JWKS, so an RSA public key can never serve as an HMAC
    secret);
 2. the key is the JWKS entry named by ``kid`` (:class:`~fastapi_mcp_ctx._auth.jwks.JwksCache`: an
-   unknown ``kid`` refetches once, rate-limited); a JWK whose own ``alg`` differs is refused;
-3. pyjwt checks the signature, ``exp`` (required), ``nbf``, ``iat`` (not in the future), ``iss``
-   (exact), ``aud`` (one of ``MCP_JWT_AUDIENCE``, default ``MCP_RESOURCE_URL``: RFC 8707, a token
-   issued for another service never passes) with ``MCP_JWT_LEEWAY`` seconds of clock skew;
+   unknown ``kid`` refetches once, rate-limited per ``kid`` shape); a JWK whose algorithm differs
+   is refused;
+3. pyjwt's algorithm object checks the signature over the signing input read in step 0; then
+   ``exp`` (required), ``nbf``, ``iat`` (not in the future), ``iss`` (exact), ``aud`` (one of
+   ``MCP_JWT_AUDIENCE``, default ``MCP_RESOURCE_URL`` with and without a trailing slash: RFC 8707,
+   a token issued for another service never passes) with ``MCP_JWT_LEEWAY`` seconds of clock skew
+   (:func:`~fastapi_mcp_ctx._auth.jws.check_claims`);
 4. the claims become a :class:`Principal`: ``sub``, the tenant claim (``tid``), ``client_id``
    (or ``azp``), the scopes (``scope``, space-separated, or ``scp``), every claim read-only.
 
 A token that verified is remembered (at most 4096 tokens, the oldest dropped first) until its
 ``exp`` (+ leeway) or for ``MCP_JWT_CACHE_SECONDS`` (default 60, 0: never), whichever comes first,
 so a client sending the same token on every request pays the signature check once; a refused
-token is never remembered. A key withdrawn from the JWKS stops being trusted for new tokens at
-once, and for tokens already seen within ``MCP_JWT_CACHE_SECONDS``.
+token is never remembered. A key withdrawn from the JWKS is still trusted until the key set is
+fetched again (``MCP_JWT_JWKS_CACHE_SECONDS``, 300 s, then one background refresh), and a token
+already seen until its remembered verdict expires (``MCP_JWT_CACHE_SECONDS`` after that).
 
 Every refusal is :class:`InvalidTokenError` (401, ``WWW-Authenticate: Bearer
 error="invalid_token", resource_metadata="…"``) with a generic message; the cause is logged at
-debug level. One cause is named on the wire, because it is the token's shape and no secret: an
-``exp``, ``nbf`` or ``iat`` that is not a finite JSON number (a numeric string, a boolean,
+debug level. Two causes are named on the wire, because they are the token's shape and no secret:
+a token over the size bound, and an ``exp``, ``nbf`` or ``iat`` that is not a finite JSON number (a numeric string, a boolean,
 ``Infinity``) breaks RFC 7519 §2 NumericDate (pyjwt would read ``"1999999999"`` as a number), so
 it is refused before the signature check with ``error_description`` naming the claim. The token itself is never logged, stored or forwarded.
 Spec 2025-11-25 ``basic/authorization`` §Token Handling, §Access Token Privilege Restriction.
@@ -33,7 +40,6 @@ Spec 2025-11-25 ``basic/authorization`` §Token Handling, §Access Token Privile
 from __future__ import annotations
 
 import logging
-import math
 import time
 from collections.abc import Callable, Iterable
 from types import MappingProxyType
@@ -44,6 +50,7 @@ from ..auth import Principal
 from ..errors import AuthenticationError, ConfigurationError, InvalidTokenError
 from ..settings import McpSettings
 from .jwks import JwksCache, check_fetch_url, discover_jwks_uri
+from .jws import CompactJws, TokenRefusal, check_claims, read_compact
 from .resource_metadata import challenge
 
 __all__ = ["JwtVerifier", "bearer_token"]
@@ -52,7 +59,6 @@ logger = logging.getLogger("fastapi_mcp_ctx")
 ASYMMETRIC: Final = ("RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA")
 HMAC: Final = ("HS256", "HS384", "HS512")
 MIN_SECRET_BYTES: Final = 32
-NUMERIC_DATE_CLAIMS: Final = ("exp", "nbf", "iat")
 _CACHE_ENTRIES: Final = 4096
 _CACHEABLE_BYTES: Final = 8192  # longer tokens are verified every time (the cache stays small)
 
@@ -81,12 +87,6 @@ def _algorithms(settings: McpSettings, asymmetric: bool) -> tuple[str, ...]:
         if not asymmetric and alg not in HMAC:
             raise ConfigurationError(f"MCP_JWT_ALGORITHMS holds {alg}, which needs MCP_JWT_JWKS_URL; MCP_JWT_SECRET signs HS* only")
     return allowed
-
-
-def _json_kind(value: Any) -> str:
-    """How a JSON value that is not a number reads in an error: ``a string``, ``null``..."""
-    kinds = ((bool, "a boolean"), (str, "a string"), (list, "an array"), (dict, "an object"))
-    return next((name for kind, name in kinds if isinstance(value, kind)), "null")
 
 
 def _scopes(claims: dict[str, Any]) -> frozenset[str]:
@@ -123,8 +123,8 @@ class JwtVerifier:
         if not issuer:
             raise ConfigurationError(f"MCP_AUTH_MODE={mode} needs MCP_JWT_ISSUER (the exact iss of accepted tokens)")
         self.issuer: str = issuer
-        resource = settings.resource_url
-        self.audiences: list[str] = list(settings.jwt_audience or dict.fromkeys([resource, resource.rstrip("/")]))
+        resource = settings.resource_url.rstrip("/")
+        self.audiences: list[str] = list(settings.jwt_audience or dict.fromkeys([settings.resource_url, resource, resource + "/"]))
         self._secret: bytes | None = None
         if mode == "oauth":
             if not settings.oauth_issuer:
@@ -164,6 +164,12 @@ class JwtVerifier:
         except ModuleNotFoundError as exc:
             raise missing_extra(exc, f"MCP_AUTH_MODE={mode}") from exc
         self._jwt = jwt
+        self._max_token = settings.jwt_max_token_bytes
+        self._hmac: dict[str, tuple[Any, Any]] = {}  # alg -> (algorithm, prepared secret), built once
+        self._algorithm_objects: dict[str, Any] = {alg: jwt.algorithms.get_default_algorithms()[alg] for alg in self.algorithms}
+        if self._secret is not None:
+            for alg, algorithm in self._algorithm_objects.items():
+                self._hmac[alg] = (algorithm, algorithm.prepare_key(self._secret))
         self._cache_seconds = settings.jwt_cache_seconds
         self._verified: dict[str, tuple[Principal, float]] = {}
 
@@ -173,31 +179,6 @@ class JwtVerifier:
         logger.debug("bearer token refused: %s", cause)
         value = challenge(self.settings, error="invalid_token", description=description)
         return InvalidTokenError(f"Invalid token: {description}" if description else None, headers={"WWW-Authenticate": value})
-
-    def _check_numeric_dates(self, token: str) -> None:
-        """Refuse an ``exp`` / ``nbf`` / ``iat`` that is not a finite JSON number (RFC 7519 §2
-        NumericDate): a string, a boolean, null, ``Infinity`` / ``NaN`` or ``1e400``.
-
-        Raises:
-            InvalidTokenError: naming the claim in ``error_description``.
-        """
-        jwt = self._jwt
-        try:
-            payload: Any = jwt.decode(token, options={"verify_signature": False})
-        except (jwt.PyJWTError, ValueError, TypeError) as exc:
-            raise self._refuse(f"unreadable payload: {exc}") from exc
-        if not isinstance(payload, dict):
-            raise self._refuse("the payload is not a JSON object")
-        claims: dict[str, Any] = payload  # pyright: ignore[reportUnknownVariableType]
-        for name in NUMERIC_DATE_CLAIMS:
-            if name not in claims:
-                continue
-            value = claims[name]
-            if isinstance(value, bool) or not isinstance(value, (int, float)):
-                kind = _json_kind(value)
-                raise self._refuse(f"{name} is {kind}", f"the {name} claim must be a JSON number (RFC 7519 NumericDate) but is {kind}")
-            if isinstance(value, float) and not math.isfinite(value):
-                raise self._refuse(f"{name} is {value}", f"the {name} claim must be a finite JSON number (RFC 7519 NumericDate)")
 
     def missing(self) -> AuthenticationError:
         """The 401 for a request without a bearer token (the challenge, no ``error``)."""
@@ -212,6 +193,10 @@ class JwtVerifier:
             InvalidTokenError: the token does not verify (401, ``error="invalid_token"``).
             IdentityProviderUnavailableError: no signing key can be fetched (503).
         """
+        if authorization is not None and len(authorization) > self._max_token + 64:  # before strip/partition copy it
+            raise self._refuse(
+                f"an Authorization header of {len(authorization)} bytes", f"the token is longer than {self._max_token} bytes"
+            )
         token = bearer_token(authorization)
         if token is None:
             raise self.missing()
@@ -228,42 +213,47 @@ class JwtVerifier:
         return principal
 
     async def _verify(self, token: str) -> tuple[Principal, float]:
-        """Full verification: the principal and the time (epoch seconds) it stops being valid."""
-        jwt = self._jwt
+        """Full verification: the principal and the time (epoch seconds) it stops being valid.
+        The token is decoded once (:func:`read_compact`); nothing below decodes it again."""
         try:
-            header = jwt.get_unverified_header(token)
-        except jwt.PyJWTError as exc:
-            raise self._refuse(f"unreadable header: {exc}") from exc
-        alg = header.get("alg")
+            jws = read_compact(token, self._max_token)
+        except TokenRefusal as refusal:
+            raise self._refuse(refusal.cause, refusal.description) from None
+        alg = jws.header.get("alg")
         if not isinstance(alg, str) or alg not in self.algorithms:
             raise self._refuse(f"algorithm {alg!r} is not allowed")
-        if self.jwks is not None:
-            kid = header.get("kid")
-            if kid is not None and not isinstance(kid, str):
-                raise self._refuse("kid is not a string")
-            jwk = await self.jwks.key(kid)
-            if jwk is None:
-                raise self._refuse(f"unknown key id {kid!r}")
-            jwk_alg = jwk._jwk_data.get("alg")  # pyright: ignore[reportPrivateUsage]
-            if jwk_alg is not None and jwk_alg != alg:
-                raise self._refuse(f"key {kid!r} is for {jwk_alg}, the token says {alg}")
-            key: Any = jwk.key
-        else:
-            key = self._secret
-        self._check_numeric_dates(token)
+        algorithm, key = await self._key(jws, alg)
         try:
-            claims: dict[str, Any] = jwt.decode(
-                token,
-                key,
-                algorithms=[alg],
-                audience=self.audiences,
-                issuer=self.issuer,
-                leeway=self.settings.jwt_leeway,
-                options={"require": ["exp", "iss", "aud", "sub"], "verify_iat": True},
-            )
-        except (jwt.PyJWTError, ValueError, TypeError) as exc:
-            raise self._refuse(f"{type(exc).__name__}: {exc}") from exc
+            verified = algorithm.verify(jws.signing_input, key, jws.signature)
+        except (self._jwt.PyJWTError, ValueError, TypeError) as exc:
+            raise self._refuse(f"signature unreadable: {type(exc).__name__}") from exc
+        if not verified:
+            raise self._refuse("the signature does not verify")
+        claims = jws.claims
+        try:
+            check_claims(claims, now=time.time(), leeway=self.settings.jwt_leeway, issuer=self.issuer, audiences=self.audiences)
+        except TokenRefusal as refusal:
+            raise self._refuse(refusal.cause) from None
         return self._principal(claims), float(claims["exp"]) + self.settings.jwt_leeway
+
+    async def _key(self, jws: CompactJws, alg: str) -> tuple[Any, Any]:
+        """``(pyjwt algorithm object, prepared key)`` for the token's ``alg`` and ``kid``."""
+        if self.jwks is None:
+            return self._hmac[alg]
+        kid = jws.header.get("kid")
+        if kid is not None and not isinstance(kid, str):
+            raise self._refuse("kid is not a string")
+        jwk = await self.jwks.key(kid)
+        if jwk is None:
+            raise self._refuse(f"unknown key id {kid!r}")
+        jwk_alg = jwk._jwk_data.get("alg")  # pyright: ignore[reportPrivateUsage]
+        if jwk_alg is not None and jwk_alg != alg:
+            raise self._refuse(f"key {kid!r} is for {jwk_alg}, the token says {alg}")
+        algorithm = self._algorithm_objects[alg]
+        try:  # a key of another type (an EC key for RS256) is refused here
+            return algorithm, algorithm.prepare_key(jwk.key)
+        except (self._jwt.PyJWTError, ValueError, TypeError) as exc:
+            raise self._refuse(f"key {kid!r} does not fit {alg}: {type(exc).__name__}") from exc
 
     def _principal(self, claims: dict[str, Any]) -> Principal:
         subject = claims.get("sub")

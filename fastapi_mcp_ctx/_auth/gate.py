@@ -6,23 +6,28 @@ Chosen once from ``MCP_AUTH_MODE`` (:func:`build_gate`):
 * ``jwt`` / ``oauth``: the bearer token is verified (:class:`~fastapi_mcp_ctx._auth.bearer.JwtVerifier`)
   and its principal is the caller;
 * unset: secure by default. A request is served only when it is local: its peer is a
-  loopback address and it carries neither ``Forwarded`` nor ``X-Forwarded-For`` (a reverse
-  proxy on the same machine connects from loopback too); or when an HTTP-level dependency
-  guards the MCP route (``app.include_router(mcp_router, dependencies=[...])``), which is the
-  application's own authentication. Anything else gets 403
-  (:class:`~fastapi_mcp_ctx.errors.RemoteAccessDeniedError`) naming ``MCP_AUTH_MODE``.
+  loopback address and it carries no header a proxy adds (:data:`PROXY_MARKERS`: a reverse
+  proxy on the same machine connects from loopback too). Anything else gets 403
+  (:class:`~fastapi_mcp_ctx.errors.RemoteAccessDeniedError`) naming ``MCP_AUTH_MODE``. An
+  HTTP-level FastAPI dependency on the MCP route (``FastAPI(dependencies=...)``,
+  ``APIRouter(dependencies=...)``, ``include_router(r, dependencies=...)``) never lifts this
+  gate: a dependency may authenticate or may open a database session, and nothing tells the
+  two apart. A proxy that adds none of the markers cannot be told from a local client: behind
+  a proxy, configure authentication.
 
-``authenticate=`` wins over ``MCP_AUTH_MODE``: with it no gate is built.
+``authenticate=`` wins over ``MCP_AUTH_MODE``: with it no gate is built. A router that serves
+non-local callers because of an explicit setting says so once, at the app's start-up
+(:func:`announce_admission`).
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterable, Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from starlette.requests import Request
 
-from .._fastapi_compat import LEAN_SCOPE_KEY
 from ..auth import Principal
 from ..errors import RemoteAccessDeniedError
 from ..settings import McpSettings
@@ -31,15 +36,30 @@ from .host_rules import is_loopback_host
 if TYPE_CHECKING:
     from .bearer import JwtVerifier
 
-__all__ = ["RequestGate", "build_gate", "is_local"]
+__all__ = ["PROXY_MARKERS", "RequestGate", "announce_admission", "build_gate", "is_local"]
+
+logger = logging.getLogger("fastapi_mcp_ctx")
+PROXY_MARKERS: Final[frozenset[str]] = frozenset(
+    {
+        "forwarded",  # RFC 7239
+        "x-forwarded-for",
+        "x-forwarded-host",
+        "x-forwarded-proto",
+        "x-real-ip",  # nginx's usual proxy_set_header
+        "via",  # RFC 9110 §7.6.3
+        "true-client-ip",  # Akamai, Cloudflare Enterprise
+        "cf-connecting-ip",  # Cloudflare
+    }
+)
+"""Request headers (lower case) that only a proxy adds: a request carrying one is not local."""
 
 
 def is_local(request: Request, headers: Mapping[str, str]) -> bool:
-    """Loopback peer and no proxy header (``Forwarded``, ``X-Forwarded-For``)."""
+    """Loopback peer and none of the :data:`PROXY_MARKERS` headers."""
     client = request.scope.get("client")
     if not client or not is_loopback_host(str(client[0])):
         return False
-    return "forwarded" not in headers and "x-forwarded-for" not in headers
+    return PROXY_MARKERS.isdisjoint(headers.keys())
 
 
 class RequestGate:
@@ -62,7 +82,7 @@ class RequestGate:
         """
         if self.verifier is not None:
             return await self.verifier.verify(headers.get("authorization"))
-        if LEAN_SCOPE_KEY in request.scope and not is_local(request, headers):
+        if not is_local(request, headers):
             raise RemoteAccessDeniedError()
         return None
 
@@ -80,3 +100,19 @@ def build_gate(settings: McpSettings, authenticated: bool, scopes_supported: Cal
 
         return RequestGate(JwtVerifier(settings, scopes_supported))
     return RequestGate(None)
+
+
+def announce_admission(settings: McpSettings, authenticated: bool, path: str) -> None:
+    """Log, once per router at the app's start-up (its first request if the lifespan does not
+    run), who the router at ``path`` serves beyond local callers and which setting made it so
+    (nothing for the local-only default)."""
+    if authenticated:
+        logger.info("McpRouter at %s serves non-local callers authenticated by McpRouter(authenticate=...)", path)
+    elif settings.auth_mode == "none":
+        logger.warning(
+            "McpRouter at %s serves non-local callers WITHOUT authentication: MCP_AUTH_MODE=none is set "
+            "(unset it, or set MCP_AUTH_MODE=jwt / oauth or McpRouter(authenticate=...), to require credentials)",
+            path,
+        )
+    elif settings.auth_mode in ("jwt", "oauth"):
+        logger.info("McpRouter at %s serves non-local callers with a verified bearer token (MCP_AUTH_MODE=%s)", path, settings.auth_mode)

@@ -3,12 +3,22 @@
 :class:`JwksCache` holds the keys by ``kid``. They are fetched at first use and again once
 ``ttl`` seconds passed: stale-while-revalidate, the request that finds the set expired is served
 with the keys known while one refresh runs in the background (no request waits on the provider
-once a key set was fetched; with none yet, the first requests wait for it). A token naming an
-unknown ``kid`` triggers one refetch, at most once every ``refetch_interval`` seconds (so a
-flood of made-up key ids never becomes a flood of requests to the provider), and waits for the
-background refresh instead when one is under way; concurrent callers share one fetch. When the provider cannot be
-reached the keys already known are kept (logged once per failure) and the next attempt waits
-``refetch_interval``; with no key known at all, verification answers 503
+once a key set was fetched; with none yet, the first requests wait for it). A withdrawn key is
+therefore accepted until the set is fetched again (``ttl``, ``MCP_JWT_JWKS_CACHE_SECONDS``).
+
+A token naming an unknown ``kid`` triggers one refetch, rate-limited per *kid shape* (its length
+and the character classes it uses, :func:`kid_shape`): each shape refetches at most once every
+``refetch_interval`` seconds. A shape that a known key has (the provider's own: providers name
+keys alike) has a slot of its own; any other shape takes one of :data:`OTHER_SHAPE_SLOTS` shared
+slots. So a flood of made-up key ids costs the provider at most ``OTHER_SHAPE_SLOTS`` + (known
+shapes) fetches per interval, and cannot spend the refetch that a key the provider really
+publishes next needs (issue 24 item 11: one global slot let a flood of invented ids refuse a
+freshly rotated key for up to 30 s). An attacker who copies the provider's shape can still delay
+a key published and used at the same moment by one interval; a provider that publishes keys
+before signing with them (the usual practice) is never affected. A refetch waits for the
+background refresh instead when one is under way; concurrent callers share one fetch. When the
+provider cannot be reached the keys already known are kept (logged once per failure) and the
+next attempt waits ``refetch_interval``; with no key known at all, verification answers 503
 (:class:`~fastapi_mcp_ctx.errors.IdentityProviderUnavailableError`).
 
 :func:`discover_jwks_uri` reads an authorization server's metadata: RFC 8414
@@ -29,6 +39,7 @@ import logging
 import time
 import urllib.parse
 import urllib.request
+from collections.abc import Callable
 from typing import Any, Final
 
 import anyio
@@ -37,11 +48,33 @@ import anyio.to_thread
 from ..errors import ConfigurationError, IdentityProviderUnavailableError
 from .host_rules import is_loopback_host
 
-__all__ = ["JwksCache", "check_fetch_url", "discover_jwks_uri", "fetch_json"]
+__all__ = ["OTHER_SHAPE_SLOTS", "JwksCache", "check_fetch_url", "discover_jwks_uri", "fetch_json", "kid_shape"]
 
 logger = logging.getLogger("fastapi_mcp_ctx")
 _TIMEOUT: Final = 5.0
 _MAX_BYTES: Final = 1024 * 1024
+OTHER_SHAPE_SLOTS: Final = 8
+"""Refetch slots per interval shared by ``kid`` shapes no known key has."""
+_PUNCTUATION: Final = frozenset("-_.:=+/")
+
+
+def kid_shape(kid: str | None) -> str:
+    """The shape of a key id: its length and the classes of its characters (``a`` lower case,
+    ``A`` upper case, ``9`` digits, ``-_.:=+/`` as themselves, ``?`` anything else), e.g.
+    ``"43:-9A_a"`` for a base64url SHA-256 thumbprint; ``"none"`` without a ``kid``."""
+    if kid is None:
+        return "none"
+    classes: set[str] = set()
+    for char in kid:
+        if char.islower() and char.isascii():
+            classes.add("a")
+        elif char.isupper() and char.isascii():
+            classes.add("A")
+        elif char.isdigit() and char.isascii():
+            classes.add("9")
+        else:
+            classes.add(char if char in _PUNCTUATION else "?")
+    return f"{len(kid)}:{''.join(sorted(classes))}"
 
 
 def check_fetch_url(url: str, setting: str) -> str:
@@ -138,19 +171,26 @@ class JwksCache:
         url: the JWKS URL, or None when ``locate`` finds it (OAuth discovery).
         locate: coroutine giving the JWKS URL at first use (called again after a failure).
         ttl: seconds a fetched key set is used before it is fetched again.
-        refetch_interval: seconds between two fetches caused by unknown key ids or failures.
+        refetch_interval: seconds between two fetches caused by unknown key ids of one shape, or
+            by failures.
+        clock: monotonic seconds (a test passes its own).
     """
 
-    def __init__(self, url: str | None, *, ttl: float, refetch_interval: float, locate: Any = None) -> None:
+    def __init__(
+        self, url: str | None, *, ttl: float, refetch_interval: float, locate: Any = None, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self._clock = clock
         self._url = url
         self._locate = locate
         self._ttl = ttl
         self._interval = refetch_interval
         self._keys: dict[str | None, Any] = {}
-        self._fetched_at = float("-inf")  # last successful fetch (monotonic)
-        self._attempted_at = float("-inf")  # last attempt, successful or not
+        self._fetched_at: float = float("-inf")  # last successful fetch (monotonic)
+        self._attempted_at: float = float("-inf")  # last attempt, successful or not
         self._lock = anyio.Lock()
         self._background: asyncio.Task[None] | None = None  # the refresh of an expired set, while it runs
+        self._known_shapes: frozenset[str] = frozenset()  # shapes of the kids of the keys held
+        self._shape_refetched: dict[str, float] = {}  # kid shape -> when it last caused a refetch
         self.fetches = 0
         """Fetches attempted so far (a test and an operator can watch it)."""
 
@@ -160,7 +200,7 @@ class JwksCache:
         Raises:
             IdentityProviderUnavailableError: no key known and the JWKS cannot be fetched.
         """
-        now = time.monotonic()
+        now = self._clock()
         due = now - self._fetched_at >= self._ttl and now - self._attempted_at >= self._interval
         if due and self._keys:
             await self._revalidate()  # the known keys serve now; one refresh runs meanwhile
@@ -172,12 +212,26 @@ class JwksCache:
             if background is not None:  # a refresh is under way: its keys are this kid's refetch
                 await asyncio.wait({background})  # its failure is logged by _refresh; a waiter's cancel spares it
                 found = self._lookup(kid)
-            elif not due and time.monotonic() - self._attempted_at >= self._interval:
-                await self._refresh(stale_ok=True)  # a key published since: one refetch, rate-limited
+            elif not due and self._may_refetch(kid_shape(kid)):
+                await self._refresh(stale_ok=True)  # a key published since: one refetch per shape and interval
                 found = self._lookup(kid)
         if not self._keys and found is None:
             raise IdentityProviderUnavailableError(retry_after=max(1, int(self._interval) or 1))
         return found
+
+    def _may_refetch(self, shape: str) -> bool:
+        """Take the refetch slot of ``shape`` for this interval (module docstring); False when
+        it is spent, or when every shared slot is."""
+        now = self._clock()
+        slots = self._shape_refetched
+        for stale in [s for s, at in slots.items() if now - at >= self._interval]:
+            del slots[stale]
+        if shape in slots:
+            return False
+        if shape not in self._known_shapes and sum(1 for s in slots if s not in self._known_shapes) >= OTHER_SHAPE_SLOTS:
+            return False
+        slots[shape] = now
+        return True
 
     async def _revalidate(self) -> None:
         """Start the one background refresh of an expired set (none while one runs); without an
@@ -209,14 +263,15 @@ class JwksCache:
         async with self._lock:
             if self._attempted_at != attempted:  # another caller fetched while this one waited
                 return
-            self._attempted_at = time.monotonic()
+            self._attempted_at = self._clock()
             self.fetches += 1
             try:
                 if self._url is None:
                     self._url = await self._locate()
                 document = await fetch_json(self._url)
                 self._keys = _parse(document)
-                self._fetched_at = time.monotonic()
+                self._known_shapes = frozenset(kid_shape(kid) for kid in self._keys)
+                self._fetched_at = self._clock()
             except (OSError, ValueError) as exc:
                 logger.warning("JWKS %s unavailable (%s); %d known key(s) kept", self._url, exc, len(self._keys))
                 if not stale_ok:

@@ -6,11 +6,14 @@ request's ``Host``), its ``authorization_servers`` (``MCP_OAUTH_ISSUER``, else
 prompt declares) and ``bearer_methods_supported: ["header"]``. It is served, without
 authentication and with CORS open to any origin (``GET`` and ``OPTIONS``), at
 
-* ``/.well-known/oauth-protected-resource`` + the resource URL's path (RFC 9728 §3.1: the
-  well-known segment is inserted between host and path: ``…/oauth-protected-resource/mcp``),
-* ``/.well-known/oauth-protected-resource`` (the root form some clients try last).
+``/.well-known/oauth-protected-resource`` + the resource URL's path (RFC 9728 §3.1: the
+well-known segment is inserted between host and path: ``…/oauth-protected-resource/mcp``), and
+only there: the root ``/.well-known/oauth-protected-resource`` is served only when the resource
+is the host's root, because RFC 9728 §3.3 has a client reject a document whose ``resource`` is
+not the URL it derived the metadata URL from (issue 24 item 13: the root answered
+``resource: …/mcp``). ``WWW-Authenticate: Bearer resource_metadata=`` names the path-suffixed URL.
 
-Both paths belong at the host's root whatever prefix the MCP route has: the router carries
+The path belongs at the host's root whatever prefix the MCP route has: the router carries
 them at root paths, and when it is included under a prefix (``include_router(r, prefix=…)``,
 where every route of the router gets the prefix) :func:`ensure_root_routes` adds them to the
 application's own routes the first time the MCP endpoint serves a request (the first 401 a
@@ -100,7 +103,8 @@ def metadata_document(settings: McpSettings, scopes_supported: Iterable[str]) ->
 
 
 def metadata_routes(settings: McpSettings, scopes_supported: Callable[[], Iterable[str]]) -> list[Route]:
-    """The two metadata routes (empty when ``MCP_RESOURCE_URL`` is unset)."""
+    """The metadata route at the RFC 9728 §3.1 URL of ``MCP_RESOURCE_URL`` (empty when unset):
+    ``/.well-known/oauth-protected-resource/mcp`` for ``…/mcp``, the root form for a root resource."""
     if not settings.resource_url:
         return []
 
@@ -109,8 +113,8 @@ def metadata_routes(settings: McpSettings, scopes_supported: Callable[[], Iterab
             return Response(status_code=204, headers=_CORS)
         return JSONResponse(metadata_document(settings, scopes_supported()), headers=_CORS)
 
-    paths = dict.fromkeys([WELL_KNOWN + _suffix(settings.resource_url), WELL_KNOWN])
-    return [Route(path, serve, methods=["GET", "OPTIONS"], name=f"oauth_protected_resource{path}") for path in paths]
+    path = WELL_KNOWN + _suffix(settings.resource_url)
+    return [Route(path, serve, methods=["GET", "OPTIONS"], name=f"oauth_protected_resource{path}")]
 
 
 def ensure_root_routes(app: Any, routes: list[Route]) -> None:

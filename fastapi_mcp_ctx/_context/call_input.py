@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, NoReturn
 
+from .._bridge import bridged
 from ..input_required import ElicitAnswer
 from ..inputs import Inputs
 from . import asking as _asking
@@ -70,6 +71,7 @@ class CallInput(CallMessages):
         (see ``fastapi_mcp_ctx.inputs``); only kinds the client declared reach it."""
         return Inputs(self._call.input_round)
 
+    @bridged("ctx.elicit")
     async def elicit(self, message: str, schema: type[M], *, key: str | None = None, timeout: float | None = None) -> ElicitAnswer[M]:
         """Ask the user to fill a form (``schema``: a pydantic model); both eras.
 
@@ -89,6 +91,7 @@ class CallInput(CallMessages):
         """
         return await _asking.ask_elicit(self, self._call, self.client.can, message, schema, key, timeout)
 
+    @bridged("ctx.sample")
     async def sample(
         self,
         prompt_or_params: str | Mapping[str, Any],
@@ -107,6 +110,7 @@ class CallInput(CallMessages):
         """
         return await _asking.ask_sample(self, self._call, self.client.can, prompt_or_params, key, timeout, progress_interval, options)
 
+    @bridged("ctx.list_roots")
     async def list_roots(self, *, key: str | None = None, timeout: float | None = None) -> list[types.Root]:
         """The client's roots (``roots/list``); both eras, like :meth:`elicit`."""
         return await _asking.ask_list_roots(self, self._call, self.client.can, key, timeout)

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from .._bridge import bridged
 from ..errors import NoBackChannelError
 from . import outbound as _call_outbound
 from .call_view import CallView
@@ -25,6 +26,7 @@ class CallMessages(CallView):
 
     __slots__ = ()
 
+    @bridged("ctx.report_progress")
     async def report_progress(self, progress: float, total: float | None = None, message: str | None = None) -> bool:
         """Send ``notifications/progress`` on this call's own stream.
 
@@ -44,10 +46,12 @@ class CallMessages(CallView):
         """
         return await _call_outbound.report_progress(self._call, progress, total, message)
 
+    @bridged("ctx.notify")
     async def notify(self, method: str, params: dict[str, Any] | None = None) -> None:
         """Send any notification on this call's stream (dropped when there is none)."""
         await _call_outbound.notify(self._call, method, params)
 
+    @bridged("ctx.notify_tools_list_changed")
     async def notify_tools_list_changed(self) -> None:
         """Tell every client that the tool list changed (``notifications/tools/list_changed``).
 
@@ -66,11 +70,13 @@ class CallMessages(CallView):
         if self._call.notifications is not None:
             await _call_outbound.publish_change(self._call.notifications.list_changed("tools"), "notifications/tools/list_changed")
 
+    @bridged("ctx.notify_prompts_list_changed")
     async def notify_prompts_list_changed(self) -> None:
         """Like :meth:`notify_tools_list_changed`, for prompts (needs ``list_changed={"prompts"}``)."""
         if self._call.notifications is not None:
             await _call_outbound.publish_change(self._call.notifications.list_changed("prompts"), "notifications/prompts/list_changed")
 
+    @bridged("ctx.notify_resources_list_changed")
     async def notify_resources_list_changed(self) -> None:
         """Like :meth:`notify_tools_list_changed`, for resources (needs ``list_changed={"resources"}``)."""
         if self._call.notifications is not None:
@@ -78,6 +84,7 @@ class CallMessages(CallView):
                 self._call.notifications.list_changed("resources"), "notifications/resources/list_changed"
             )
 
+    @bridged("ctx.notify_resource_updated")
     async def notify_resource_updated(self, uri: str) -> None:
         """Send ``notifications/resources/updated {uri}`` to the clients subscribed to ``uri`` only
         (2025: sessions that called ``resources/subscribe``; 2026: listen streams naming it).
@@ -91,6 +98,7 @@ class CallMessages(CallView):
         if self._call.notifications is not None:
             await _call_outbound.publish_change(self._call.notifications.resource_updated(uri), "notifications/resources/updated")
 
+    @bridged("ctx.send_request")
     async def send_request(self, method: str, params: Mapping[str, Any] | None = None, *, timeout: float | None = None) -> dict[str, Any]:
         """Send a JSON-RPC request to the client on this call's own stream; return its ``result``.
 
@@ -116,6 +124,7 @@ class CallMessages(CallView):
         seconds = self._call.settings.server_request_timeout_seconds if timeout is None else timeout
         return await channel.send_request(self._call, method, dict(params) if params is not None else None, seconds)
 
+    @bridged("ctx.close_sse_stream")
     async def close_sse_stream(self) -> bool:
         """End this call's SSE *connection*, not its stream: the client resumes with ``GET`` +
         ``Last-Event-ID`` after the ``retry`` it was told, and gets every message the call sends
@@ -131,6 +140,7 @@ class CallMessages(CallView):
         control = self._call.stream_control
         return control is not None and await control.close_connection()
 
+    @bridged("ctx.close_standalone_sse_stream")
     async def close_standalone_sse_stream(self) -> bool:
         """End the connection of this session's GET stream (after a ``retry`` hint); the client
         resumes it with ``Last-Event-ID`` and gets what was sent meanwhile.

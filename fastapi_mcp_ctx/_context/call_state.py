@@ -8,6 +8,7 @@ implementations, so this module imports none of them.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
@@ -16,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from starlette.requests import Request
 
+from .._bridge import Created
 from .._outputs import CallOutputs
 from .._wire.envelope import RequestEnvelope
 from ..contracts import ErrorContracts
@@ -92,3 +94,7 @@ class CallState:
     enrichment: EnrichmentSpec | None = None
     contracts: ErrorContracts | None = None
     outputs: CallOutputs | None = None
+    loop: asyncio.AbstractEventLoop | None = None
+    """The event loop the call runs on (set when it starts): a sync tool's ``ctx.log.info(...)`` runs there (``_bridge``)."""
+    created: list[Created] | None = None
+    """The Context coroutines made on the loop during the call, for the never-awaited report (``_bridge``)."""

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import anyio
 
+from .._bridge import bridged
+
 __all__ = ["CancelSignal"]
 
 
@@ -49,6 +51,7 @@ class CancelSignal:
             if self._scope is not None:
                 self._scope.cancel()
 
+    @bridged("ctx.signal.wait", lambda _signal: None)  # no call of its own: an AnyIO worker thread runs it
     async def wait(self) -> None:
         """Block until the call is cancelled."""
         if self.reason is not None:

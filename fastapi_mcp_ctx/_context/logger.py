@@ -5,9 +5,11 @@ client's own level (2025: ``logging/setLevel``; 2026-07-28: ``_meta`` ``logLevel
 messages at all without it) can only narrow it. Sensitive fields are masked as
 ``[REDACTED]`` at any depth in both sinks; the caller's data is never modified. Inside the
 message and every string value, inline secrets are masked too: ``Bearer <token>`` /
-``Basic <credentials>``, ``<sensitive-name>=<value>`` and ``<sensitive-name>: <value>``
-(``password=…``, ``api_key: …``, ``"token": "…"``) and the password of a ``scheme://user:pw@``
-URL (one precompiled regex per pattern, applied to strings only).
+``Basic <credentials>`` (the scheme repeated too: ``Bearer Bearer <token>``),
+``<sensitive-name>=<value>`` and ``<sensitive-name>: <value>`` (``password=…``, ``api_key: …``,
+``"token": "…"``), a bare JWT anywhere (``eyJ…`` in two to five base64url segments) and the
+password of a ``scheme://user:pw@`` URL (one precompiled regex per pattern, applied to strings
+only). A field name is sensitive in the plural too (``tokens``, ``passwords``, ``api_keys``).
 Spec 2025-11-25 ``server/utilities/logging``; 2026-07-28 ``basic/index`` (logLevel opt-in).
 
 The server log is the ``fastapi_mcp_ctx`` logger (its children too). Each ``ctx.log`` record
@@ -32,6 +34,7 @@ from typing import Any, Final
 
 from pydantic_core import to_json
 
+from .._bridge import LoopOwner, bridged
 from .._wire.envelope import LOG_LEVELS
 from .._wire.jsonrpc import notification_message
 
@@ -71,9 +74,12 @@ _NAME: Final = (
 )
 _INLINE_PAIR: Final = re.compile(
     rf"(?i)(?<![A-Za-z0-9_.\-])(?P<name>{_NAME})(?P<sep>[\"']?\s*[=:]\s*[\"']?)"
-    r"(?P<value>(?:(?:bearer|basic|token)\s+)?(?!\[REDACTED\])(?:(?<=\")[^\"]*|(?<=')[^']*|[^\s,;&\"'<>(){}\[\]]+))"
+    r"(?P<value>(?:(?:bearer|basic|token)\s+)*(?!\[REDACTED\])(?:(?<=\")[^\"]*|(?<=')[^']*|[^\s,;&\"'<>(){}\[\]]+))"
 )
-_INLINE_SCHEME: Final = re.compile(r"(?i)\b(?P<scheme>bearer|basic)\s+(?!\[REDACTED\])[A-Za-z0-9\-._~+/]+=*")
+_INLINE_SCHEME: Final = re.compile(
+    r"(?i)\b(?P<scheme>bearer|basic)(?:\s+(?:bearer|basic)\b)*\s+(?!\[REDACTED\])[A-Za-z0-9\-._~+/]+=*"
+)
+_BARE_JWT: Final = re.compile(r"(?<![A-Za-z0-9_\-])eyJ[A-Za-z0-9_\-]++(?:\.[A-Za-z0-9_\-]*+){2,4}+")
 _URL_PASSWORD: Final = re.compile(r"(?P<head>(?<![A-Za-z0-9+.\-])[A-Za-z][A-Za-z0-9+.\-]*://[^:/@\s]*:)[^@/\s]+@")
 _WORD_SPLIT: Final = re.compile(r"[_\-\s.]+|(?<=[a-z0-9])(?=[A-Z])")
 REDACTED: Final = "[REDACTED]"
@@ -143,20 +149,27 @@ def install_default_handler(level: str) -> bool:
     return True
 
 
+def _singular(word: str) -> str:
+    return word[:-1] if word.endswith("s") and len(word) > 3 else word
+
+
 def _is_sensitive(key: str) -> bool:
     words = [w.lower() for w in _WORD_SPLIT.split(key) if w]
     joined = "".join(words)
-    if joined in _SENSITIVE_WORDS:
+    if joined in _SENSITIVE_WORDS or _singular(joined) in _SENSITIVE_WORDS:
         return True
-    if any(w in _SENSITIVE_WORDS for w in words):
+    if any(w in _SENSITIVE_WORDS or _singular(w) in _SENSITIVE_WORDS for w in words):
         return True
-    return any(joined.endswith(s) for s in _SENSITIVE_SUFFIXES)
+    single = _singular(joined)
+    return any(joined.endswith(s) or single.endswith(s) for s in _SENSITIVE_SUFFIXES)
 
 
 def redact_text(text: str) -> str:
     """``text`` with inline secrets masked (module docstring); unchanged when it has none."""
     text = _INLINE_PAIR.sub(lambda m: f"{m['name']}{m['sep']}{REDACTED}", text)
     text = _INLINE_SCHEME.sub(lambda m: f"{m['scheme']} {REDACTED}", text)
+    if "eyJ" in text:
+        text = _BARE_JWT.sub(REDACTED, text)
     return _URL_PASSWORD.sub(lambda m: f"{m['head']}{REDACTED}@", text)
 
 
@@ -207,7 +220,9 @@ class ContextLogger:
         send: Callable[[dict[str, Any]], Awaitable[None]] | None,
         correlation: Mapping[str, Any],
         logger_name: str | None = None,
+        call: LoopOwner | None = None,
     ) -> None:
+        self._call = call  # a sync tool's ctx.log.info runs on this call's loop (_bridge)
         self._floor = floor
         self._client_level = client_level
         self._client_opted_in = client_opted_in
@@ -215,8 +230,12 @@ class ContextLogger:
         self._correlation = correlation
         self._logger_name = logger_name
 
+    @bridged("ctx.log.log")
     async def log(self, level: str, message: str, **data: Any) -> None:
         """Log at ``level`` (one of the eight RFC 5424 names); raises ValueError otherwise."""
+        await self._log(level, message, data)
+
+    async def _log(self, level: str, message: str, data: dict[str, Any]) -> None:
         if level not in _PY_LEVELS:
             raise ValueError(f"unknown log level {level!r}")
         if not level_allows(level, self._floor):
@@ -237,36 +256,44 @@ class ContextLogger:
         except Exception:  # noqa: BLE001 - fire-and-forget by contract
             server_logger.debug("notifications/message dropped", exc_info=True)
 
+    @bridged("ctx.log.debug")
     async def debug(self, message: str, **data: Any) -> None:
         """Log at ``debug``."""
-        await self.log("debug", message, **data)
+        await self._log("debug", message, data)
 
+    @bridged("ctx.log.info")
     async def info(self, message: str, **data: Any) -> None:
         """Log at ``info``."""
-        await self.log("info", message, **data)
+        await self._log("info", message, data)
 
+    @bridged("ctx.log.notice")
     async def notice(self, message: str, **data: Any) -> None:
         """Log at ``notice``."""
-        await self.log("notice", message, **data)
+        await self._log("notice", message, data)
 
+    @bridged("ctx.log.warning")
     async def warning(self, message: str, **data: Any) -> None:
         """Log at ``warning``."""
-        await self.log("warning", message, **data)
+        await self._log("warning", message, data)
 
+    @bridged("ctx.log.error")
     async def error(self, message: str, error: BaseException | None = None, **data: Any) -> None:
         """Log at ``error``; ``error`` adds ``{"error": str(error)}``."""
         if error is not None:
             data["error"] = str(error)
-        await self.log("error", message, **data)
+        await self._log("error", message, data)
 
+    @bridged("ctx.log.critical")
     async def critical(self, message: str, **data: Any) -> None:
         """Log at ``critical``."""
-        await self.log("critical", message, **data)
+        await self._log("critical", message, data)
 
+    @bridged("ctx.log.alert")
     async def alert(self, message: str, **data: Any) -> None:
         """Log at ``alert``."""
-        await self.log("alert", message, **data)
+        await self._log("alert", message, data)
 
+    @bridged("ctx.log.emergency")
     async def emergency(self, message: str, **data: Any) -> None:
         """Log at ``emergency``."""
-        await self.log("emergency", message, **data)
+        await self._log("emergency", message, data)

@@ -79,6 +79,7 @@ def call_logger(call: CallState, trace_id: str | None) -> ContextLogger:
             "trace_id": trace_id,
         },
         logger_name=call.logger_name or call.settings.server_name,
+        call=call,
     )
 
 

@@ -9,13 +9,14 @@ HTTP mount and tools): each method builds a definition (``_handlers.resources``,
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar, cast, overload
 
 from fastapi import params
 
 from ..contracts import ErrorContract
 from .cache_hints import CacheHints, CacheScope
 from .completions import build_completer
+from .decorating import check_handler, check_name, is_bare
 from .feature_handler import FeatureHandler
 from .features import Features
 from .prompts import build_prompt
@@ -86,9 +87,19 @@ class FeatureRoutes:
             ValueError: a URI without a scheme, an unsupported template, a variable the
                 function does not take, a required parameter that is no path variable, a
                 duplicate URI, an invalid scope, invalid ``errors``.
+            TypeError: ``@mcp_router.resource`` without its URI (no parentheses), a URI that is
+                not a string; a decorated class, non-callable, ``staticmethod`` /
+                ``classmethod`` object or generator function (``_handlers.decorating``).
         """
+        if is_bare(uri):
+            raise TypeError(
+                f"@mcp_router.resource needs the resource's URI: write @mcp_router.resource(\"config://app\") above "
+                f"def {getattr(uri, '__name__', 'handler')}(...) (or a template: \"users://{{user_id}}/profile\")"
+            )
+        check_name(uri, "@mcp_router.resource", "uri")
 
         def register(func: F) -> F:
+            check_handler(func, "@mcp_router.resource")
             resource = build_resource(
                 func,
                 uri,
@@ -111,6 +122,9 @@ class FeatureRoutes:
 
         return register
 
+    @overload
+    def prompt(self, name: F, /) -> F: ...
+    @overload
     def prompt(
         self,
         name: str | None = None,
@@ -123,14 +137,29 @@ class FeatureRoutes:
         complete: Mapping[str, Callable[..., Any]] | None = None,
         scopes: Sequence[str] | None = None,
         errors: Sequence[ErrorContract] | None = None,
-    ) -> Callable[[F], F]:
+    ) -> Callable[[F], F]: ...
+
+    def prompt(
+        self,
+        name: str | F | None = None,
+        *,
+        title: str | None = None,
+        description: str | None = None,
+        icons: list[dict[str, Any]] | None = None,
+        meta: dict[str, Any] | None = None,
+        dependencies: Sequence[params.Depends] | None = None,
+        complete: Mapping[str, Callable[..., Any]] | None = None,
+        scopes: Sequence[str] | None = None,
+        errors: Sequence[ErrorContract] | None = None,
+    ) -> Callable[[F], F] | F:
         """Decorator registering a FastAPI-style function as a prompt.
 
         Plain parameters are the prompt's arguments (``required`` when they have no default;
         ``Annotated[str, Field(description=...)]`` gives the description); the docstring is
         the description. It returns a ``str`` (one user message), content blocks,
         ``PromptMessage`` objects, a list of these, or a ``GetPromptResult``. A missing
-        required argument or a non-string value is ``-32602``.
+        required argument or a non-string value is ``-32602``. ``@mcp_router.prompt`` without
+        parentheses works too, as in FastMCP; so does ``@mcp_router.prompt("name")``.
 
         Args:
             name: default the function name. complete: argument → completer.
@@ -142,12 +171,18 @@ class FeatureRoutes:
         Raises:
             ValueError: invalid or duplicate name, ``complete`` naming no argument, an invalid
                 scope, invalid ``errors``.
+            TypeError: as :meth:`resource` (a name that is not a string, a decorated class...).
         """
+        bare = is_bare(name)  # @mcp_router.prompt, no parentheses: name is the function
+        if not bare:
+            check_name(name, "@mcp_router.prompt")
+        prompt_name = None if bare else cast(str | None, name)
 
         def register(func: F) -> F:
+            check_handler(func, "@mcp_router.prompt")
             prompt = build_prompt(
                 func,
-                name=name,
+                name=prompt_name,
                 title=title,
                 description=description,
                 icons=icons,
@@ -160,12 +195,27 @@ class FeatureRoutes:
             self.features.add_prompt(prompt, self._completers(prompt.name, complete))
             return func
 
-        return register
+        return register(cast(F, name)) if bare else register
+
+    @overload
+    def completion(self, func: Callable[..., Any], /) -> NoReturn: ...
+    @overload
+    def completion(
+        self,
+        /,
+        *,
+        argument: str,
+        prompt: str | None = None,
+        resource: str | None = None,
+        dependencies: Sequence[params.Depends] | None = None,
+    ) -> Callable[[F], F]: ...
 
     def completion(
         self,
+        func: Callable[..., Any] | None = None,
+        /,
         *,
-        argument: str,
+        argument: str | None = None,
         prompt: str | None = None,
         resource: str | None = None,
         dependencies: Sequence[params.Depends] | None = None,
@@ -184,13 +234,23 @@ class FeatureRoutes:
         Raises:
             ValueError: neither or both of ``prompt`` / ``resource``, a completer already
                 registered, a parameter that is neither an input nor a dependency.
+            TypeError: used bare (``@mcp_router.completion``) or without ``argument=``; a
+                decorated class, non-callable... as :meth:`resource`.
         """
+        if func is not None or not isinstance(argument, str):
+            used = "@mcp_router.completion without parentheses" if func is not None else "@mcp_router.completion() without argument="
+            raise TypeError(
+                f"{used}: a completer completes one argument of one prompt or resource template: write "
+                "@mcp_router.completion(argument=\"language\", prompt=\"review\") or "
+                "@mcp_router.completion(argument=\"user_id\", resource=\"users://{user_id}/profile\")"
+            )
         if (prompt is None) == (resource is None):
             raise ValueError("completion() takes prompt=... or resource=..., exactly one")
         ref, target = ("ref/prompt", prompt) if prompt is not None else ("ref/resource", resource)
         assert target is not None
 
         def register(func: F) -> F:
+            check_handler(func, "@mcp_router.completion")
             completer = build_completer(
                 func, name=f"{target}:{argument}", dependencies=[*self.tool_dependencies, *(dependencies or [])], path=self.mcp_path
             )

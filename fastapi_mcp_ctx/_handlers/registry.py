@@ -3,13 +3,16 @@
 The plain parameters (everything FastAPI does not resolve) become a pydantic model: it
 validates ``arguments`` and gives ``inputSchema`` (JSON Schema 2020-12, descriptions from
 ``Annotated[..., Field(description=...)]``). The return annotation gives ``outputSchema``;
-a non-object output (``int``, ``str``, ``list``...) is wrapped as ``{"result": value}``.
+a non-object output (``int``, ``str``, ``list``...) is wrapped as ``{"result": value}``, its
+``outputSchema`` marked ``"x-fastmcp-wrap-result": true`` (:data:`WRAP_MARKER`: FastMCP's client
+then gives back ``42``, not ``Root(result=42)``; an unknown keyword other validators ignore).
 Spec 2025-11-25 ``server/tools`` §Tool, §Output Schema.
 """
 
 from __future__ import annotations
 
 import inspect
+import logging
 import re
 import types as pytypes
 import typing
@@ -28,8 +31,12 @@ from ..contracts import ErrorContract
 from .tool_declarations import declare
 from .tool_def import ToolDef
 
-__all__ = ["SignatureParts", "ToolRegistry", "build_dependants", "build_tool", "split_signature"]
+__all__ = ["WRAP_MARKER", "SignatureParts", "ToolRegistry", "build_dependants", "build_tool", "split_signature"]
 
+logger = logging.getLogger("fastapi_mcp_ctx")
+
+WRAP_MARKER: Final = "x-fastmcp-wrap-result"
+"""The outputSchema keyword marking a wrapped non-object output (FastMCP's name; its client unwraps ``result``)."""
 _NAME: Final = re.compile(r"^[A-Za-z0-9_.\-/]{1,128}\Z")
 _CONTENT_TYPES: Final[tuple[type, ...]] = (
     types.TextContent,
@@ -97,7 +104,7 @@ def _output(annotation: Any) -> tuple[TypeAdapter[Any] | None, dict[str, Any] | 
     if schema.get("type") == "object" or (inspect.isclass(annotation) and issubclass(annotation, BaseModel)):
         return adapter, _clean_schema(schema), False
     defs = schema.pop("$defs", None)
-    wrapped: dict[str, Any] = {"type": "object", "properties": {"result": schema}, "required": ["result"]}
+    wrapped: dict[str, Any] = {"type": "object", "properties": {"result": schema}, "required": ["result"], WRAP_MARKER: True}
     if defs:
         wrapped["$defs"] = defs
     return adapter, wrapped, True
@@ -232,6 +239,13 @@ def build_tool(
     doc = description if description is not None else inspect.getdoc(handler)
     if doc:
         listing["description"] = doc
+    else:  # the model chooses tools by their description: say so once, at registration
+        logger.warning(
+            "tool %r has no description (clients see description: null and the model has only its name to go by): "
+            "give %s a docstring or pass description=...",
+            tool_name,
+            getattr(handler, "__qualname__", tool_name),
+        )
     listing["inputSchema"] = schema
     if output_schema is not None:
         listing["outputSchema"] = output_schema

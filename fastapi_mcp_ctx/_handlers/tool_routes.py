@@ -9,13 +9,14 @@ holds resources, prompts and completions): each method builds a ``ToolDef``
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast, overload
 
 import mcp_types as types
 from fastapi import params
 
 from .._auth.scopes import with_scopes
 from ..contracts import ErrorContract
+from .decorating import check_handler, check_name, is_bare
 from .registry import ToolRegistry, build_tool
 
 __all__ = ["ToolRoutes"]
@@ -30,6 +31,9 @@ class ToolRoutes:
     mcp_path: str
     tool_dependencies: list[params.Depends]
 
+    @overload
+    def tool(self, name: F, /) -> F: ...
+    @overload
     def tool(
         self,
         name: str | None = None,
@@ -44,13 +48,30 @@ class ToolRoutes:
         scopes: Sequence[str] | None = None,
         enrichment: Any = None,
         errors: Sequence[ErrorContract] | None = None,
-    ) -> Callable[[F], F]:
+    ) -> Callable[[F], F]: ...
+
+    def tool(
+        self,
+        name: str | F | None = None,
+        *,
+        title: str | None = None,
+        description: str | None = None,
+        annotations: types.ToolAnnotations | dict[str, Any] | None = None,
+        input_schema: dict[str, Any] | None = None,
+        dependencies: Sequence[params.Depends] | None = None,
+        meta: dict[str, Any] | None = None,
+        icons: list[dict[str, Any]] | None = None,
+        scopes: Sequence[str] | None = None,
+        enrichment: Any = None,
+        errors: Sequence[ErrorContract] | None = None,
+    ) -> Callable[[F], F] | F:
         """Decorator registering a FastAPI-style function as an MCP tool.
 
         Plain parameters are the tool's arguments (their model gives ``inputSchema``);
         ``Depends``/``Security``/``Header``/``Request``/``BackgroundTasks`` parameters are
         resolved by FastAPI. The docstring is the description; the return annotation gives
-        ``outputSchema``. The function is returned unchanged.
+        ``outputSchema``. The function is returned unchanged. ``@mcp_router.tool`` without
+        parentheses works too, as in FastMCP; so does ``@mcp_router.tool("name")``.
 
         Args:
             name: tool name (default: the function name), 1-128 of ``[A-Za-z0-9_.-/]``.
@@ -64,12 +85,19 @@ class ToolRoutes:
             errors: ``[ErrorContract(...)]``, the reasons ``ctx.fail`` takes (``fastapi_mcp_ctx.contracts``).
         Raises:
             ValueError: invalid or duplicate name, unsupported signature.
+            TypeError: a name that is not a string; a decorated class, non-callable,
+                ``staticmethod`` / ``classmethod`` object or generator function
+                (``_handlers.decorating``).
         """
+        bare = is_bare(name)  # @mcp_router.tool, no parentheses: name is the function
+        if not bare:
+            check_name(name, "@mcp_router.tool")
+        tool_name = None if bare else cast(str | None, name)
 
         def register(func: F) -> F:
             self.add_tool(
                 func,
-                name=name,
+                name=tool_name,
                 title=title,
                 description=description,
                 annotations=annotations,
@@ -83,7 +111,7 @@ class ToolRoutes:
             )
             return func
 
-        return register
+        return register(cast(F, name)) if bare else register
 
     def add_tool(
         self,
@@ -101,7 +129,12 @@ class ToolRoutes:
         enrichment: Any = None,
         errors: Sequence[ErrorContract] | None = None,
     ) -> None:
-        """Register ``func`` as a tool (the non-decorator form of :meth:`tool`)."""
+        """Register ``func`` as a tool (the non-decorator form of :meth:`tool`).
+
+        Raises:
+            ValueError / TypeError: as :meth:`tool`.
+        """
+        check_handler(func, "@mcp_router.tool")
         self.registry.add(
             with_scopes(build_tool(
                 func,

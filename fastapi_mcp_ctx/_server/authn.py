@@ -3,7 +3,9 @@
 The dependency is solved by FastAPI's own solver like any path-operation dependency: its
 ``BackgroundTasks`` run after the response, headers it sets through a ``Response`` parameter
 are sent, and it reads the (already read, replayed) body like any dependency. An
-``HTTPException`` keeps its meaning: 401 → :class:`AuthenticationError`, 403 →
+``HTTPException`` keeps its meaning: 401 → :class:`AuthenticationError` with the exception's
+headers exactly as raised (``WWW-Authenticate: ApiKey`` stays; none stays none, unless the
+router is in a bearer mode and the exception names no challenge: then the bearer challenge), 403 →
 :class:`PermissionDeniedError`, another 4xx → :class:`RequestRejectedError` (status and
 headers kept, e.g. 429 + ``Retry-After``), 5xx → :class:`InternalError` with that status and a
 generic message. Spec 2025-11-25 ``basic/authorization`` §Error Handling.
@@ -27,7 +29,7 @@ from ..auth import Principal
 from ..errors import AuthenticationError, InternalError, McpError, RequestRejectedError
 from .http import BODY_SCOPE_KEY, replaying_receive
 
-__all__ = ["AuthOutcome", "resolve_principal"]
+__all__ = ["AuthOutcome", "refusal", "resolve_principal"]
 
 
 @dataclass(slots=True)
@@ -59,11 +61,15 @@ class AuthOutcome:
             response.background = self.tasks
 
 
-def _translate(exc: HTTPException) -> McpError:
-    translated = from_http_exception(exc)  # 401 / 403, as for a tool's dependencies
+def _translate(exc: HTTPException, challenge: str | None) -> McpError:
+    headers = dict(exc.headers or {})
+    if exc.status_code == 401:  # as raised: an API-key scheme is no Bearer resource server
+        if challenge is not None and not any(name.lower() == "www-authenticate" for name in headers):
+            headers["WWW-Authenticate"] = challenge
+        return AuthenticationError(str(exc.detail), headers=headers)
+    translated = from_http_exception(exc)  # 403, as for a tool's dependencies
     if isinstance(translated, McpError):
         return translated
-    headers = dict(exc.headers or {})
     if 400 <= exc.status_code < 500:
         return RequestRejectedError(exc.status_code, str(exc.detail), headers)
     error = InternalError(headers=headers)
@@ -71,8 +77,19 @@ def _translate(exc: HTTPException) -> McpError:
     return error
 
 
-async def resolve_principal(dependant: Dependant, request: Request) -> AuthOutcome:
+def refusal(challenge: str | None) -> AuthenticationError:
+    """The 401 for an ``authenticate`` that returned None: ``WWW-Authenticate: <challenge>`` in a
+    bearer mode, no challenge otherwise (the application's scheme is its own, e.g. an API key)."""
+    headers = {"WWW-Authenticate": challenge} if challenge is not None else None
+    message = "Unauthorized" if challenge is not None else "Unauthorized: the application's authenticate dependency refused the request"
+    return AuthenticationError(message, headers=headers)
+
+
+async def resolve_principal(dependant: Dependant, request: Request, challenge: str | None = None) -> AuthOutcome:
     """Solve the ``authenticate`` graph (its single value is named ``principal``) for ``request``.
+
+    ``challenge``: the ``WWW-Authenticate`` value of a bearer mode (``MCP_AUTH_MODE=jwt|oauth``
+    or ``MCP_RESOURCE_URL`` set), sent with a 401 that names no challenge; None: none is added.
 
     Raises:
         AuthenticationError / PermissionDeniedError / RequestRejectedError / InternalError:
@@ -86,10 +103,10 @@ async def resolve_principal(dependant: Dependant, request: Request) -> AuthOutco
     try:
         async with solve(dependant, auth_request, request.scope.get("app"), tasks, headers) as solved:
             if solved.errors:
-                raise AuthenticationError("Invalid credentials", headers={"WWW-Authenticate": "Bearer"})
+                raise AuthenticationError("Invalid credentials", headers={"WWW-Authenticate": challenge} if challenge else None)
             principal: Any = solved.values["principal"]
     except HTTPException as exc:
-        raise _translate(exc) from exc
+        raise _translate(exc, challenge) from exc
     if principal is not None and not isinstance(principal, Principal):
         raise TypeError(f"authenticate must return a Principal or None, got {type(principal).__name__}")
     return AuthOutcome(principal, tasks, headers)

@@ -11,6 +11,7 @@ nothing), a shutdown's ``ServerShuttingDownError`` in both.
 from __future__ import annotations
 
 import logging
+from asyncio import get_running_loop
 from collections.abc import Callable
 from typing import Any
 
@@ -18,6 +19,7 @@ from fastapi.background import BackgroundTasks
 from starlette.requests import Request
 
 from .._auth.sealing import RequestStateSealer
+from .._bridge import report_unawaited
 from .._context.call_state import CallState
 from .._context.cancel_signal import CancelSignal
 from .._handlers.invocation import Run
@@ -53,6 +55,18 @@ logger = logging.getLogger("fastapi_mcp_ctx")
 
 PRINCIPAL_SCOPE_KEY = "fastapi_mcp_ctx.principal"
 _ECHO_LIMIT = 256
+
+
+def _report_unawaited(state: CallState, result: dict[str, Any] | None, tool: ToolDef | None) -> None:
+    """Log the Context coroutines the handler never awaited (``_bridge``); in development
+    (``MCP_DEBUG`` or ``FastAPI(debug=True)``) a tool's ``result`` also gets the report as its
+    last text block."""
+    handler = f"tool {tool.name!r}" if tool is not None else (state.operation or state.method)
+    text = report_unawaited(state, handler, state.request_id)
+    if text is None or result is None or tool is None or not isinstance(result.get("content"), list):
+        return
+    if state.settings.debug or getattr(state.request.scope.get("app"), "debug", False):
+        result["content"].append({"type": "text", "text": f"[development] {text}"})
 
 
 def echo(value: str) -> str:
@@ -143,6 +157,7 @@ class CallPreparation:
 
         async def runner(outbound: Outbound) -> Reply | None:
             state.outbound = outbound
+            state.loop = get_running_loop()  # a sync tool's ctx.log.info(...) runs here (_bridge)
             call_signal = state.signal
             if shutdown is not None:
                 shutdown.call_started(call_signal)
@@ -150,6 +165,8 @@ class CallPreparation:
                 result = await run_rounds(context, state, message.params, lambda: run(context, call_request, background), self.sealer, tool)
                 if tool is not None and (state.outputs is not None or tool.enrichment is not None) and result.get("resultType") != "input_required":
                     result = merge_outputs(tool, result, state.outputs, request_id)  # ctx.enrich / ctx.content
+                if state.created is not None:  # Context coroutines made on the loop: any never awaited is reported
+                    _report_unawaited(state, result, tool)
                 return Reply(result_message(request_id, self._finish(result, envelope, cacheable=cacheable)))
             except MissingCapabilityError as exc:
                 if era == "modern" or tool is None:
@@ -162,6 +179,8 @@ class CallPreparation:
                 logger.exception("internal error in %s (request id %r)", operation, request_id)
                 return error_reply(request_id, InternalError(), era)
             finally:
+                if state.created is not None:  # the handler failed: the server log still names what it never awaited
+                    _report_unawaited(state, None, tool)
                 state.outbound = None
                 if shutdown is not None:
                     shutdown.call_ended(call_signal)

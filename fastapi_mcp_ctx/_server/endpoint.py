@@ -13,6 +13,8 @@ Spec: 2025-11-25 ``basic/transports`` (Streamable HTTP, sessions) and 2026-07-28
 from __future__ import annotations
 
 import logging
+from collections.abc import AsyncGenerator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
 
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
@@ -20,11 +22,12 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.types import Scope
 
-from .._auth.gate import build_gate
+from .._auth.gate import announce_admission, build_gate
 from .._auth.host_rules import TransportSecurity, is_loopback_host, loopback_security
 from .._auth.resource_metadata import challenge, ensure_root_routes, metadata_routes
 from .._auth.sealing import announce_process_key
 from .._context.logger import install_default_handler
+from .._fastapi_compat import flat_routes
 from .._replicas.relay import Relay
 from .._transport.notifications import Notifier
 from .._transport.pending import PendingRequests
@@ -42,7 +45,6 @@ from .._wire.envelope import (
 )
 from .._wire.jsonrpc import JsonRpcNotification, JsonRpcRequest, JsonRpcResponse, parse_message, request_id_of
 from ..errors import (
-    AuthenticationError,
     InvalidRequestError,
     MalformedAnswerError,
     McpError,
@@ -52,16 +54,19 @@ from ..errors import (
     UnsupportedVersionError,
 )
 from ..settings import McpSettings
-from .authn import AuthOutcome, resolve_principal
+from .authn import AuthOutcome, refusal, resolve_principal
 from .batch import BatchHooks, serve_batch
 from .batch_core import starts_batch
 from .dispatch import JSON_OK_SCOPE_KEY, PRINCIPAL_SCOPE_KEY, Dispatcher
 from .gcfreeze import freeze_startup_objects
-from .http import BODY_SCOPE_KEY, accepted, read_body, refuse_content_coding, reject_repeated
+from .http import BODY_SCOPE_KEY, accepted, bound_headers, read_body, refuse_content_coding, reject_repeated
+from .lost_requests import install_pointer
 from .outcomes import error_reply, json_reply
 from .session_gate import SESSION_HEADER, SessionGate, error_response
 
 __all__ = ["McpEndpoint"]
+
+Lifespan = Callable[[Any], AbstractAsyncContextManager[Any]]
 
 logger = logging.getLogger("fastapi_mcp_ctx")
 
@@ -111,6 +116,7 @@ class McpEndpoint:
         self.shutdown_coordinator = shutdown_coordinator
         self.pending = pending
         self._authenticate = authenticate
+        self.authenticate: Any = authenticate  # the dependant, or None; the stdio transport runs it too (_stdio.session)
         self.relay = relay if relay is not None else Relay(notifier.bus)  # forwarding between replicas
         self._loopback = loopback_security()
         self._log_checked = False
@@ -128,6 +134,8 @@ class McpEndpoint:
             return registry.scopes() | (features.scopes() if features is not None else set())
 
         self.gate = build_gate(settings, authenticate is not None, scopes)  # MCP_AUTH_MODE (None: nothing to run)
+        bearer_mode = settings.auth_mode in ("jwt", "oauth") or settings.resource_url is not None
+        self._challenge = challenge(settings) if bearer_mode else None  # authenticate='s 401: Bearer only in a bearer mode
         self.metadata_routes = metadata_routes(settings, scopes)  # RFC 9728, served at the app's root
 
     async def handle(self, request: Request) -> Response:
@@ -161,14 +169,39 @@ class McpEndpoint:
         security.check(headers)
 
     # -- HTTP ----------------------------------------------------------------------------
+    def lifespan(self, original: Lifespan) -> Lifespan:
+        """``original`` (a router's ``lifespan_context``) that first runs :meth:`start` on the app
+        running it: ``include_router`` merges it into the app's lifespan, called with the app."""
+
+        @asynccontextmanager
+        async def lifespan(app: Any) -> AsyncGenerator[Any]:
+            self.start(app)
+            async with original(app) as state:
+                yield state
+
+        return lifespan
+
+    def start(self, app: Any, path: str | None = None) -> None:
+        """Once per endpoint: at the app's start-up (``McpRouter``'s lifespan) or, for an app whose
+        lifespan does not run, at the first request. By then the application configured its
+        logging, or not. Installs the default log handler, the root RFC 9728 routes and the
+        lost-request pointer on ``app``, and logs who the endpoint at ``path`` serves."""
+        if self._log_checked:
+            return
+        self._log_checked = True
+        if self.settings.gc_freeze:
+            freeze_startup_objects()
+        install_default_handler(self.settings.log_level)
+        announce_process_key(self.settings)
+        ensure_root_routes(app, self.metadata_routes)
+        install_pointer(app)  # a later lost MCP request's 404 names this path (lost_requests)
+        if path is None:
+            path = next((p for p, route in flat_routes(getattr(app, "routes", [])) if p and getattr(route, "endpoint", None) == self.handle), self.settings.path)
+        announce_admission(self.settings, self._authenticate is not None, path)
+
     async def _endpoint(self, request: Request) -> Response:
-        if not self._log_checked:  # at first use: by now the application configured its logging, or not
-            self._log_checked = True
-            if self.settings.gc_freeze:
-                freeze_startup_objects()
-            install_default_handler(self.settings.log_level)
-            announce_process_key(self.settings)
-            ensure_root_routes(request.app, self.metadata_routes)
+        if not self._log_checked:
+            self.start(request.app, request.scope.get("path", self.settings.path))
         outcome: AuthOutcome | None = None
         self.shutdown_coordinator.first_use()
         if not self.relay.started:  # this replica's bus channels, at first use (after any fork)
@@ -179,7 +212,9 @@ class McpEndpoint:
                 logger.warning("the replica bus did not answer within MCP_SESSION_STORE_DEADLINE_SECONDS")
         method = request.scope["method"]
         try:
-            headers = header_map(request.scope["headers"])
+            raw_headers = request.scope["headers"]
+            bound_headers(raw_headers, self.settings.max_request_header_bytes)  # before anything reads one (431)
+            headers = header_map(raw_headers)
             if headers.repeated & {"host", "origin"}:
                 reject_repeated(headers.repeated & {"host", "origin"})
             self._check_transport(request, headers)
@@ -194,10 +229,10 @@ class McpEndpoint:
                     if self._authenticate is None:  # the gate: MCP_AUTH_MODE=jwt/oauth, or unset (local only)
                         principal = await self.gate.admit(request, headers)  # pyright: ignore[reportOptionalMemberAccess]
                     else:
-                        outcome = await resolve_principal(self._authenticate, request)
+                        outcome = await resolve_principal(self._authenticate, request, self._challenge)
                         principal = outcome.principal
                         if principal is None:
-                            raise AuthenticationError("Unauthorized", headers={"WWW-Authenticate": challenge(self.settings)})
+                            raise refusal(self._challenge)
                 except McpError as exc:  # the body was read: the refusal echoes its id
                     if request_id_of(exc) is None:
                         exc.request_id = _body_request_id(request.scope.get(BODY_SCOPE_KEY))  # type: ignore[attr-defined]

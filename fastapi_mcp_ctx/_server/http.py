@@ -21,6 +21,7 @@ from .._fastapi_compat import LEAN_SCOPE_KEY
 from .._wire.envelope import HeaderMap
 from .._wire.memo import BoundedMemo
 from ..errors import (
+    HeaderFieldsTooLargeError,
     HeaderMismatchError,
     HostNotAllowedError,
     InvalidRequestError,
@@ -32,12 +33,30 @@ from ..errors import (
 )
 from .first_step import Rest, first_step
 
-__all__ = ["BODY_SCOPE_KEY", "accepted", "read_body", "refuse_content_coding", "reject_repeated", "replaying_receive"]
+__all__ = ["BODY_SCOPE_KEY", "accepted", "bound_headers", "read_body", "refuse_content_coding", "reject_repeated", "replaying_receive"]
 
 BODY_SCOPE_KEY = "fastapi_mcp_ctx.body"
 """Request-scope key of the POST body, read once by the endpoint and replayed to dependencies."""
 
 _Q_ZERO = re.compile(r"(?:^|;)\s*q\s*=\s*0(?:\.0{0,3})?\s*(?:;|$)", re.IGNORECASE)
+
+
+def bound_headers(raw: Iterable[tuple[bytes, bytes]], limit: int) -> None:
+    """Refuse a header section (ASGI ``scope["headers"]``) whose names and values together
+    exceed ``limit`` bytes, before anything reads one: uvicorn with httptools accepts headers of
+    any size, and a 4 MB ``Authorization`` would otherwise be decoded, mapped and parsed.
+
+    Raises:
+        HeaderFieldsTooLargeError: 431 (RFC 6585 §5) naming ``MCP_MAX_REQUEST_HEADER_BYTES``.
+    """
+    size = 0
+    for name, value in raw:
+        size += len(name) + len(value)
+    if size > limit:
+        raise HeaderFieldsTooLargeError(
+            f"Request Header Fields Too Large: the request headers hold {size} bytes, more than {limit} "
+            "(MCP_MAX_REQUEST_HEADER_BYTES)"
+        )
 
 
 _ACCEPT_CACHE: Final = BoundedMemo[tuple[bool, bool]](128)  # a client sends the same Accept on every request

@@ -62,6 +62,8 @@ class StdioNotifications:
         self._detach: Callable[[], None] | None = None
         self._feed: MemoryObjectSendStream[dict[str, Any]] | None = None
         self._listens: dict[RequestId, ListenStream] = {}
+        self.tenant_id: str | None = STDIO_TENANT
+        """The caller's tenant: ``"default"``, or the principal's once ``authenticate=`` admitted a request."""
 
     # -- 2025: the session's feed -------------------------------------------------------
     async def attach_session(self, session_id: str, task_group: TaskGroup) -> None:
@@ -71,7 +73,7 @@ class StdioNotifications:
             return
         send, receive = anyio.create_memory_object_stream[dict[str, Any]](self._buffer_size)
         self._feed = send
-        self._detach = await notifier.attach_get_stream(STDIO_TENANT, session_id, send, send.close)
+        self._detach = await notifier.attach_get_stream(self.tenant_id, session_id, send, send.close)
         task_group.start_soon(self._pump, receive)
 
     async def _pump(self, receive: MemoryObjectReceiveStream[dict[str, Any]]) -> None:
@@ -92,7 +94,7 @@ class StdioNotifications:
             if notifier is None or not notifier.served.any:
                 raise MethodNotFoundError(data={"method": message.method})
             stream = await notifier.open_listen(
-                message.id, parse_filter(message.params, notifier.served), tenant_id=STDIO_TENANT
+                message.id, parse_filter(message.params, notifier.served), tenant_id=self.tenant_id
             )
         except McpError as exc:
             await self._send(error_message(message.id, exc))

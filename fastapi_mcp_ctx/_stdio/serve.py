@@ -12,9 +12,12 @@ and stdout until stdin closes (spec 2025-11-25 ``basic/transports`` §stdio and
 2. ``module:attr`` is imported (the current directory is on ``sys.path``); it names a
    FastAPI/Starlette app whose routes hold an ``McpRouter`` (included routers and mounted
    apps are searched; ``path`` chooses when there are several) or an ``McpRouter``.
-3. The app's lifespan runs around the session, as under uvicorn (its state reaches
+3. The synthetic requests carry the headers of ``MCP_STDIO_HEADER_<NAME>`` variables and
+   ``--header NAME=VALUE`` options (:mod:`.headers`: read before the app is imported, values
+   never logged); each request runs the router's ``authenticate=`` on them as over HTTP.
+4. The app's lifespan runs around the session, as under uvicorn (its state reaches
    ``request.state``); ``McpRouter.aclose()`` runs last.
-4. stdin EOF, SIGTERM, SIGINT or SIGHUP end the session: running requests get
+5. stdin EOF, SIGTERM, SIGINT or SIGHUP end the session: running requests get
    :data:`DRAIN_SECONDS` to finish, then are cancelled; teardown runs. If the process has not
    finished :data:`EXIT_DEADLINE_SECONDS` after the end began (a handler that ignores
    cancellation, e.g. a blocking sync tool), it exits anyway.
@@ -38,6 +41,7 @@ from fastapi import FastAPI
 from .._discovery import McpTarget, find_targets
 from ..errors import AppLoadError
 from ..router import McpRouter
+from .headers import stdio_headers
 from .session import StdioSession
 
 __all__ = ["DRAIN_SECONDS", "EXIT_DEADLINE_SECONDS", "load_app", "main", "run_stdio"]
@@ -138,7 +142,14 @@ async def _stop_on_signals(session: StdioSession) -> None:
         return
 
 
-async def serve_app(app: Any, target: McpTarget, read_fd: int, write_fd: int, on_shutdown: Callable[[], None]) -> None:
+async def serve_app(
+    app: Any,
+    target: McpTarget,
+    read_fd: int,
+    write_fd: int,
+    on_shutdown: Callable[[], None],
+    headers: Sequence[tuple[bytes, bytes]] = (),
+) -> None:
     """Run the app's lifespan around one stdio session of ``target``; ``aclose`` the router last."""
     try:
         async with app.router.lifespan_context(app) as state:
@@ -152,6 +163,7 @@ async def serve_app(app: Any, target: McpTarget, read_fd: int, write_fd: int, on
                 write_fd=write_fd,
                 drain_seconds=DRAIN_SECONDS,
                 on_shutdown=on_shutdown,
+                headers=headers,
             )
             async with anyio.create_task_group() as tg:
                 tg.start_soon(_stop_on_signals, session)
@@ -189,7 +201,7 @@ def _log_to_stderr() -> None:
         logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
 
-def run_stdio(app_spec: str, path: str | None = None) -> None:
+def run_stdio(app_spec: str, path: str | None = None, headers: Sequence[str] = ()) -> None:
     """Serve the ``McpRouter`` of ``app_spec`` (``module:attr``) on this process's stdin/stdout.
 
     Returns when stdin closes or on SIGTERM/SIGINT/SIGHUP, after teardown (see the module
@@ -198,28 +210,35 @@ def run_stdio(app_spec: str, path: str | None = None) -> None:
     Args:
         app_spec: ``module:attr`` naming a FastAPI/Starlette app or an ``McpRouter``.
         path: the full HTTP path of the router to serve when the app has several.
+        headers: ``NAME=VALUE`` headers of every synthetic request, after (and over) the
+            environment's ``MCP_STDIO_HEADER_<NAME>`` variables (:func:`.headers.stdio_headers`).
     Raises:
-        AppLoadError: the spec names nothing servable (the message says what to fix).
+        AppLoadError: the spec names nothing servable, or a header is malformed (the message
+            says what to fix, and names no header value).
         Exception: whatever the app's import or lifespan startup raises.
     """
+    request_headers = stdio_headers(headers, os.environ)  # before anything else: a bad header changes nothing
     read_fd, write_fd = reserve_stdio()
     app, target = resolve_app(load_app(app_spec), app_spec, path)
     _log_to_stderr()  # after the import: an app that configures logging keeps its setup
     watchdog = _Watchdog(EXIT_DEADLINE_SECONDS)
     try:
-        anyio.run(serve_app, app, target, read_fd, write_fd, watchdog.start, backend="asyncio")
+        anyio.run(serve_app, app, target, read_fd, write_fd, watchdog.start, request_headers, backend="asyncio")
     finally:
         watchdog.cancel()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m fastapi_mcp_ctx._stdio APP [--path PATH]``; returns the exit status."""
+    """``python -m fastapi_mcp_ctx._stdio APP [--path PATH] [--header NAME=VALUE]...``; returns the exit status."""
     parser = argparse.ArgumentParser(prog="python -m fastapi_mcp_ctx._stdio", description="Serve an app's McpRouter over stdio.")
     parser.add_argument("app", metavar="APP", help="module:attribute of a FastAPI app (or an McpRouter)")
     parser.add_argument("--path", default=None, help="the router's full path, when the app has several McpRouters")
+    parser.add_argument(
+        "--header", action="append", default=[], metavar="NAME=VALUE", help="a header of every request (repeatable)"
+    )
     args = parser.parse_args(argv)
     try:
-        run_stdio(args.app, args.path)
+        run_stdio(args.app, args.path, args.header)
     except AppLoadError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -18,10 +18,15 @@ they complete. ``notifications/cancelled`` cancels a request, which is then neve
 :class:`~fastapi_mcp_ctx._transport.pending.PendingRequests` table. At end of input, requests still
 running get ``drain_seconds`` to finish, then are cancelled; the session then returns.
 
-Tools see a synthetic Starlette ``Request``: an HTTP ``POST`` to the router's path, no
-headers, client ``("stdio", 0)``, ``scope["app"]`` set (so ``dependency_overrides`` apply)
-and the lifespan state in ``scope["state"]``; the caller is the local user of tenant
-``"default"`` (no ``authenticate``).
+Tools see a synthetic Starlette ``Request``: an HTTP ``POST`` to the router's path carrying
+the headers given at start-up (``--header``, ``MCP_STDIO_HEADER_<NAME>``: :mod:`.headers`),
+client ``("stdio", 0)``, ``scope["app"]`` set (so ``dependency_overrides`` apply) and the
+lifespan state in ``scope["state"]``. Every request (``initialize`` and a batch line
+included) runs the router's ``authenticate=`` (or its ``MCP_AUTH_MODE=jwt|oauth`` bearer gate)
+on that request first, exactly as over HTTP (:mod:`fastapi_mcp_ctx._server.authn`): its
+principal gives ``ctx.auth`` and ``ctx.tenant_id``, a refusal is the JSON-RPC error HTTP would
+carry (``-32001`` for 401), the dependency's background tasks run after the answer. Without
+either, the caller is the local user of tenant ``"default"``.
 """
 
 from __future__ import annotations
@@ -29,7 +34,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
 import anyio
@@ -41,7 +46,9 @@ from starlette.requests import Request
 from starlette.types import Message
 
 from .._context.cancel_signal import CancelSignal
+from .._server.authn import AuthOutcome
 from .._server.batch_core import BATCH_VERSION, run_call, starts_batch
+from .._server.dispatch import PRINCIPAL_SCOPE_KEY
 from .._server.http import BODY_SCOPE_KEY
 from .._server.outcomes import PreparedCall
 from .._transport.pending import PendingRequests
@@ -59,8 +66,10 @@ from .._wire.jsonrpc import (
     request_id_of,
     result_message,
 )
+from ..auth import Principal
 from ..errors import InvalidRequestError, McpError, PayloadTooLargeError, UnsupportedVersionError
 from ..router import McpRouter
+from .admission import StdioAdmission
 from .batch import StdioBatchHooks, serve_stdio_batch, take_non_request
 from .framing import LineFramer, pump, write_all
 from .notifications import StdioNotifications
@@ -86,6 +95,7 @@ class StdioSession:
         read_fd / write_fd: the transport's input and output file descriptors.
         drain_seconds: at end of input, how long running requests may still finish (seconds).
         on_shutdown: called once when the input ends (or :meth:`stop`), before draining.
+        headers: the synthetic requests' headers, ASGI pairs (lower-case names; :func:`.headers.stdio_headers`).
     """
 
     def __init__(
@@ -99,6 +109,7 @@ class StdioSession:
         write_fd: int,
         drain_seconds: float = 0.5,
         on_shutdown: Callable[[], None] | None = None,
+        headers: Sequence[tuple[bytes, bytes]] = (),
     ) -> None:
         self.router = router
         self.pending = PendingRequests()
@@ -109,6 +120,8 @@ class StdioSession:
         self._write_fd = write_fd
         self._drain_seconds = drain_seconds
         self._on_shutdown = on_shutdown
+        self._headers = list(headers)
+        self._admission = StdioAdmission(router.endpoint.authenticate, router.endpoint.gate, self._headers)
         self._limit = router.settings.max_body_bytes
         self._era: Era | None = None
         self._record: SessionRecord | None = None
@@ -173,7 +186,13 @@ class StdioSession:
             return
         record = self._record
         if record is not None and record.protocol_version == BATCH_VERSION and starts_batch(line):  # _stdio/batch.py
-            await serve_stdio_batch(self._batch_hooks(), record, line, self.router.settings.max_batch_size, requests)
+            try:  # the line is one HTTP POST's body: authenticated once, as over HTTP
+                principal, outcome = await self._admit(self._request(line))
+            except McpError as exc:
+                await self._send(error_message(None, exc))
+                return
+            await serve_stdio_batch(self._batch_hooks(principal), record, line, self.router.settings.max_batch_size, requests)
+            await self._admission.after(outcome)
             return
         try:
             message = parse_message(line)
@@ -188,7 +207,9 @@ class StdioSession:
             return
         try:
             if message.method == "initialize":  # inline: requests pipelined behind it see the session
+                _, outcome = await self._admit(self._request(line))
                 await self._send(self._initialize(message))
+                await self._admission.after(outcome)
                 assert self._record is not None
                 await self._notifications.attach_session(self._record.id, requests)
                 return
@@ -198,7 +219,7 @@ class StdioSession:
             return
         signal = self._in_flight[message.id] = CancelSignal()
         if envelope.era == "modern" and message.method == "subscriptions/listen":
-            requests.start_soon(self._serve_listen, message, signal)
+            requests.start_soon(self._serve_listen, message, line, signal)
             return
         requests.start_soon(self._serve_request, message, envelope, line, signal)
 
@@ -247,7 +268,14 @@ class StdioSession:
         envelope.client_info = self._record.client_info
         return envelope
 
-    def _request(self, body: bytes) -> Request:
+    async def _admit(self, request: Request) -> tuple[Principal | None, AuthOutcome | None]:
+        """Admit ``request`` (:class:`.admission.StdioAdmission`); the notification feeds follow its tenant."""
+        principal, outcome = await self._admission.admit(request)
+        if principal is not None:
+            self._notifications.tenant_id = principal.tenant_id
+        return principal, outcome
+
+    def _request(self, body: bytes, principal: Principal | None = None) -> Request:
         scope: dict[str, Any] = {
             "type": "http",
             "asgi": {"version": "3.0", "spec_version": "2.4"},
@@ -258,7 +286,7 @@ class StdioSession:
             "raw_path": self._path.encode(),
             "root_path": "",
             "query_string": b"",
-            "headers": [],
+            "headers": list(self._headers),
             "client": ("stdio", 0),
             "server": None,
             "app": self._app,
@@ -266,6 +294,8 @@ class StdioSession:
             "extensions": {},
             BODY_SCOPE_KEY: body,
         }
+        if principal is not None:
+            scope[PRINCIPAL_SCOPE_KEY] = principal
         closed = self._closed
 
         async def receive() -> Message:  # the body is replayed by the dispatcher; then: wait for the end
@@ -276,23 +306,35 @@ class StdioSession:
 
     async def _serve_request(self, message: JsonRpcRequest, envelope: RequestEnvelope, body: bytes, signal: CancelSignal) -> None:
         try:
+            request = self._request(body)
+            try:
+                _, admitted = await self._admit(request)
+            except McpError as exc:
+                await self._send(error_message(message.id, exc))
+                return
             session = self._record if envelope.era == "legacy" else None
             channel = BackChannel.connection(self.pending, era=envelope.era)  # ctx.send_request: on this connection
             outcome = await self.router.dispatcher.serve(
-                message, envelope, self._request(body), session, http_headers=False, signal=signal, back_channel=channel
+                message, envelope, request, session, http_headers=False, signal=signal, back_channel=channel
             )
             if isinstance(outcome, Reply):
                 if not signal.cancelled:
                     await self._send(outcome.message)
-                return
-            await self._run_call(message.id, outcome)
+            else:
+                await self._run_call(message.id, outcome)
+            await self._admission.after(admitted)
         except Exception:  # the dispatcher answers every failure; this guards the session itself
             logger.exception("stdio: serving request %r failed", message.id)
         finally:
             del self._in_flight[message.id]
 
-    async def _serve_listen(self, message: JsonRpcRequest, signal: CancelSignal) -> None:
+    async def _serve_listen(self, message: JsonRpcRequest, body: bytes, signal: CancelSignal) -> None:
         try:
+            try:
+                await self._admit(self._request(body))
+            except McpError as exc:
+                await self._send(error_message(message.id, exc))
+                return
             await self._notifications.listen(message, signal)
         except Exception:
             logger.exception("stdio: serving subscriptions/listen %r failed", message.id)
@@ -318,8 +360,11 @@ class StdioSession:
             except Exception:
                 logger.exception("stdio: a background task of request %r failed", request_id)
 
-    def _batch_hooks(self) -> StdioBatchHooks:
-        return StdioBatchHooks(self.router.dispatcher, self.pending, self._in_flight, self._send, self._envelope, self._request, self._on_notification)
+    def _batch_hooks(self, principal: Principal | None = None) -> StdioBatchHooks:
+        def make_request(body: bytes) -> Request:
+            return self._request(body, principal)
+
+        return StdioBatchHooks(self.router.dispatcher, self.pending, self._in_flight, self._send, self._envelope, make_request, self._on_notification)
 
     # -- output -------------------------------------------------------------------------
     async def _send(self, message: dict[str, Any] | bytes) -> None:

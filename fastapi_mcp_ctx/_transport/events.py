@@ -19,6 +19,13 @@ Spec 2025-11-25 ``basic/transports`` §Resumability and Redelivery; known faults
 - Retention is bounded by count (events per stream) and age (seconds); what is trimmed is
   gone, a reader past a gap continues with the oldest event kept. An ended stream is
   forgotten once its last event is older than the age limit.
+- Streams that outlive their producer (issue 24): a call's stream may be opened with its
+  ``lost`` event and a producer lease (:meth:`EventStore.hold`); once the lease lapses any
+  reader ends the stream with it (:meth:`EventStore.end_lapsed`). A GET stream is the
+  session's (``get_stream``): messages no replica took go into it (:meth:`EventStore.to_get_stream`),
+  and list changes recorded in the broadcast log (under the same retention bounds) are taken
+  by each GET stream once, from its holder or, for one whose holder died, on its resume
+  (:meth:`EventStore.catch_up`).
 
 DESIGN.md decision 9: a Redis Streams implementation (one stream key per SSE stream,
 trimmed by ``MAXLEN``) satisfies the same Protocol so several replicas share resumption.
@@ -118,15 +125,75 @@ class EventStore(Protocol):
     """The events of resumable SSE streams. Implementations must be safe under concurrency
     (several connections of one process, and later several replicas, share one store)."""
 
-    async def open(self, key: StreamKey) -> None:
-        """Start an empty stream (its first event gets sequence 1)."""
+    async def open(
+        self, key: StreamKey, *, lost: bytes | None = None, lease_seconds: float = 0.0, get_stream: str | None = None, follows: StreamKey | None = None
+    ) -> None:
+        """Start an empty stream (its first event gets sequence 1).
+
+        Args:
+            lost: a call's stream: the final event written in its place (:meth:`end_lapsed`)
+                when its producer stops renewing its lease (:meth:`hold`) before it ends:
+                the call's JSON-RPC error ``call_lost``.
+            lease_seconds: with ``lost``: the producer's first lease.
+            get_stream: the session's GET stream from now on, of this tenant tag: what
+                :meth:`to_get_stream` records for the tag goes into it, and it takes the
+                broadcasts recorded after this moment.
+            follows: with ``get_stream``: the GET stream it continues (a dead replica's):
+                that one takes the broadcasts it missed, then ends, in the same step, so
+                nothing recorded meanwhile falls between the two.
+        """
         ...
 
-    async def append(self, key: StreamKey, data: bytes | None, *, last: bool = False) -> int:
-        """Store one event (``data`` None: an empty event); ``last`` also ends the stream.
+    async def hold(self, key: StreamKey, lease_seconds: float) -> None:
+        """The producer of a call's stream is alive: its lease runs ``lease_seconds`` from now
+        (a no-op for an ended or unknown stream, or one opened without ``lost``)."""
+        ...
+
+    async def end_lapsed(self, key: StreamKey) -> float | None:
+        """End a call's stream whose producer's lease lapsed, with its ``lost`` event (atomic:
+        once, whoever asks; an append after it raises ``UnknownStreamError``).
 
         Returns:
-            The event's sequence.
+            0.0 when it ended the stream now; else the seconds left before the lease lapses;
+            None when the stream has no producer lease (a GET stream, ended, or unknown).
+        """
+        ...
+
+    async def broadcast(self, data: bytes) -> int:
+        """Record one message sent to every session's GET stream (a list change), for the GET
+        streams nobody holds (:meth:`catch_up`); kept under the stream retention bounds.
+
+        Returns:
+            Its sequence in the broadcast log (from 1); the holders append it with it.
+        """
+        ...
+
+    async def catch_up(self, key: StreamKey) -> int:
+        """Append to GET stream ``key`` the recorded broadcasts it has not taken yet (still kept).
+
+        Returns:
+            How many were appended (0 for an ended or unknown stream).
+        """
+        ...
+
+    async def to_get_stream(self, session_id: str, data: bytes, *, tenant: str) -> bool:
+        """Append one event to the session's GET stream (the last opened with ``get_stream``),
+        whoever holds it: a message no replica took from the bus.
+
+        Returns:
+            False when the session has no GET stream that runs on, or it was opened for
+            another tenant tag than ``tenant`` (another tenant's session id finds nothing, B16).
+        """
+        ...
+
+    async def append(self, key: StreamKey, data: bytes | None, *, last: bool = False, broadcast: int = 0) -> int:
+        """Store one event (``data`` None: an empty event); ``last`` also ends the stream.
+
+        Args:
+            broadcast: the message's sequence in the broadcast log (0: not a broadcast): stored
+                only when the stream has not taken it already (:meth:`catch_up`).
+        Returns:
+            The event's sequence; 0 when a broadcast was not stored (taken already).
         Raises:
             UnknownStreamError: the stream is unknown or has ended.
         """
@@ -160,6 +227,9 @@ class _Log:
     last_seq: int = 0
     ended: bool = False
     changed: anyio.Event | None = None
+    lost: bytes | None = None  # a call's stream: its final event should its producer's lease lapse
+    until: float = 0.0  # when that lease lapses (the store's clock)
+    mark: int = 0  # the last broadcast this GET stream took
 
     def wake(self) -> None:
         if self.changed is not None:
@@ -193,6 +263,9 @@ class MemoryEventStore:
         self._sessions: dict[str, dict[str, _Log]] = {}
         self._count = 0
         self._swept = clock()
+        self._broadcasts: deque[tuple[int, float, bytes]] = deque()
+        self._broadcast_seq = 0
+        self._get_streams: dict[str, tuple[str, str]] = {}  # session id -> its GET stream's id, tenant tag
 
     def __len__(self) -> int:
         """How many streams are kept."""
@@ -213,6 +286,8 @@ class MemoryEventStore:
         streams = self._sessions.get(session_id)
         if streams is not None and streams.pop(stream_id, None) is not None:
             self._count -= 1
+            if self._get_streams.get(session_id, ("",))[0] == stream_id:
+                del self._get_streams[session_id]
             if not streams:
                 del self._sessions[session_id]
 
@@ -233,19 +308,76 @@ class MemoryEventStore:
             for _, sid, stream_id in ended[: self._count - self._max_streams + 1]:
                 self._forget(sid, stream_id)
 
-    async def open(self, key: StreamKey) -> None:
+    async def open(
+        self, key: StreamKey, *, lost: bytes | None = None, lease_seconds: float = 0.0, get_stream: str | None = None, follows: StreamKey | None = None
+    ) -> None:
         now = self._clock()
         if self._count >= self._max_streams or now - self._swept > self._max_age / 10:
             self._sweep(now)
+        if get_stream is not None and follows is not None:
+            await self.catch_up(follows)
+            await self.end(follows)
         streams = self._sessions.setdefault(key.session_id, {})
         if key.stream_id not in streams:
             self._count += 1
-        streams[key.stream_id] = _Log(touched=now)
+        log = streams[key.stream_id] = _Log(touched=now, lost=lost, until=now + lease_seconds)
+        if get_stream is not None:
+            log.mark = self._broadcast_seq
+            self._get_streams[key.session_id] = (key.stream_id, get_stream)
 
-    async def append(self, key: StreamKey, data: bytes | None, *, last: bool = False) -> int:
+    async def hold(self, key: StreamKey, lease_seconds: float) -> None:
+        log = self._sessions.get(key.session_id, {}).get(key.stream_id)
+        if log is not None and not log.ended and log.lost is not None:
+            log.until = self._clock() + lease_seconds
+
+    async def end_lapsed(self, key: StreamKey) -> float | None:
+        log = self._sessions.get(key.session_id, {}).get(key.stream_id)
+        if log is None or log.ended or log.lost is None:
+            return None
+        left = log.until - self._clock()
+        if left > 0:
+            return left
+        await self.append(key, log.lost, last=True)
+        return 0.0
+
+    async def broadcast(self, data: bytes) -> int:
+        now = self._clock()
+        self._broadcast_seq += 1
+        kept = self._broadcasts
+        kept.append((self._broadcast_seq, now, data))
+        while kept and (len(kept) > self._max_events or now - kept[0][1] > self._max_age):
+            kept.popleft()
+        return self._broadcast_seq
+
+    async def catch_up(self, key: StreamKey) -> int:
+        log = self._sessions.get(key.session_id, {}).get(key.stream_id)
+        if log is None or log.ended:
+            return 0
+        now = self._clock()
+        missed = [(seq, data) for seq, at, data in self._broadcasts if seq > log.mark and now - at <= self._max_age]
+        for seq, data in missed:
+            await self.append(key, data, broadcast=seq)
+        log.mark = max(log.mark, self._broadcast_seq)
+        return len(missed)
+
+    async def to_get_stream(self, session_id: str, data: bytes, *, tenant: str) -> bool:
+        stream_id, tag = self._get_streams.get(session_id, ("", ""))
+        log = self._sessions.get(session_id, {}).get(stream_id)
+        if log is None or log.ended or tag != tenant:
+            return False
+        key = StreamKey(session_id, stream_id)
+        await self.catch_up(key)  # the broadcasts it has not taken go first: emission order kept
+        await self.append(key, data)
+        return True
+
+    async def append(self, key: StreamKey, data: bytes | None, *, last: bool = False, broadcast: int = 0) -> int:
         log = self._log(key)
         if log.ended:
             raise UnknownStreamError(key.stream_id)
+        if broadcast:
+            if broadcast <= log.mark:
+                return 0
+            log.mark = broadcast
         now = self._clock()
         log.last_seq += 1
         log.events.append((log.last_seq, now, data))
@@ -283,6 +415,7 @@ class MemoryEventStore:
 
     async def drop_session(self, session_id: str) -> None:
         streams = self._sessions.pop(session_id, None)
+        self._get_streams.pop(session_id, None)
         if streams is not None:
             self._count -= len(streams)
             for log in streams.values():

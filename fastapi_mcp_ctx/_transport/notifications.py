@@ -12,7 +12,14 @@ One :class:`Notifier` per router. What it publishes, and where each message land
   to the tenant the update was published for (the caller's, or ``tenant_id=``): resources
   belong to a tenant, lists are the server's (global);
 - :meth:`send_to_session`: any notification to one 2025 session's GET stream, True when a
-  replica holds that stream.
+  replica holds that stream or it was recorded for a resume.
+
+With several replicas (a :class:`Recorder`, the shared event store, is set) what is sent to a
+GET stream is recorded whether or not a replica holds it (issue 24 item 5): a list change is
+also appended to the broadcast log, its sequence carried on the bus (:data:`BROADCAST_MARK`)
+so each GET stream takes it once, from its holder or, for a stream whose holder died, when it
+is resumed (``EventStore.catch_up``); a message to one session that no replica took from the
+bus is appended to that session's GET stream directly (``EventStore.to_get_stream``).
 
 Only what the application declared is published (``McpRouter(list_changed=...,
 resources_subscribe=...)``): publishing an undeclared kind is a programming error
@@ -25,25 +32,46 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, Final, get_args
+from typing import Any, Final, Protocol, get_args
 
 import anyio
 from anyio.streams.memory import MemoryObjectSendStream
 
-from .._wire.jsonrpc import RequestId, notification_message
+from .._wire.jsonrpc import RequestId, dumps, notification_message
 from .._wire.uris import normalize_uri
 from ..context import get_request_context
 from .bus import EVENTS_CHANNEL, MessageBus, Unsubscribe, encode_message, session_channel, session_prefix
 from .listen import LIST_CHANGED_METHODS, TENANT_KEY, UPDATED_METHOD, ChangeKind, ListenFilter, ListenHub, ListenStream, Served
 from .subscriptions import ResourceSubscriptions
 
-__all__ = ["CALLER", "Notifier", "served_from"]
+__all__ = ["BROADCAST_MARK", "CALLER", "Notifier", "Recorder", "served_from", "tenant_scope"]
 
 logger = logging.getLogger("fastapi_mcp_ctx")
 
 _KINDS: Final[frozenset[str]] = frozenset(get_args(ChangeKind))
+BROADCAST_MARK: Final = "fastapi_mcp_ctx.broadcast"
+"""The bus key of a list change's sequence in the broadcast log (never sent to a client)."""
+
+
+class Recorder(Protocol):
+    """Where GET-stream messages are recorded whoever holds the stream (the shared event store)."""
+
+    async def broadcast(self, data: bytes) -> int:
+        """Record a message for every GET stream; its sequence."""
+        ...
+
+    async def to_get_stream(self, session_id: str, data: bytes, *, tenant: str) -> bool:
+        """Append a message to the session's GET stream (of ``tenant``); False when none runs on."""
+        ...
+
+
 CALLER: Final[Any] = object()
 """``tenant_id`` default of the router's session methods: the tenant of the request being served."""
+
+
+def tenant_scope(tenant_id: str | None) -> str:
+    """The tag a GET stream is recorded under (its tenant; ``""`` without one)."""
+    return "" if tenant_id is None else f"t:{tenant_id}"
 
 
 def served_from(list_changed: Iterable[str], resources_subscribe: bool) -> Served:
@@ -103,6 +131,7 @@ class Notifier:
         self._gets: dict[str, _GetStream] = {}
         self._events: Unsubscribe | None = None
         self._events_lock: anyio.Lock | None = None
+        self.recorder: Recorder | None = None  # set when replicas share an event store
 
     # -- what is advertised ---------------------------------------------------------------
     def capabilities(self, *, methods: frozenset[str], deliverable: bool, subscribe_method: str) -> dict[str, Any]:
@@ -151,7 +180,10 @@ class Notifier:
             StateUnavailableError: a network bus cannot be reached.
         """
         self._require(kind)
-        await self.bus.publish(EVENTS_CHANNEL, notification_message(LIST_CHANGED_METHODS[kind]))
+        message = notification_message(LIST_CHANGED_METHODS[kind])
+        if self.recorder is not None:  # recorded for the GET streams nobody holds (their holder died)
+            message[BROADCAST_MARK] = await self.recorder.broadcast(dumps(message))
+        await self.bus.publish(EVENTS_CHANNEL, message)
 
     async def resource_updated(self, uri: str, *, tenant_id: Any = CALLER) -> None:
         """Publish ``notifications/resources/updated {uri}`` to the subscribers of ``uri`` of one
@@ -169,7 +201,7 @@ class Notifier:
         message = notification_message(UPDATED_METHOD, {"uri": uri})
         for address in await self.subscriptions.subscribers(normalize_uri(uri)):
             if address.tenant_id == tenant:
-                await self.bus.publish(session_channel(address.tenant_id, address.session_id), message)
+                await self._to_session(address.tenant_id, address.session_id, message)
         await self.bus.publish(EVENTS_CHANNEL, {**message, TENANT_KEY: tenant})
 
     @staticmethod
@@ -205,7 +237,16 @@ class Notifier:
             raise TypeError("params must be a dict (a JSON object) or None")
         message = notification_message(method, params)
         encode_message(message)  # fail on a non-JSON value even when nobody listens
-        return await self.bus.publish(session_channel(tenant_id, session_id), message) > 0
+        return await self._to_session(tenant_id, session_id, message)
+
+    async def _to_session(self, tenant_id: str | None, session_id: str, message: dict[str, Any]) -> bool:
+        """Publish to the session's GET stream; when no replica took it (its holder died, or
+        none is subscribed yet), record it into the stream directly (with a recorder)."""
+        if await self.bus.publish(session_channel(tenant_id, session_id), message) > 0:
+            return True
+        if self.recorder is None:
+            return False
+        return await self.recorder.to_get_stream(session_id, dumps(message), tenant=tenant_scope(tenant_id))
 
     async def active_sessions(self, tenant_id: str | None) -> list[str]:
         """Ids of ``tenant_id``'s 2025 sessions whose GET stream is open on some replica."""

@@ -22,6 +22,17 @@ A call's own response is ``_transport.resumable_call``; the GET stream's log and
 ``_transport.get_stream``. The session's GET stream outlives its connections: notifications
 are stored while no connection is attached, until the session ends or no connection came back
 for ``MCP_EVENT_RETENTION_SECONDS``.
+
+Streams that outlive their replica (several replicas, issue 24):
+
+- a call's stream carries a lease of its running replica (``MCP_SESSION_LEASE_SECONDS``,
+  renewed while the call runs); should that replica die, a reader of the stream (a resume on
+  any replica) ends it, once the lease lapsed, with the call's ``call_lost`` error;
+- what is sent to the session's GET stream is recorded whether or not a replica holds it
+  (``_transport.notifications``); a resume of a dead replica's GET stream replays it;
+- a GET that fails on the way (503: the store or the bus unreachable) gives back everything it
+  claimed (this process's slot, the lease, the stream, the bus subscription), so its retry
+  gets the stream, never 409.
 """
 
 from __future__ import annotations
@@ -44,7 +55,7 @@ from .events import EventStore, StreamKey, UnknownStreamError, new_stream_id, pa
 from .get_stream import GetLog as _GetLog
 from .get_stream import GetResponse as _GetResponse
 from .leases import LocalLeases, StreamLeases
-from .notifications import Notifier
+from .notifications import BROADCAST_MARK, Notifier, tenant_scope
 from .sessions import SessionRecord
 from .shutdown import ShutdownCoordinator
 from .sse import Attachments, Connection, closer, sse_headers
@@ -91,6 +102,8 @@ class ResumableStreams:
         self._retired: dict[StreamKey, None] = {}
         self._posts: dict[str, set[StreamKey]] = {}  # session id -> streams of calls still running
         self._ended: set[str] = set()  # sessions ended while calls still ran
+        if self.leases.shared:  # several replicas: GET-stream messages are recorded whoever holds the stream
+            notifier.recorder = store
 
     # -- policy -------------------------------------------------------------------------------
     def serves(self, era: str, session: SessionRecord | None) -> bool:
@@ -131,11 +144,11 @@ class ResumableStreams:
             if current is not None and current.holder is not None:
                 raise StreamConflictError()
             response = _GetResponse(self, session, tenant_id, retry_ms, headers)
-            if not await self.leases.acquire(session.id, response.token):
-                raise StreamConflictError()  # held by a connection on another replica
             try:
+                if not await self.leases.acquire(session.id, response.token):
+                    raise StreamConflictError()  # held by a connection on another replica
                 response.log = await self.open_get_stream(session, tenant_id, response)
-            except BaseException:
+            except BaseException:  # a failed open keeps no claim (issue 24 item 6); release is token-guarded
                 with anyio.CancelScope(shield=True), contextlib.suppress(McpError):
                     await self.leases.release(session.id, response.token)
                 raise
@@ -151,23 +164,41 @@ class ResumableStreams:
         response = _GetResponse(self, session, tenant_id, retry_ms, headers, resume=(key, seq))
         current = self._gets.get(session.id)
         if current is not None and current.key == key:
+            if self.leases.shared:
+                await self.leases.acquire(session.id, response.token, force=True)  # a resume takes the stream over
             response.log = current
-            current.holder = response  # a resume takes the GET stream over
-        else:
-            takeover = not self.retired(key) and await self.leases.is_get_stream(session.id, stream_id)
-            if takeover:
-                # Another replica's GET stream (that replica may be dead): replay it to its end
-                # here, then continue on a GET stream of this replica (theirs retires).
-                await self.store.end(key)
-                # The stream it continues on is opened now, before the 200 and the replay, so
-                # nothing sent to the session meanwhile is lost (it waits in the new stream's log).
-                response.successor = await self.open_get_stream(session, tenant_id, response)
-        if self.leases.shared:
-            await self.leases.acquire(session.id, response.token, force=True)  # a resume takes the stream over
+            current.holder = response  # a resume takes the GET stream over (claimed once nothing can fail)
+            return response
+        takeover = not self.retired(key) and await self.leases.is_get_stream(session.id, stream_id)
+        if takeover:
+            # Another replica's GET stream (that replica may be dead): what was sent to the
+            # session while nobody held it is recorded into it first (issue 24 item 5), then it
+            # is replayed to its end here and continues on a GET stream of this replica (theirs retires).
+            # The stream it continues on is opened now, before the 200 and the replay, so
+            # nothing sent to the session meanwhile is lost (it waits in the new stream's log);
+            # the same step ends theirs.
+            response.successor = await self.open_get_stream(session, tenant_id, response, follows=key)
+        try:
+            if self.leases.shared:
+                await self.leases.acquire(session.id, response.token, force=True)  # a resume takes the stream over
+        except BaseException:
+            if response.successor is not None:  # a failed resume keeps nothing (issue 24 item 6)
+                with anyio.CancelScope(shield=True):
+                    await self._abandon(response.successor)
+            raise
         return response
 
-    async def open_get_stream(self, session: SessionRecord, tenant_id: str | None, holder: object) -> _GetLog:
-        """Start a new GET stream for ``session`` (the previous one retires), held by ``holder``."""
+    async def open_get_stream(
+        self, session: SessionRecord, tenant_id: str | None, holder: object, *, follows: StreamKey | None = None
+    ) -> _GetLog:
+        """Start a new GET stream for ``session`` (the previous one retires), held by ``holder``;
+        ``follows``: another replica's GET stream it continues (it takes what that one missed,
+        then ends: ``EventStore.open``).
+
+        A failure on the way (the store or the bus unreachable: ``StateUnavailableError``, 503)
+        gives back everything claimed so far (this process's slot, the stream, the bus
+        subscription, the pump), so a retry after recovery opens the stream, never 409 (issue 24
+        item 6)."""
         previous = self._gets.get(session.id)
         send, receive = anyio.create_memory_object_stream[dict[str, Any]](self.settings.stream_buffer_size)
         log = _GetLog(StreamKey(session.id, new_stream_id()), send, receive, holder=holder)
@@ -175,30 +206,39 @@ class ResumableStreams:
         if previous is not None:
             previous.send.close()
         try:
-            await self.store.open(log.key)
+            await self.store.open(log.key, get_stream=tenant_scope(tenant_id), follows=follows)
             await self.leases.note_get_stream(session.id, log.key.stream_id)
             if self.retry_ms(session.protocol_version) is not None:
                 await self.store.append(log.key, None)  # the priming event
+
+            def on_bus_close() -> None:  # the notifier: this stream fell behind, or it shuts down
+                if self.coordinator.shutting_down:
+                    connection = self.attachments.get(log.key)
+                    if isinstance(connection, Connection) and not connection.close():
+                        connection.drop("dropped")
+                else:
+                    log.send.close()
+
+            log.release_bus = await self.notifier.attach_get_stream(tenant_id, session.id, send, on_bus_close)
+            if self.notifier.recorder is not None:  # list changes recorded before the bus subscription took
+                await self.store.catch_up(log.key)
+            task = asyncio.get_running_loop().create_task(self._pump(log))
+            log.tasks.add(task)
+            task.add_done_callback(log.tasks.discard)
+            if self.announce is not None:
+                await self.announce(session.id, log.key.stream_id)
         except BaseException:
-            if self._gets.get(session.id) is log:
-                del self._gets[session.id]
+            with anyio.CancelScope(shield=True):
+                await self._abandon(log)
             raise
-
-        def on_bus_close() -> None:  # the notifier: this stream fell behind, or it shuts down
-            if self.coordinator.shutting_down:
-                connection = self.attachments.get(log.key)
-                if isinstance(connection, Connection) and not connection.close():
-                    connection.drop("dropped")
-            else:
-                log.send.close()
-
-        log.release_bus = await self.notifier.attach_get_stream(tenant_id, session.id, send, on_bus_close)
-        task = asyncio.get_running_loop().create_task(self._pump(log))
-        log.tasks.add(task)
-        task.add_done_callback(log.tasks.discard)
-        if self.announce is not None:
-            await self.announce(session.id, log.key.stream_id)
         return log
+
+    async def _abandon(self, log: _GetLog) -> None:
+        """Undo a GET stream whose opening failed: nothing of it stays claimed (issue 24 item 6)."""
+        log.holder = None
+        for task in tuple(log.tasks):
+            task.cancel()
+        await self._retire(log)
 
     async def taken_elsewhere(self, session_id: str, stream_id: str) -> None:
         """Another replica opened GET stream ``stream_id`` of the session: this replica's
@@ -229,8 +269,11 @@ class ResumableStreams:
                     except (anyio.EndOfStream, anyio.ClosedResourceError):
                         return
                 if message is not None:
+                    mark = message.get(BROADCAST_MARK, 0)
+                    if mark:  # a list change: stored once, whether by this pump or a catch-up
+                        message = {k: v for k, v in message.items() if k != BROADCAST_MARK}
                     try:
-                        await self.store.append(log.key, dumps(message))
+                        await self.store.append(log.key, dumps(message), broadcast=mark)
                     except McpError as exc:  # the store is unreachable: this notification is lost
                         logger.warning("a notification for a GET stream could not be stored: %s", exc)
                 elif log.holder is None and log.detached_at is not None and anyio.current_time() - log.detached_at >= retention:

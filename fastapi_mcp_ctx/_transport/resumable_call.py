@@ -8,7 +8,11 @@ The call runs inside this response and writes each event to the store before its
   as cancellation); the call runs on and a ``GET`` + ``Last-Event-ID`` resumes its stream;
 - ``ctx.close_sse_stream()`` (clients at 2025-11-25 or later) starts the stream if need be
   (priming event), then closes the connection after a ``retry`` hint; the call goes on;
-- at shutdown the same happens to every call of such a client (``_transport.shutdown``).
+- at shutdown the same happens to every call of such a client (``_transport.shutdown``);
+- with several replicas the stream is opened with the call's ``call_lost`` error and a lease of
+  this replica (``MCP_SESSION_LEASE_SECONDS``, renewed every third of it while the call runs):
+  should this replica die, a resumed reader ends the stream with that error once the lease
+  lapsed (``EventStore.end_lapsed``), instead of keep-alives for ever.
 
 ``CallResponse`` in ``_transport.streams`` is the non-resumable twin (2026 era, sessionless 2025,
 ``MCP_HTTP_RESUMABILITY=false``).
@@ -29,8 +33,8 @@ from starlette.types import Receive, Scope, Send
 from .._context.call_state import CallState
 from .._context.cancel_scope import new_cancel_scope
 from .._context.cancel_signal import CancelSignal
-from .._wire.jsonrpc import dumps
-from ..errors import ConfigurationError, StateUnavailableError
+from .._wire.jsonrpc import dumps, error_message
+from ..errors import CallLostError, ConfigurationError, StateUnavailableError
 from .events import StoredEvent, StreamKey, UnknownStreamError, new_stream_id
 from .resumable import ResumableStreams, sse_headers
 from .sessions import SessionRecord
@@ -43,6 +47,9 @@ _WATCH_AFTER: Final = 0.05
 """Seconds a stream runs before a task watches for the client's disconnect (most never need one:
 uvicorn drops writes to a gone client, and the call goes on either way)."""
 
+
+_RENEW_RETRY: Final = 0.5
+"""Seconds before a failed renewal of a call's lease is tried again."""
 
 _STORE_FAILURES: Final = (StateUnavailableError, ConfigurationError)
 """What an event store raises when Redis is unreachable or refuses (an outage, ``maxmemory``):
@@ -111,6 +118,7 @@ class ResumableCallResponse(Response):
     _receive: Receive | None = None
     _tasks: set[asyncio.Task[None]] | None = None
     _watch_later: asyncio.TimerHandle | None = None
+    _renewal: asyncio.Task[None] | None = None
     reason: End | None = None
 
     def __init__(
@@ -178,6 +186,8 @@ class ResumableCallResponse(Response):
             else:
                 await self._finish(reply)
         finally:
+            if self._renewal is not None:  # the call ended (answered, cancelled, failed): no more lease
+                self._renewal.cancel()
             if held:
                 coordinator.release_stream(self)
             if call.state is not None:
@@ -220,14 +230,25 @@ class ResumableCallResponse(Response):
         streams, send = self.streams, self._send
         assert send is not None
         key = StreamKey(self.session.id, new_stream_id())
+        leases = streams.leases
+        state = self._call.state
         try:
-            await streams.store.open(key)
+            if leases.shared and state is not None:
+                # several replicas: should this one die, the call's request id gets call_lost on
+                # its stream once the lease lapses (issue 24 item 4); renewed while the call runs
+                lost = dumps(error_message(state.request_id, CallLostError()))
+                await streams.store.open(key, lost=lost, lease_seconds=leases.lease_seconds)
+            else:
+                await streams.store.open(key)
             streams.call_stream_started(key)
             priming = await streams.store.append(key, None) if self._retry_ms is not None else None
         except _STORE_FAILURES:
             # the store is unreachable or refuses: the stream still goes out, live and without
             # ids (not resumable), so the call's messages and its answer reach the client
             self._live, priming = True, None
+        else:
+            if leases.shared and state is not None:
+                self._renewal = asyncio.get_running_loop().create_task(self._renew(key, leases.lease_seconds))
         self._stream_key, self._state, self._finished = key, "sse", anyio.Event()
         self._open = True
         self._detach = streams.attachments.attach(self)  # closable and resumable from now on
@@ -239,6 +260,19 @@ class ResumableCallResponse(Response):
         if priming is not None:
             await self._write(event_frame(key, StoredEvent(priming, None), self._retry_ms))
         return key
+
+    async def _renew(self, key: StreamKey, lease_seconds: float) -> None:
+        """Renew the call's lease on its stream every third of it until the call ends (an
+        unreachable store is retried sooner: the lease must not lapse while the call runs)."""
+        pause = lease_seconds / 3
+        while True:
+            await anyio.sleep(pause)
+            try:
+                await self.streams.store.hold(key, lease_seconds)
+            except _STORE_FAILURES:
+                pause = min(lease_seconds / 3, _RENEW_RETRY)
+            else:
+                pause = lease_seconds / 3
 
     async def _write(self, body: bytes, *, more: bool = True) -> None:
         if not self._open:

@@ -38,6 +38,13 @@ dropped (its session ended)."""
 KEEPALIVE: Final = b": keep-alive\r\n\r\n"
 _FLUSH_SECONDS: Final = 5.0
 _RETRY_SECONDS: Final = 0.5
+_MIN_WAIT: Final = 0.05
+_LAPSE_MARGIN: Final = 0.25
+"""Seconds past a call's lease before its reader looks again (the lease is on Redis's clock)."""
+_KEEPALIVE_DUE: Final = 0.9
+_OUTAGE_GRACE: Final = 2.0
+"""Seconds of a reachable store after an outage before a call's lapsed lease counts (its
+replica retries its renewal every 0.5 s: an outage alone never makes a call lost)."""
 
 
 def event_frame(key: StreamKey, event: StoredEvent, retry_ms: int | None) -> bytes:
@@ -119,26 +126,45 @@ async def tail(store: EventStore, connection: Connection, send: Send, after: int
     """
     cursor = after
     key = connection.key
+    written = anyio.current_time()
+    probe_at: float | None = written  # when to ask whether the stream's producer died (None: it has none)
     try:
         with connection._hard:  # pyright: ignore[reportPrivateUsage]
             try:
                 while connection.reason is None:
                     page = None
+                    now = anyio.current_time()
+                    wait = max(_MIN_WAIT, keepalive - (now - written))
+                    if probe_at is not None:
+                        wait = min(wait, max(_MIN_WAIT, probe_at - now))
                     with anyio.CancelScope() as waiting:
                         connection._waiting = waiting  # pyright: ignore[reportPrivateUsage]
                         if connection.reason is None:
                             try:
-                                page = await store.read(key, cursor, wait=keepalive)
+                                page = await store.read(key, cursor, wait=wait)
+                                if not page.events and not page.ended and probe_at is not None and anyio.current_time() >= probe_at:
+                                    # a call whose replica died: once its lease lapses, call_lost ends the stream
+                                    lapse = await store.end_lapsed(key)
+                                    if lapse == 0:
+                                        continue
+                                    probe_at = None if lapse is None else anyio.current_time() + lapse + _LAPSE_MARGIN
                             except StateUnavailableError:  # the store is unreachable: keep the connection, retry
                                 await _body(send, KEEPALIVE)
+                                written = anyio.current_time()
+                                if probe_at is not None:  # the running replica could not renew either: let it first
+                                    probe_at = written + _OUTAGE_GRACE
                                 await anyio.sleep(min(keepalive, _RETRY_SECONDS))
                                 continue
                     connection._waiting = None  # pyright: ignore[reportPrivateUsage]
                     if page is None:
                         break  # close() woke us: flush below
                     if not page.events and not page.ended:
-                        await _body(send, KEEPALIVE)
+                        now = anyio.current_time()
+                        if now - written >= keepalive * _KEEPALIVE_DUE:
+                            await _body(send, KEEPALIVE)
+                            written = now
                         continue
+                    written = anyio.current_time()
                     for event in page.events:
                         await _body(send, event_frame(key, event, connection.retry_ms))
                         cursor = event.seq

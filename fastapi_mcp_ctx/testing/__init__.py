@@ -316,4 +316,4 @@ class McpTestClient(WireExchange, StateReset, Notified, FeatureRequests):
         """
         response, messages = await self._send(method, params, None, headers, None, [])
         if response.status_code != 202:
-            raise response_error(method, response, next(iter(messages), None))
+            raise response_error(method, response, next(iter(messages), None), self.app)

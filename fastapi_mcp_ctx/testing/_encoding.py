@@ -14,6 +14,7 @@ from typing import Any, Final, Literal, cast
 
 import httpx
 
+from .._discovery import find_targets
 from .._wire.envelope import META_CAPABILITIES, META_CLIENT_INFO, META_LOG_LEVEL, META_VERSION, NAME_MEMBER, encode_header_value
 from ..errors import McpResponseError
 
@@ -94,21 +95,31 @@ def header_params_of(tool: Mapping[str, Any]) -> dict[str, str]:
     }
 
 
-def response_error(method: str, response: httpx.Response, final: Mapping[str, Any] | None) -> McpResponseError:
+def response_error(method: str, response: httpx.Response, final: Mapping[str, Any] | None, app: Any = None) -> McpResponseError:
     """The :class:`McpResponseError` of an error answer: the JSON-RPC ``error`` of ``final``, or
-    the start of the HTTP body when there is none."""
+    the start of the HTTP body when there is none. A bare 404 says what to fix: ``app`` (the app
+    under test) has no ``McpRouter``, or the path is not the router's."""
     raw = final.get("error") if final is not None else None
     error = cast(dict[str, Any], raw) if isinstance(raw, dict) else {}
     code = error.get("code")
     text = response.text[:500] or f"HTTP {response.status_code} without a JSON-RPC answer"
-    if response.status_code == 404 and not error:  # the app has no route there: a router under a prefix?
-        text += (
-            f" (no MCP endpoint at {response.request.url.path}: a router included with a prefix serves "
-            "<prefix>/mcp; pass it as McpTestClient(app, path=...))"
-        )
+    if response.status_code == 404 and not error:  # the app has no route there
+        where = response.request.url.path
+        if isinstance(getattr(app, "routes", None), list) and not find_targets(app):
+            text += f" (no MCP endpoint at {where}: the app has no McpRouter; add one with app.include_router(McpRouter()))"
+        else:
+            text += (
+                f" (no MCP endpoint at {where}: a router included with a prefix serves "
+                "<prefix>/mcp; pass it as McpTestClient(app, path=...))"
+            )
+    message = str(error["message"]) if "message" in error else text
+    data = error.get("data")
+    paths = cast(dict[str, Any], data).get("mcpPaths") if isinstance(data, dict) else None
+    if response.status_code == 404 and isinstance(paths, list) and paths:  # the app's pointer (_server.lost_requests)
+        message += f"; pass McpTestClient(app, path={cast(list[Any], paths)[0]!r})"
     return McpResponseError(
         code=code if isinstance(code, int) else None,
-        message=str(error["message"]) if "message" in error else text,
+        message=message,
         data=error.get("data"),
         http_status=response.status_code,
         headers=dict(response.headers),

@@ -42,6 +42,7 @@ class WireExchange:
     answerer: InputAnswerer
     notifications: list[dict[str, Any]]
     _http: httpx.AsyncClient | None
+    app: ASGIApp
     _app: ASGIApp
     _next_id: int
 
@@ -63,7 +64,7 @@ class WireExchange:
         notes = [m for m in messages if "method" in m and "id" not in m]
         self.notifications.extend(notes)
         if final is None or "error" in final or response.status_code >= 400:
-            raise response_error(method, response, final)
+            raise response_error(method, response, final, self.app)
         result = cast(dict[str, Any], final.get("result") or {})
         if self.validate:
             try:
@@ -107,4 +108,4 @@ class WireExchange:
         response = await self.http.post(self.path, content=json.dumps(reply, allow_nan=False).encode(), headers=sent)
         if response.status_code != 202:
             final = next(iter(messages_of(response.headers.get("content-type", ""), response.content)), None)
-            raise response_error(str(request["method"]), response, final)
+            raise response_error(str(request["method"]), response, final, self.app)

@@ -51,7 +51,12 @@ def test_lists_the_quickstart_tools(inspector: Inspector) -> None:
     assert add["description"] == "Add two integers."
     assert add["inputSchema"]["required"] == ["a", "b"]
     assert add["inputSchema"]["properties"]["a"] == {"description": "First addend", "title": "A", "type": "integer"}
-    assert add["outputSchema"] == {"type": "object", "properties": {"result": {"type": "integer"}}, "required": ["result"]}
+    assert add["outputSchema"] == {
+        "type": "object",
+        "properties": {"result": {"type": "integer"}},
+        "required": ["result"],
+        "x-fastmcp-wrap-result": True,  # FastMCP's client unwraps it; the Inspector ignores it
+    }
     assert add["annotations"] == {"readOnlyHint": True}
     assert tools["add_note"]["inputSchema"]["properties"]["text"]["minLength"] == 1
 

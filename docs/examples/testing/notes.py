@@ -21,7 +21,7 @@ API_KEYS = {"key-ada": Principal(subject="ada", tenant_id="acme")}  # a real app
 
 def authenticate(x_api_key: str | None = Header(default=None)) -> Principal | None:
     if x_api_key is None:
-        return None  # 401 with WWW-Authenticate: Bearer
+        return None  # 401, no challenge: an API key is no Bearer scheme
     principal = API_KEYS.get(x_api_key)
     if principal is None:
         raise HTTPException(401, "invalid API key")
