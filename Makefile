@@ -1,5 +1,5 @@
 # The two commands: `make run` (example MCP server on 127.0.0.1:8000) and `make test` (everything).
-.PHONY: run test typecheck docs services-stop bench conformance-server conformance
+.PHONY: run test test-loaded typecheck docs services-stop bench conformance-server conformance
 
 run:
 	scripts/bootstrap.sh run
@@ -7,6 +7,10 @@ run:
 
 test:
 	scripts/test.sh
+
+# `make test-loaded`: the same suite with stress-ng busying every core (no test may need a quiet machine).
+test-loaded:
+	scripts/test_loaded.sh
 
 typecheck:
 	scripts/bootstrap.sh test

@@ -434,7 +434,7 @@ class AsgiExchange:
         self._changed.set()
         self._changed = anyio.Event()
 
-    async def wait_for(self, predicate: Callable[[AsgiExchange], bool], timeout: float = 3.0) -> None:
+    async def wait_for(self, predicate: Callable[[AsgiExchange], bool], timeout: float = 30.0) -> None:
         """Wait until ``predicate(self)`` holds (fails after ``timeout`` seconds)."""
         with anyio.fail_after(timeout):
             while not predicate(self):
@@ -456,7 +456,7 @@ async def asgi_exchange(
     disconnect_after_body: bool = False,
     disconnect_after_response: bool = True,
     wait_started: bool = True,
-    start_timeout: float = 3.0,
+    start_timeout: float = 30.0,
 ) -> AsyncIterator[AsgiExchange]:
     """Call ``app`` as an ASGI server would, without buffering the response.
 
@@ -568,3 +568,20 @@ def guide_example(heading: str) -> dict[str, Any]:
     namespace: dict[str, Any] = {"__name__": "guide_example"}
     exec(compile(source, "docs/guide.md", "exec"), namespace)  # noqa: S102
     return namespace
+
+
+# -- time the test controls --------------------------------------------------------------------
+
+
+class SessionClock:
+    """The clock of a router's in-memory session store, moved by the test (``clock.advance(s)``)
+    instead of sleeping past an idle time: no assertion rests on how long a sleep took."""
+
+    def __init__(self, router: McpRouter) -> None:
+        import time
+
+        self.now = time.time()
+        router.sessions._clock = lambda: self.now  # type: ignore[attr-defined]  # MemorySessionStore
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds

@@ -138,7 +138,7 @@ def methods(exchange: AsgiExchange) -> list[str | None]:
     return [f.get("method") for f in frames(exchange)]
 
 
-async def wait_frames(exchange: AsgiExchange, count: int, timeout: float = 3.0) -> list[dict[str, Any]]:
+async def wait_frames(exchange: AsgiExchange, count: int, timeout: float = 30.0) -> list[dict[str, Any]]:
     """Wait until ``count`` frames arrived; returns them all."""
     await exchange.wait_for(lambda e: len(frames(e)) >= count, timeout)
     return frames(exchange)

@@ -86,7 +86,10 @@ def uvicorn_thread(app: Any, start_timeout: float = 10.0, *, path: str = "/mcp",
     """Serve the ASGI ``app`` with uvicorn on 127.0.0.1 (a free port) in a daemon thread
     (``lifespan`` as uvicorn's option); yield ``http://127.0.0.1:PORT`` + ``path``. Stops the
     server on exit."""
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", lifespan=lifespan))
+    # keep-alive 75 s (uvicorn's default is 5 s): on a loaded machine a client could reuse a
+    # connection the server was just closing as idle, and fail with "Connection closed"
+    config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", lifespan=lifespan, timeout_keep_alive=75)
+    server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, name="uvicorn-test", daemon=True)
     thread.start()
     deadline = time.monotonic() + start_timeout

@@ -69,7 +69,7 @@ class StdioProcess:
         data = message if isinstance(message, bytes) else json.dumps(message).encode() + b"\n"
         await self._stdin.send(data)
 
-    async def recv(self, timeout: float = 5.0) -> dict[str, Any]:
+    async def recv(self, timeout: float = 60.0) -> dict[str, Any]:
         """The next stdout line, which must be a JSON-RPC 2.0 object."""
         with anyio.fail_after(timeout):
             line = await self._stdout.receive_until(b"\n", MAX_LINE)
@@ -77,7 +77,7 @@ class StdioProcess:
         assert isinstance(message, dict) and message.get("jsonrpc") == "2.0", line[:200]
         return message
 
-    async def recv_json(self, timeout: float = 5.0) -> Any:
+    async def recv_json(self, timeout: float = 60.0) -> Any:
         """The next stdout line as JSON of any shape (a batch's answer is an array)."""
         with anyio.fail_after(timeout):
             line = await self._stdout.receive_until(b"\n", MAX_LINE)
@@ -108,12 +108,12 @@ class StdioProcess:
         await self._stdin.aclose()
         return time.monotonic()
 
-    async def wait(self, timeout: float = 5.0) -> int:
+    async def wait(self, timeout: float = 60.0) -> int:
         """The exit status, within ``timeout`` seconds."""
         with anyio.fail_after(timeout):
             return await self.process.wait()
 
-    async def rest_of_stdout(self, timeout: float = 5.0) -> list[dict[str, Any]]:
+    async def rest_of_stdout(self, timeout: float = 60.0) -> list[dict[str, Any]]:
         """Every message until stdout ends."""
         messages: list[dict[str, Any]] = []
         with anyio.fail_after(timeout):

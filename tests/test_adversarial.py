@@ -23,6 +23,7 @@ from conftest import (
     ACCEPT_BOTH,
     LEGACY,
     MODERN,
+    SessionClock,
     Wire,
     asgi_exchange,
     assert_error,
@@ -362,7 +363,7 @@ async def test_fault_declared_content_length_over_limit_is_413_without_waiting_f
     """A client declaring a 1 GB body and then stalling holds the request open forever
     (slowloris); the limit is only checked on bytes actually read."""
     headers = post_headers([*MODERN_LIST_HEADERS, (b"content-length", b"1000000000")])
-    status, body = await raw_asgi(app, "POST", headers, b'{"jsonrpc":', more_body_after=True, timeout=1.0)
+    status, body = await raw_asgi(app, "POST", headers, b'{"jsonrpc":', more_body_after=True, timeout=20.0)
     assert status == 413, f"no early 413 (status {status}, body {body!r})"
 
 
@@ -373,7 +374,7 @@ async def test_fault_declared_content_length_over_limit_is_413_without_waiting_f
 async def test_fault_tool_reading_request_body_does_not_hang(wire: Wire, era_name: str) -> None:
     """The router reads the body through ``receive`` itself and never caches it on the
     Request; a tool's ``await request.body()`` then waits for a disconnect forever."""
-    with anyio.fail_after(1.5):
+    with anyio.fail_after(30):  # it hangs forever when broken
         response = await wire.call_tool(era_name, "echo_body", {}, check=False)
     assert response.status_code == 200
     assert tool_text(result_of(response)).startswith('{"jsonrpc"')
@@ -385,13 +386,14 @@ async def test_fault_tool_reading_request_body_does_not_hang(wire: Wire, era_nam
 async def test_fault_live_session_companion_freed_after_idle_expiry() -> None:
     """White-box: ``LiveSessions`` entries (GET-stream queues, in-flight maps) are only
     removed on DELETE; sessions that expire by idleness leak them forever."""
-    app = build_app(session_idle_seconds=0.05)
+    app = build_app(session_idle_seconds=60)
     router = app.state.mcp_router
+    clock = SessionClock(router)
     async with open_client(app) as client:
         wire = Wire(client)
         await wire.initialize()
         await wire.call_tool("legacy", "add", {"a": 1, "b": 2})
-        await anyio.sleep(0.12)
+        clock.advance(61)
         gone = await wire.legacy("tools/list", check=False)
         assert gone.status_code == 404
         # Any later request gives the server a chance to sweep.
@@ -419,15 +421,17 @@ async def test_fault_duplicate_in_flight_id_keeps_cancellation_working(wire: Wir
     async with anyio.create_task_group() as tg:
         tg.start_soon(call, "short", 50)
         await anyio.sleep(0.01)
-        tg.start_soon(call, "long", 1200)
-        await anyio.sleep(0.2)  # the short call is done
+        tg.start_soon(call, "long", 5000)
+        with anyio.fail_after(30):  # the short call is done
+            while "short" not in results:
+                await anyio.sleep(0.01)
         note = await wire.post(rpc("notifications/cancelled", {"requestId": 7}, None), lh(wire))
         assert note.status_code == 202
     elapsed = time.monotonic() - started
     long_call = results["long"]
     message = final_message(long_call)
     duplicate_rejected = long_call.status_code == 400 and message.get("error", {}).get("code") == -32600
-    cancelled = message.get("error", {}).get("code") == -32800 and elapsed < 1.0
+    cancelled = message.get("error", {}).get("code") == -32800 and elapsed < 4.5  # not the 5 s run
     assert duplicate_rejected or cancelled, f"second call ran to completion after cancel: {message!r} ({elapsed:.2f}s)"
 
 
@@ -488,7 +492,7 @@ PARSE_ERRORS = {
 async def test_parse_errors_are_400_minus_32700_in_both_eras(wire: Wire, body: bytes) -> None:
     await wire.initialize()
     for headers in (lh(wire), mh(), {}):
-        with anyio.fail_after(1.5):
+        with anyio.fail_after(30):
             response = await wire.post(None, headers, content=body)
         assert_error(response, 400, -32700, request_id=None)
         no_internals(response)
@@ -732,7 +736,7 @@ async def test_second_get_stream_is_409_and_delete_ends_the_first(app: Any) -> N
         async with open_client(app) as client:
             deleted = await client.delete("/mcp", headers={"mcp-session-id": sid, "mcp-protocol-version": LEGACY})
             assert deleted.status_code == 200
-        with anyio.fail_after(1.0):
+        with anyio.fail_after(30):
             await first.finished.wait()
 
 

@@ -10,7 +10,19 @@ from typing import Any
 
 import anyio
 import pytest
-from conftest import LEGACY, Wire, asgi_exchange, assert_error, make_app, mcp_settings, modern_meta, open_client, result_of, rpc
+from conftest import (
+    LEGACY,
+    SessionClock,
+    Wire,
+    asgi_exchange,
+    assert_error,
+    make_app,
+    mcp_settings,
+    modern_meta,
+    open_client,
+    result_of,
+    rpc,
+)
 from notify_app import build, frames, get_stream, listen_body, listen_headers, listening, methods, tenant_auth, wait_frames
 
 from fastapi_mcp_ctx import McpRouter
@@ -224,22 +236,23 @@ def test_a_pinned_session_does_not_expire_and_its_idle_time_restarts_when_unpinn
 
 
 async def test_open_get_stream_keeps_the_session_and_delete_ends_the_stream() -> None:
-    app, router = build(session_idle_seconds=0.3)
+    app, router = build(session_idle_seconds=60)
+    clock = SessionClock(router)
     async with open_client(app) as client:
         wire = Wire(client)
         sid = await wire.initialize()
         async with get_stream(app, sid) as stream:
-            await anyio.sleep(0.6)  # twice the idle time, with only the GET stream open
+            clock.advance(120)  # twice the idle time, with only the GET stream open
             assert (await wire.legacy("ping")).status_code == 200
             assert await router.active_sessions(tenant_id="default") == [sid]
             assert (await client.delete("/mcp", headers={"mcp-session-id": sid, "mcp-protocol-version": LEGACY})).status_code == 200
-            with anyio.fail_after(3):
+            with anyio.fail_after(30):
                 await stream.done.wait()  # DELETE ended the stream
         assert await router.active_sessions(tenant_id="default") == []
         sid = await wire.initialize()
         async with get_stream(app, sid):
-            await anyio.sleep(0.1)
-        await anyio.sleep(0.5)  # the stream is gone: the idle timer runs again
+            clock.advance(120)
+        clock.advance(61)  # the stream is gone: the idle timer runs again
         assert (await wire.legacy("ping", check=False)).status_code == 404
 
 

@@ -15,6 +15,7 @@ import pytest
 from conftest import (
     ACCEPT_BOTH,
     LEGACY,
+    SessionClock,
     Wire,
     asgi_exchange,
     assert_error,
@@ -38,7 +39,9 @@ def build_app(**settings: Any) -> Any:
         """Add two integers."""
         return a + b
 
-    return make_app(router)
+    app = make_app(router)
+    app.state.mcp_router = router
+    return app
 
 
 @pytest.fixture
@@ -172,11 +175,12 @@ async def test_b01_session_header_ignored_in_2026(wire: Wire) -> None:
 
 
 async def test_b01_expired_session_is_404() -> None:
-    app = build_app(session_idle_seconds=0.05)
+    app = build_app(session_idle_seconds=60)
+    clock = SessionClock(app.state.mcp_router)
     async with open_client(app) as client:
         wire = Wire(client)
         await wire.initialize()
-        await anyio.sleep(0.15)
+        clock.advance(61)
         assert (await wire.legacy("tools/list")).status_code == 404
 
 

@@ -34,6 +34,7 @@ from fastapi_mcp_ctx.errors import InvalidRequestError
 
 PROGRESS: list[str] = []
 FINISHED: list[str] = []
+STARTED: list[str] = []
 
 
 def build_app() -> Any:
@@ -93,6 +94,7 @@ def build_app() -> Any:
     @router.tool()
     def block(seconds: float) -> str:
         """A sync tool: its thread cannot be interrupted."""
+        STARTED.append("block")
         time.sleep(seconds)
         FINISHED.append("block")
         return "full result"
@@ -100,10 +102,17 @@ def build_app() -> Any:
     return make_app(router)
 
 
+async def _running() -> None:
+    with anyio.fail_after(30):
+        while not STARTED:
+            await anyio.sleep(0.01)
+
+
 @pytest.fixture
 def app() -> Any:
     PROGRESS.clear()
     FINISHED.clear()
+    STARTED.clear()
     return build_app()
 
 
@@ -288,11 +297,11 @@ async def test_cancelled_sync_tool_gets_32800_not_its_result(wire: Wire) -> None
     replies: list[httpx.Response] = []
 
     async def call() -> None:
-        replies.append(await wire.legacy("tools/call", {"name": "block", "arguments": {"seconds": 0.6}}, request_id=7, check=False))
+        replies.append(await wire.legacy("tools/call", {"name": "block", "arguments": {"seconds": 2.0}}, request_id=7, check=False))
 
     async with anyio.create_task_group() as tg:
         tg.start_soon(call)
-        await anyio.sleep(0.2)
+        await _running()  # the cancel must reach a running call: 2 s of margin from here
         note = await wire.post(
             {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 7}}, wire.legacy_headers()
         )
@@ -308,11 +317,11 @@ async def test_session_delete_drops_a_running_sync_tools_result(wire: Wire) -> N
     replies: list[httpx.Response] = []
 
     async def call() -> None:
-        replies.append(await wire.legacy("tools/call", {"name": "block", "arguments": {"seconds": 0.6}}, check=False))
+        replies.append(await wire.legacy("tools/call", {"name": "block", "arguments": {"seconds": 2.0}}, check=False))
 
     async with anyio.create_task_group() as tg:
         tg.start_soon(call)
-        await anyio.sleep(0.2)
+        await _running()  # the cancel must reach a running call: 2 s of margin from here
         deleted = await wire.client.delete("/mcp", headers={"mcp-session-id": sid, "mcp-protocol-version": LEGACY})
         assert deleted.status_code == 200
     assert "full result" not in replies[0].text
@@ -322,9 +331,9 @@ async def test_session_delete_drops_a_running_sync_tools_result(wire: Wire) -> N
 async def test_stdio_cancelled_sync_tool_is_never_answered(tmp_path: Path) -> None:
     async with spawn(tmp_path) as server:
         await server.initialize()
-        await server.send(rpc("tools/call", {"name": "stubborn", "arguments": {"seconds": 0.5}}, 5))
+        await server.send(rpc("tools/call", {"name": "stubborn", "arguments": {"seconds": 2.0}}, 5))
         await server.send(rpc("tools/list", None, 6))
         assert (await server.recv())["id"] == 6  # the call is running
-        await server.send(notification("notifications/cancelled", {"requestId": 5}))
-        await server.expect_silence(1.0)  # the thread wakes up after 0.5 s: its result is dropped
+        await server.send(notification("notifications/cancelled", {"requestId": 5}))  # 2 s of margin before it wakes
+        await server.expect_silence(3.0)  # the thread wakes up after 2 s: its result is dropped
         assert (await server.request("ping", None, 8))["id"] == 8

@@ -92,6 +92,6 @@ async def test_hung_stores_are_checked_at_once_and_say_why() -> None:
 
     started = time.monotonic()
     report = await readiness(sessions=Hung(), events=Hung(), bus=Hung(), state=Hung(), timeout=0.3)
-    assert time.monotonic() - started < 1.5
+    assert time.monotonic() - started < 10  # one 0.3 s timeout, not the 30 s hang of each check
     assert report["ready"] is False
     assert set(report["checks"].values()) == {"unavailable: no answer within 0.3 s"}

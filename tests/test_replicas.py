@@ -14,6 +14,7 @@ from conftest import LEGACY, Wire, asgi_exchange, open_client, rpc, sse_events
 from notify_app import frames, get_stream, listening, wait_frames
 from replica_app import ASKED, ENDED, two_replicas
 from resume_wire import call_body, legacy_headers, post_call
+from test_redis_stores import age
 
 from fastapi_mcp_ctx._transport.subscriptions import SessionAddress
 
@@ -206,11 +207,12 @@ async def test_a_listen_stream_on_b_gets_a_change_made_on_a_tagged_and_filtered(
 
 
 async def test_one_get_stream_per_session_across_replicas_and_the_lease_expires_after_its_holder() -> None:
-    async with two_replicas(session_lease_seconds=0.6) as (app_a, router_a, app_b, _):
+    # a 3 s lease renewed every second: 2 s of margin for a renewal a loaded machine delays
+    async with two_replicas(session_lease_seconds=3.0) as (app_a, router_a, app_b, _):
         session = await initialize(app_a)
         headers = {"accept": "text/event-stream", "mcp-session-id": session, "mcp-protocol-version": LEGACY}
         async with get_stream(app_a, session):
-            await anyio.sleep(0.9)  # renewed past its first lifetime
+            await anyio.sleep(3.5)  # renewed past its first lifetime
             async with asgi_exchange(app_b, "GET", headers=headers) as second:
                 assert second.status == 409
         async with get_stream(app_b, session):  # released when a's connection ended
@@ -220,18 +222,19 @@ async def test_one_get_stream_per_session_across_replicas_and_the_lease_expires_
         assert await leases.acquire(session, "dead-replica")
         async with asgi_exchange(app_b, "GET", headers=headers) as refused:
             assert refused.status == 409
-        await anyio.sleep(0.8)
+        await age(router_a.sessions, session, 3.1)  # its 3 s pass (the test's clock, not a sleep)
         async with get_stream(app_b, session) as reopened:
             assert reopened.status == 200
 
 
 async def test_an_open_get_stream_on_a_keeps_the_session_alive_for_b() -> None:
-    async with two_replicas(session_idle_seconds=1.0, session_lease_seconds=0.6) as (app_a, _, app_b, _):
+    # idle 4 s, the lease (renewed every 2/3 s, each renewal restarting the idle time) 2 s: 3 s of margin
+    async with two_replicas(session_idle_seconds=4.0, session_lease_seconds=2.0) as (app_a, _, app_b, router_b):
         session = await initialize(app_a)
         async with get_stream(app_a, session):
-            await anyio.sleep(1.8)
+            await anyio.sleep(5.0)  # past the idle time, with only the GET stream open
             assert (await call(app_b, session, "where")).status_code == 200
-        await anyio.sleep(1.5)
+        await age(router_b.sessions, session, 100)  # the stream is gone: its idle time passes (the test's clock)
         assert (await call(app_b, session, "where")).status_code == 404
 
 

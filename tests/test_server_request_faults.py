@@ -64,7 +64,7 @@ async def test_b06_stateless_request_fails_fast_with_a_reason(mode: str, method:
     started = time.monotonic()
     async with calling(app, None, {"method": method, "params": params, "timeout": 30}) as exchange:
         await finished(exchange)
-    assert time.monotonic() - started < 2  # never waits out the 30 s timeout
+    assert time.monotonic() - started < 15  # never waits out the 30 s timeout (margins for a loaded machine)
     assert exchange.headers["content-type"] == "application/json"  # no SSE stream, no request on the wire
     result = json.loads(exchange.body)["result"]
     assert result["isError"] is True
@@ -134,7 +134,7 @@ async def test_b45_an_undeclared_roots_request_fails_with_nothing_on_the_wire() 
         started = time.monotonic()
         async with calling(app, session, {"method": "roots/list", "timeout": 30}) as exchange:
             await finished(exchange)
-    assert time.monotonic() - started < 2
+    assert time.monotonic() - started < 15  # not the 30 s timeout
     assert exchange.headers["content-type"] == "application/json"
     assert isinstance(RAISED[0], MissingCapabilityError) and RAISED[0].required == {"roots": {}}
     assert len(router.pending) == 0

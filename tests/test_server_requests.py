@@ -127,7 +127,7 @@ async def test_timeout_raises_and_cancels_the_request_on_the_stream() -> None:
             await finished(exchange)
         elapsed = time.monotonic() - started
         request, cancelled, final = frames(exchange)
-        assert 0.2 <= elapsed < 2
+        assert 0.2 <= elapsed < 15  # its 0.2 s timeout (margins for a loaded machine)
         assert request["method"] == "ping"
         assert cancelled == {
             "jsonrpc": "2.0",
@@ -192,7 +192,7 @@ async def test_an_undeclared_capability_fails_at_once_with_nothing_sent(
         started = time.monotonic()
         async with calling(app, session, {"method": method, "params": params, "timeout": 30}) as exchange:
             await finished(exchange)
-    assert time.monotonic() - started < 2
+    assert time.monotonic() - started < 15  # not the 30 s timeout
     assert exchange.headers["content-type"] == "application/json"  # nothing preceded the result
     result = json.loads(exchange.body)["result"]
     assert result["isError"] is True and "Reconnect with a client that declares it" in tool_text(result)
@@ -236,7 +236,7 @@ async def test_a_json_only_client_fails_at_once() -> None:
         started = time.monotonic()
         async with calling(app, session, {"method": "ping", "timeout": 30}, accept="application/json") as exchange:
             await finished(exchange)
-    assert time.monotonic() - started < 2
+    assert time.monotonic() - started < 15  # not the 30 s timeout
     assert exchange.headers["content-type"] == "application/json"
     (exc,) = RAISED
     assert isinstance(exc, NoBackChannelError) and exc.code == -32600
@@ -253,7 +253,7 @@ async def test_the_2026_era_fails_at_once() -> None:
         wire = Wire(client)
         started = time.monotonic()
         response = await wire.modern("tools/call", {"name": "ask", "arguments": {"method": "ping", "timeout": 30}})
-    assert time.monotonic() - started < 2
+    assert time.monotonic() - started < 15  # not the 30 s timeout
     result = result_of(response)
     assert result["isError"] is True and "2026-07-28 era has no server→client requests" in tool_text(result)
     assert isinstance(RAISED[0], NoBackChannelError) and len(router.pending) == 0
@@ -432,7 +432,7 @@ async def test_a_disconnect_removes_the_entry_when_it_cancels_the_call() -> None
         async with calling(app, session, {"method": "ping", "timeout": 30}) as exchange:
             await wait_frames(exchange, 1)
             exchange.disconnect.set()
-            with anyio.fail_after(3):
+            with anyio.fail_after(30):
                 await exchange.finished.wait()
     assert len(router.pending) == 0
 
@@ -492,6 +492,6 @@ async def test_a_malformed_answer_fails_the_waiting_request_at_once(body: dict[s
             response = await wire.post({"jsonrpc": "2.0", "id": request["id"], **body}, wire.legacy_headers(...))
             assert response.status_code == 400 and response.json()["error"]["code"] == -32600
             await finished(exchange)
-            assert time.monotonic() - started < 5
+            assert time.monotonic() - started < 15  # not the 30 s timeout
     (exc,) = RAISED
     assert isinstance(exc, ClientResponseError) and exc.code == -32600 and "malformed" in exc.client_message

@@ -102,7 +102,7 @@ async def test_send_request_without_a_session_fails_at_once(mode: str) -> None:
         wire = Wire(client)
         started = time.monotonic()
         response = await wire.legacy("tools/call", {"name": "ping_client", "arguments": {}}, session=None)
-    assert time.monotonic() - started < 2
+    assert time.monotonic() - started < 15  # not the 60 s server-request timeout
     assert response.headers["content-type"] == "application/json"
     result = result_of(response)
     assert result["isError"] is True

@@ -108,4 +108,4 @@ async def test_end_of_input_while_waiting_ends_the_process(tmp_path: Path) -> No
         closed = await server.close_stdin()
         await server.rest_of_stdout()
         assert await server.wait() == 0
-        assert time.monotonic() - closed < 3
+        assert time.monotonic() - closed < 15  # not the 30 s timeout

@@ -55,7 +55,7 @@ async def test_pending_table_routes_a_response_to_its_waiter() -> None:
     assert not table.resolve(JsonRpcResponse(str(first), {}, None))  # "1" is not 1
     assert not table.resolve(JsonRpcResponse(None, None, {"code": -32700, "message": "x"}))
     assert not table.resolve(JsonRpcResponse(999, {}, None))  # never sent
-    assert (await table.wait(second, timeout=1)).result == {"ok": 2}
+    assert (await table.wait(second, timeout=30)).result == {"ok": 2}
     assert len(table) == 1
 
     async def answer_later() -> None:
@@ -64,7 +64,7 @@ async def test_pending_table_routes_a_response_to_its_waiter() -> None:
 
     async with anyio.create_task_group() as tg:
         tg.start_soon(answer_later)
-        response = await table.wait(first, timeout=2)
+        response = await table.wait(first, timeout=30)
     assert response.error == {"code": -1, "message": "declined"} and len(table) == 0
 
 
@@ -85,7 +85,7 @@ async def test_pending_entries_leave_on_timeout_and_close() -> None:
     async with anyio.create_task_group() as tg:
         tg.start_soon(close_soon)
         with pytest.raises(anyio.ClosedResourceError):
-            await table.wait(waiting, timeout=2)
+            await table.wait(waiting, timeout=30)
     assert len(table) == 0
     with pytest.raises(anyio.ClosedResourceError):
         table.open()
@@ -157,7 +157,7 @@ def _write(fd: int, message: dict[str, Any]) -> None:
 
 async def _read_line(fd: int) -> dict[str, Any]:
     data = b""
-    with anyio.fail_after(5):
+    with anyio.fail_after(30):
         while not data.endswith(b"\n"):
             data += await anyio.to_thread.run_sync(os.read, fd, 1)
     return json.loads(data)

@@ -16,12 +16,12 @@ from fastapi_mcp_ctx.errors import UriMatchError
 
 # Text rich in what breaks matchers: reserved characters, '%', '/', '+', spaces, non-ASCII.
 TRICKY = st.text(alphabet=st.sampled_from([*"aZ09-._~:/?#[]@!$&'()*+,;=% ", "é", "ü", "中", "😀", "\u00a0"]), max_size=12)
-NO_SLASH = TRICKY.filter(lambda s: "/" not in s)
+NO_SLASH = TRICKY.filter(lambda s: "/" not in s and s not in (".", ".."))  # one segment: no '/', no dot segment
 NON_EMPTY = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), min_size=1, max_size=8)
 
 
 @settings(max_examples=300, deadline=None)
-@given(owner=NO_SLASH, path=TRICKY, segments=st.lists(TRICKY, max_size=4), q=st.none() | TRICKY, limit=st.none() | TRICKY)
+@given(owner=NO_SLASH, path=TRICKY, segments=st.lists(NO_SLASH, max_size=4), q=st.none() | TRICKY, limit=st.none() | TRICKY)
 def test_match_is_the_inverse_of_expansion(owner: str, path: str, segments: list[str], q: str | None, limit: str | None) -> None:
     cases = [
         (UriTemplate("test://users/{owner}/profile"), {"owner": owner}),
@@ -117,7 +117,7 @@ def test_a_query_on_a_template_without_one_does_not_match() -> None:
 def test_path_segments() -> None:
     template = UriTemplate("repo://{owner}{/parts*}")
     assert template.match("repo://me") == {"owner": "me", "parts": []}
-    assert template.match("repo://me/a/b%2Fc/") == {"owner": "me", "parts": ["a", "b/c", ""]}
+    assert template.match("repo://me/a/b%2Cc/") == {"owner": "me", "parts": ["a", "b,c", ""]}
     assert template.expand({"owner": "me", "parts": ["a b", "c"]}) == "repo://me/a%20b/c"
 
 
@@ -128,3 +128,39 @@ def test_path_segments() -> None:
 def test_unsupported_or_ambiguous_templates_are_refused_at_registration(template: str) -> None:
     with pytest.raises(ValueError):
         UriTemplate(template)
+
+
+# -- every operator decoding into one segment refuses '/' and dot segments (issue 24 item 10) ----
+
+SEGMENT_TEMPLATES = [
+    ("pseg://d/{seg}", "pseg://d/{}"),  # simple
+    ("pseg://d/{a,seg}", "pseg://d/x,{}"),  # simple, two variables
+    ("pseg://d{/seg}", "pseg://d/{}"),  # path segment
+    ("pseg://d{/a,seg}", "pseg://d/x/{}"),  # path segments, two variables
+    ("pseg://d{/seg*}", "pseg://d/x/{}/y"),  # exploded: each item
+]
+TRAVERSALS = ["..%2F..%2Fetc%2Fpasswd", "a%2Fb", "%2F", "..", ".", "%2E%2E", "%2e", ".%2E"]
+
+
+@pytest.mark.parametrize(("template", "form"), SEGMENT_TEMPLATES)
+@pytest.mark.parametrize("value", TRAVERSALS)
+def test_every_segment_operator_refuses_slashes_and_dot_segments(template: str, form: str, value: str) -> None:
+    with pytest.raises(UriMatchError) as caught:
+        UriTemplate(template).match(form.format(value))
+    assert caught.value.code == -32602 and caught.value.reason == "invalid_uri"
+    assert caught.value.data["uri"] == form.format(value)
+
+
+@pytest.mark.parametrize(("template", "form"), SEGMENT_TEMPLATES)
+@pytest.mark.parametrize("value", ["...", ".a", "a.", "%2E%2E%2E", "a%20b", "%C3%A9"])
+def test_segment_operators_keep_dotted_names_that_are_not_dot_segments(template: str, form: str, value: str) -> None:
+    values = UriTemplate(template).match(form.format(value))
+    assert values is not None
+    seg = values["seg"]
+    decoded = seg if isinstance(seg, str) else seg[1]
+    assert decoded == {"%2E%2E%2E": "...", "a%20b": "a b", "%C3%A9": "é"}.get(value, value)
+
+
+def test_reserved_expansion_and_query_values_are_not_segments() -> None:
+    assert UriTemplate("file:///{+path}").match("file:///a/../../etc%2Fpasswd") == {"path": "a/../../etc/passwd"}  # the handler confines it
+    assert UriTemplate("q://x{?p}").match("q://x?p=..%2Fa") == {"p": "../a"}

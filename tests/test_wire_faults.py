@@ -315,8 +315,8 @@ async def test_stalled_body_is_408(framing: tuple[bytes, bytes], guarded: bool) 
     app.include_router(router, dependencies=[Depends(lambda: None)] if guarded else [])
     headers = [(b"host", b"127.0.0.1"), (b"content-type", b"application/json"), (b"accept", ACCEPT_BOTH.encode()), framing]
     started = anyio.current_time()
-    status, body = await raw_asgi(app, "POST", headers, b'{"jsonrpc":"2.0","id":1,', more_body_after=True, timeout=3.0)
-    assert 0.25 < anyio.current_time() - started < 3
+    status, body = await raw_asgi(app, "POST", headers, b'{"jsonrpc":"2.0","id":1,', more_body_after=True, timeout=30.0)
+    assert 0.25 < anyio.current_time() - started < 20  # the 0.3 s bound, not a hang (margins for a loaded machine)
     assert status == 408
     error = json.loads(body)["error"]
     assert error["code"] == -32600 and error["data"]["reason"] == "body_timeout"
@@ -338,7 +338,7 @@ async def test_body_timeout_default_and_env(monkeypatch: pytest.MonkeyPatch) -> 
 
 
 async def test_a_body_in_many_chunks_within_the_limit_is_served() -> None:
-    app = build_app(body_timeout_seconds=2.0)
+    app = build_app(body_timeout_seconds=60.0)  # the chunks come at once: far within it
     body = rpc("initialize", {"protocolVersion": LEGACY, "capabilities": {}, "clientInfo": {"name": "c", "version": "1"}}, 1)
     data = json.dumps(body).encode()
     chunks = [data[i : i + 16] for i in range(0, len(data), 16)]

@@ -28,11 +28,12 @@ from fastapi.background import BackgroundTasks
 from starlette.requests import Request
 
 from .._auth.scopes import may_use, require_scopes
-from .._transport.subscriptions import ResourceSubscriptions, SessionAddress, normalize_uri
+from .._transport.subscriptions import ResourceSubscriptions, SessionAddress
 from .._wire.pages import paginate
+from .._wire.uris import normalize_uri
 from ..auth import Principal
 from ..context import Context
-from ..errors import InvalidParamsError, InvalidRequestError, McpError, ResourceNotFoundError, UnknownPromptError
+from ..errors import InvalidParamsError, InvalidRequestError, McpError, ResourceNotFoundError, UnknownPromptError, UriMatchError
 from ..settings import McpSettings
 from .cache_hints import CacheHints
 from .completions import build_completer, parse_request, shape_completion
@@ -173,9 +174,7 @@ class Features:
         if subscriber is None:
             raise InvalidRequestError(f"{method} needs a session (initialize first, MCP_SESSION_MODE=stateful)")
         if method == "resources/subscribe":
-            resource, _ = self.resources.find(uri, era)  # only what can be read can be watched
-            if resource.scopes:
-                require_scopes(resource.scopes, principal, settings)
+            self.authorize_watch(uri, era, principal, settings)
             try:
                 await self.subscriptions.subscribe(subscriber, normalize_uri(uri))
             except OverflowError as exc:
@@ -183,6 +182,28 @@ class Features:
         else:
             await self.subscriptions.unsubscribe(subscriber, normalize_uri(uri))
         return {}
+
+    def authorize_watch(self, uri: str, era: str, principal: Principal | None, settings: McpSettings, *, unknown_ok: bool = False) -> None:
+        """Check ``principal`` may hear updates of ``uri``: only what it may read can be watched,
+        with the scopes of the resource serving ``uri`` (2025 ``resources/subscribe``; 2026
+        ``subscriptions/listen``, each URI of ``resourceSubscriptions``).
+
+        Args:
+            unknown_ok: a URI no resource serves (or a template fits but refuses) is allowed (listen:
+                the application may publish updates of URIs it serves otherwise); else refused.
+
+        Raises:
+            InsufficientScopeError: the resource needs scopes ``principal`` lacks (403).
+            ResourceNotFoundError / UriMatchError: nothing serves ``uri`` (unless ``unknown_ok``).
+        """
+        try:
+            resource, _ = self.resources.find(uri, era)
+        except (ResourceNotFoundError, UriMatchError):
+            if unknown_ok:
+                return
+            raise
+        if resource.scopes:
+            require_scopes(resource.scopes, principal, settings)
 
     # -- methods with a handler -----------------------------------------------------------
     def prepare(self, method: str, params: Mapping[str, Any], era: str, *, principal: Principal | None, settings: McpSettings) -> Invocation:

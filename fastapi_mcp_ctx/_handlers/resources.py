@@ -31,6 +31,7 @@ from pydantic_core import to_jsonable_python
 from .._auth.scopes import normalize_scopes
 from .._wire.safe_text import encode
 from .._wire.uri_template import UriTemplate, UriValue
+from .._wire.uris import normalize_uri
 from ..contracts import ErrorContract, meta_with_contracts
 from ..errors import ResourceNotFoundError
 from .cache_hints import CacheHints
@@ -136,22 +137,25 @@ class ResourceRegistry:
     def add(self, resource: ResourceDef) -> None:
         """Register ``resource``; ValueError when its URI or template is taken."""
         table = self._static if resource.template is None else self._templates
-        if resource.uri in table:
+        key = normalize_uri(resource.uri) if resource.template is None else resource.uri
+        if key in table:
             raise ValueError(f"a resource {resource.uri!r} is already registered")
-        table[resource.uri] = resource
+        table[key] = resource
 
     def template(self, template: str) -> ResourceDef | None:
         """The template registered as ``template`` (exact text), or None."""
         return self._templates.get(template)
 
     def find(self, uri: str, era: str) -> tuple[ResourceDef, dict[str, UriValue]]:
-        """The resource serving ``uri`` and its decoded variables.
+        """The resource serving ``uri`` and its decoded variables: the static resource whose URI
+        has ``uri``'s normal form (``_wire.uris.normalize_uri``, RFC 3986 §6.2.2), else the first
+        template matching ``uri``.
 
         Raises:
             ResourceNotFoundError: nothing serves it. UriMatchError: a template fits but a
                 value is malformed (``-32602``).
         """
-        static = self._static.get(uri)
+        static = self._static.get(normalize_uri(uri))  # docs://%70ayroll is docs://payroll, its scopes included
         if static is not None:
             return static, {}
         for resource in self._templates.values():

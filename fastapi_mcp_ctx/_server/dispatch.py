@@ -300,9 +300,11 @@ class Dispatcher(CallPreparation):
         if notifier is None or not notifier.served.any:
             raise MethodNotFoundError(data={"method": message.method})
         tenant, owner = (principal.tenant_id, principal.owner_key) if principal is not None else ("default", None)
-        stream = await notifier.open_listen(
-            message.id, parse_filter(message.params, notifier.served), tenant_id=tenant, owner=owner
-        )
+        listen_filter = parse_filter(message.params, notifier.served)
+        if self.features is not None:  # each URI needs its resource's scopes, as 2025 resources/subscribe (403)
+            for uri in listen_filter.resource_uris:
+                self.features.authorize_watch(uri, "modern", principal, self.settings, unknown_ok=True)
+        stream = await notifier.open_listen(message.id, listen_filter, tenant_id=tenant, owner=owner)
         return ListenResponse(stream, notifier.hub, keepalive_seconds=self.settings.keepalive_seconds, headers=headers)
 
     def _tools_list(self, cursor: Any, envelope: RequestEnvelope) -> dict[str, Any]:

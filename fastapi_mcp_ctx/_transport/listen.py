@@ -38,9 +38,9 @@ from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
 from .._wire.jsonrpc import RequestId, notification_message
+from .._wire.uris import normalize_uri
 from ..errors import InvalidParamsError, StateUnavailableError
 from .streams import SSE_HEADERS, sse_frame
-from .subscriptions import normalize_uri
 
 __all__ = [
     "LIST_CHANGED_METHODS",

@@ -38,10 +38,11 @@ import anyio
 from anyio.streams.memory import MemoryObjectSendStream
 
 from .._wire.jsonrpc import RequestId, dumps, notification_message
+from .._wire.uris import normalize_uri
 from ..context import get_request_context
 from .bus import EVENTS_CHANNEL, MessageBus, Unsubscribe, encode_message, session_channel, session_prefix
 from .listen import LIST_CHANGED_METHODS, TENANT_KEY, UPDATED_METHOD, ChangeKind, ListenFilter, ListenHub, ListenStream, Served
-from .subscriptions import ResourceSubscriptions, normalize_uri
+from .subscriptions import ResourceSubscriptions
 
 __all__ = ["BROADCAST_MARK", "CALLER", "Notifier", "Recorder", "served_from", "tenant_scope"]
 

@@ -9,7 +9,6 @@ visible ASCII; an ended or unknown id gets 404.
 
 from __future__ import annotations
 
-import json
 import logging
 import secrets
 import time
@@ -22,6 +21,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 
 from .._context.cancel_signal import CancelSignal
 from ..errors import InvalidParamsError
+from .client_metadata import encode_metadata, parse_metadata
 
 __all__ = [
     "LiveSession",
@@ -54,8 +54,7 @@ def check_client_metadata(params: dict[str, Any], max_bytes: int) -> None:
     Raises:
         InvalidParamsError: over the limit (``-32602``, HTTP 400), naming the limit and the setting.
     """
-    kept = {"capabilities": params.get("capabilities"), "clientInfo": params.get("clientInfo")}
-    size = len(json.dumps(kept, separators=(",", ":"), ensure_ascii=False).encode())
+    size = len(encode_metadata(params.get("capabilities"), params.get("clientInfo")))  # pyright: ignore[reportArgumentType]
     if size > max_bytes:
         raise InvalidParamsError(
             f"initialize: capabilities and clientInfo take {size} bytes of JSON; a session keeps at most "
@@ -68,40 +67,100 @@ def new_session_id() -> str:
     return secrets.token_hex(16)
 
 
-@dataclass(slots=True)
 class SessionRecord:
     """What a 2025 session remembers between requests (all JSON-able).
 
     Attributes:
         id: the ``Mcp-Session-Id``.
         protocol_version: negotiated in ``initialize``.
-        client_capabilities / client_info: from ``initialize`` params.
+        client_capabilities / client_info: from ``initialize`` params (read-only properties).
+        client_metadata: both as the compact JSON bytes :func:`encode_metadata` makes (what
+            ``MCP_MAX_CLIENT_METADATA_BYTES`` measures).
         log_level: set by ``logging/setLevel`` (None: every level).
         owner: the authenticated principal the session is bound to (None without auth).
         created_at / last_seen: UNIX times in seconds.
+
+    A record built from parsed objects (a shared store's, read for one request) keeps them; a
+    :meth:`compact` one (what :class:`MemorySessionStore` holds) keeps only the bytes and parses
+    them on use (``_transport/client_metadata.py``: parsed objects take about 8x their JSON).
     """
 
-    id: str
-    protocol_version: str
-    client_capabilities: dict[str, Any] = field(default_factory=lambda: {})
-    client_info: dict[str, Any] | None = None
-    log_level: str | None = None
-    owner: str | None = None
-    created_at: float = field(default_factory=time.time)
-    last_seen: float = field(default_factory=time.time)
+    __slots__ = ("_metadata", "_parsed", "created_at", "id", "last_seen", "log_level", "owner", "protocol_version")
+
+    def __init__(
+        self,
+        id: str,  # noqa: A002 - the spec's name for it
+        protocol_version: str,
+        client_capabilities: dict[str, Any] | None = None,
+        client_info: dict[str, Any] | None = None,
+        log_level: str | None = None,
+        owner: str | None = None,
+        created_at: float | None = None,
+        last_seen: float | None = None,
+        *,
+        client_metadata: bytes | None = None,
+    ) -> None:
+        self.id = id
+        self.protocol_version = protocol_version
+        self.log_level = log_level
+        self.owner = owner
+        now = time.time()
+        self.created_at = now if created_at is None else created_at
+        self.last_seen = now if last_seen is None else last_seen
+        self._metadata = client_metadata
+        self._parsed: tuple[dict[str, Any], dict[str, Any] | None] | None = (
+            None if client_metadata is not None else ({} if client_capabilities is None else client_capabilities, client_info)
+        )
 
     @classmethod
     def from_initialize(cls, params: dict[str, Any], protocol_version: str, owner: str | None = None) -> SessionRecord:
-        """A new session (fresh id) for ``initialize`` params: ``capabilities`` and ``clientInfo``
-        kept when they are objects."""
+        """A new, compact session (fresh id) for ``initialize`` params: ``capabilities`` and
+        ``clientInfo`` kept (as JSON bytes) when they are objects."""
         capabilities = params.get("capabilities")
         client_info = params.get("clientInfo")
-        return cls(
-            id=new_session_id(),
-            owner=owner,
-            protocol_version=protocol_version,
-            client_capabilities=capabilities if isinstance(capabilities, dict) else {},  # pyright: ignore[reportUnknownArgumentType]
-            client_info=client_info if isinstance(client_info, dict) else None,  # pyright: ignore[reportUnknownArgumentType]
+        metadata = encode_metadata(
+            capabilities if isinstance(capabilities, dict) else {},  # pyright: ignore[reportUnknownArgumentType]
+            client_info if isinstance(client_info, dict) else None,  # pyright: ignore[reportUnknownArgumentType]
+        )
+        return cls(id=new_session_id(), owner=owner, protocol_version=protocol_version, client_metadata=metadata)
+
+    def _both(self) -> tuple[dict[str, Any], dict[str, Any] | None]:
+        parsed = self._parsed
+        if parsed is not None:
+            return parsed
+        assert self._metadata is not None
+        return parse_metadata(self.id, self._metadata)
+
+    @property
+    def client_capabilities(self) -> dict[str, Any]:
+        """``ClientCapabilities`` from ``initialize`` (``{}`` when none): read, never mutate."""
+        return self._both()[0]
+
+    @property
+    def client_info(self) -> dict[str, Any] | None:
+        """``clientInfo`` (``Implementation``) from ``initialize``, or None: read, never mutate."""
+        return self._both()[1]
+
+    @property
+    def client_metadata(self) -> bytes:
+        """Capabilities and client info as compact JSON bytes (:func:`encode_metadata`)."""
+        if self._metadata is not None:
+            return self._metadata
+        assert self._parsed is not None
+        return encode_metadata(*self._parsed)
+
+    def compact(self) -> SessionRecord:
+        """This record keeping its client metadata as JSON bytes only (parsed objects dropped);
+        returns ``self``."""
+        if self._metadata is None:
+            self._metadata = self.client_metadata
+        self._parsed = None
+        return self
+
+    def __repr__(self) -> str:
+        return (
+            f"SessionRecord(id={self.id!r}, protocol_version={self.protocol_version!r}, owner={self.owner!r}, "
+            f"log_level={self.log_level!r}, metadata={len(self.client_metadata)} bytes)"
         )
 
 
@@ -181,7 +240,7 @@ class MemorySessionStore:
             if self._count(owner) >= limit:
                 raise OwnerQuotaExceeded(owner, limit)
         record.created_at = record.last_seen = now
-        self._records[record.id] = record
+        self._records[record.id] = record.compact()
 
     async def get(self, session_id: str) -> SessionRecord | None:
         record = self._records.get(session_id)
@@ -211,7 +270,7 @@ class MemorySessionStore:
 
     async def update(self, record: SessionRecord) -> None:
         if record.id in self._records:
-            self._records[record.id] = record
+            self._records[record.id] = record.compact()
 
     async def delete(self, session_id: str) -> bool:
         return self._records.pop(session_id, None) is not None

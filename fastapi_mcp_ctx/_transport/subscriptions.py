@@ -14,30 +14,10 @@ The ``resources/subscribe`` / ``resources/unsubscribe`` methods call :meth:`subs
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
-from typing import Final, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
-__all__ = ["MemoryResourceSubscriptions", "ResourceSubscriptions", "SessionAddress", "normalize_uri"]
-
-_ESCAPE: Final = re.compile(r"%([0-9A-Fa-f]{2})")
-_UNRESERVED: Final = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
-
-
-def normalize_uri(uri: str) -> str:
-    """``uri`` in the form subscriptions are matched in (RFC 3986 §6.2.2.1-2): an escaped
-    unreserved character is decoded (``%31`` is ``1``), other escapes get upper-case hex. So a
-    subscriber of ``books/%31`` hears ``notify_resource_updated("books/1")``; forms that only the
-    application can equate (``books/01``) stay distinct."""
-    if "%" not in uri:
-        return uri
-
-    def fix(match: re.Match[str]) -> str:
-        char = chr(int(match.group(1), 16))
-        return char if char in _UNRESERVED else "%" + match.group(1).upper()
-
-    return _ESCAPE.sub(fix, uri)
-
+__all__ = ["MemoryResourceSubscriptions", "ResourceSubscriptions", "SessionAddress"]
 
 @dataclass(frozen=True, slots=True)
 class SessionAddress:

@@ -3,21 +3,26 @@
 Served expressions (RFC 6570 §3.2):
 
 - ``{var}`` / ``{a,b}`` simple string expansion: everything but unreserved characters is
-  percent-encoded; a value that would decode to contain ``/`` (``%2F``) is refused when
-  matching (a path-traversal guard), so such a value does not round-trip;
+  percent-encoded;
 - ``{+var}`` reserved expansion: reserved characters stay as they are (``?`` and ``#`` are
   encoded, so a value never leaks into the query); ``%`` is always encoded: values are raw
-  text, never pre-encoded;
+  text, never pre-encoded. Its value may hold ``/`` and ``..`` segments: a handler that maps it
+  to a file or a key must confine it itself (``docs/resources.md``, ``examples/files.py``);
 - ``{/var}`` / ``{/var*}`` path segments: the exploded form takes a list of segments;
 - ``{?a,b}`` / ``{&c}`` form-style query: every variable is optional, in any order; a
   parameter the template does not name is ignored.
+
+Every value that decodes into one path segment (``{var}``, ``{a,b}``, ``{/var}`` and each item
+of ``{/var*}``) is refused when matching if it would decode to contain ``/`` (``%2F``) or is a
+dot segment (``.``, ``..``, also as ``%2E``): a path-traversal guard (issue 24 item 10), so such
+a value does not round-trip. Query values are not segments and are not guarded.
 
 Matching (:meth:`UriTemplate.match`) is the inverse of :meth:`UriTemplate.expand`: the URI is
 split at its first ``?``; the part before it must match the template's literals (escaped,
 compared exactly) and expressions; each value is percent-decoded exactly once, after matching
 (UTF-8, strict). ``None`` means "no match"; a match binding no variable is ``{}``. A malformed
-escape (``%G1``, a lone ``%``, bytes that are not UTF-8), a ``/`` smuggled into a simple
-variable, or a repeated query parameter raise :class:`UriMatchError` (``-32602``).
+escape (``%G1``, a lone ``%``, bytes that are not UTF-8), a ``/`` or a dot segment smuggled into a
+segment variable, or a repeated query parameter raise :class:`UriMatchError` (``-32602``).
 """
 
 from __future__ import annotations
@@ -62,6 +67,15 @@ def _decode(raw: str, uri: str) -> str:
         return unquote_to_bytes(raw).decode("utf-8")
     except UnicodeDecodeError as exc:
         raise UriMatchError(f"Percent-escapes in resource URI {uri[:256]!r} are not UTF-8", data={"uri": uri}) from exc
+
+
+def _segment(decoded: str, name: str, template: str, uri: str) -> str:
+    """``decoded`` when it is one safe path segment, else :class:`UriMatchError`."""
+    if "/" in decoded:
+        raise UriMatchError(f"A '/' is not allowed in {{{name}}} of {template!r}", data={"uri": uri})
+    if decoded in (".", ".."):
+        raise UriMatchError(f"A dot segment ({decoded!r}) is not allowed in {{{name}}} of {template!r}", data={"uri": uri})
+    return decoded
 
 
 def _encode(value: str, op: str) -> str:
@@ -215,12 +229,11 @@ class UriTemplate:
             for var in part.variables:
                 raw = found.group(var.name)
                 if var.explode:
-                    values[var.name] = [_decode(segment, uri) for segment in raw.split("/")[1:]] if raw else []
+                    segments = raw.split("/")[1:] if raw else []
+                    values[var.name] = [_segment(_decode(segment, uri), var.name, self.template, uri) for segment in segments]
                 elif raw is not None:
                     decoded = _decode(raw, uri)
-                    if part.op == "" and "/" in decoded:
-                        raise UriMatchError(f"A '/' is not allowed in {{{var.name}}} of {self.template!r}", data={"uri": uri})
-                    values[var.name] = decoded
+                    values[var.name] = decoded if part.op == "+" else _segment(decoded, var.name, self.template, uri)
         if mark:
             wanted = {v.name for v in self._query}
             for pair in query.split("&") if query else ():
