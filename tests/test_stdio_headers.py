@@ -138,7 +138,7 @@ async def test_a_malformed_header_stops_the_start_without_showing_its_value(
 
 # -- the parser -------------------------------------------------------------------------------
 def test_stdio_headers_reads_the_environment_and_the_options() -> None:
-    environ = {"MCP_STDIO_HEADER_X_API_KEY": " k1 ", "MCP_STDIO_HEADER_X_TRACE": "t", "MCP_OTHER": "no", "PATH": "/bin"}
+    environ = {"MCP_STDIO_HEADER_X_API_KEY": " k1 ", "MCP_STDIO_HEADER_X_TRACE": "t", "MCP_OTHER": "no", "LANG": "C.UTF-8"}
     assert stdio_headers(["Authorization: Bearer abc", "x-trace=override"], environ) == [
         (b"x-api-key", b"k1"),
         (b"x-trace", b"override"),

@@ -62,8 +62,10 @@ class StdioAdmission:
                 principal = outcome.principal
                 if principal is None:
                     raise AuthenticationError("Unauthorized")
-            elif self._gate is not None:
+            elif self._gate is not None and self._gate.verifier is not None:  # a bearer mode (jwt / oauth)
                 principal = await self._gate.admit(request, self._headers)
+            # else the local-only default: stdio's one caller is the process that launched the
+            # server, local by construction, so there is no peer to check.
             else:
                 return None, None
         except AuthenticationError as exc:
