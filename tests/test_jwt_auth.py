@@ -220,12 +220,16 @@ async def test_the_tenant_claim_is_configurable_and_scp_lists_are_read(idp: KeyS
 
 
 async def test_a_key_published_after_start_up_passes_after_one_refetch(idp: KeyServer, rsa_key: RsaKey, other_key: RsaKey) -> None:
-    router = jwt_router(idp, jwt_jwks_refetch_seconds=0.2)
+    router = jwt_router(idp, jwt_jwks_refetch_seconds=30.0)
+    now = [1000.0]  # the JWKS cache's clock, moved by the test (no wall-clock margin)
+    gate = router.endpoint.gate
+    assert gate is not None and gate.verifier is not None and gate.verifier.jwks is not None
+    gate.verifier.jwks._clock = lambda: now[0]  # pyright: ignore[reportPrivateUsage]
     async with open_client(app_of(router)) as client:
         wire = Wire(client)
         first = await wire.call_tool("modern", "whoami", headers=bearer(rsa_key.sign(claims(ISSUER))))
         assert first.status_code == 200 and idp.hits["/jwks.json"] == 1
-        time.sleep(0.25)
+        now[0] += 31.0  # past the refetch interval
         idp.keys.append(other_key)  # the provider rotates in k2
         rotated = await wire.call_tool("modern", "whoami", headers=bearer(other_key.sign(claims(ISSUER, sub="bob"))))
         assert rotated.status_code == 200, rotated.text
