@@ -23,7 +23,16 @@ from ._context.client_view import ClientLocation, ClientUser
 from .auth import Principal
 from .consent import ConsentGate
 from .content import audio_content, embedded_blob_resource, embedded_text_resource, image_content, text_content
-from .context import CancelSignal, ClientView, Context, McpContext, get_request_context, mcp_context
+from .context import (
+    CancelSignal,
+    ClientView,
+    Context,
+    McpContext,
+    OptionalMcpContext,
+    get_request_context,
+    mcp_context,
+    optional_mcp_context,
+)
 from .contracts import ErrorContract
 from .errors import McpError, ToolError
 from .input_required import ElicitAnswer, InputRequired
@@ -47,6 +56,7 @@ __all__ = [
     "McpError",
     "McpRouter",
     "McpSettings",
+    "OptionalMcpContext",
     "Principal",
     "ToolError",
     "audio_content",
@@ -57,6 +67,7 @@ __all__ = [
     "image_content",
     "input_required",
     "mcp_context",
+    "optional_mcp_context",
     "text_content",
 ]
 

@@ -50,9 +50,11 @@ __all__ = [
     "ClientView",
     "Context",
     "McpContext",
+    "OptionalMcpContext",
     "StreamControl",
     "get_request_context",
     "mcp_context",
+    "optional_mcp_context",
 ]
 # CallState and the Protocols (``_context.call_state``), CancelSignal (``_context.cancel_signal``) and
 # ClientView (``_context.client_view``) are re-exported: this module is where the package and users import them from.
@@ -190,12 +192,24 @@ async def mcp_context(request: Request) -> Context:
     thread pool, a thread hop per call for a dictionary lookup.
 
     Raises:
-        RuntimeError: used outside an MCP call (e.g. on a plain path operation).
+        RuntimeError: used outside an MCP call (e.g. on a plain path operation); a dependency
+            shared by tools and path operations takes :func:`optional_mcp_context` instead.
     """
     context: Context | None = request.scope.get(SCOPE_KEY)
     if context is None:
-        raise RuntimeError("mcp_context is only available inside an MCP handler")
+        raise RuntimeError(
+            "mcp_context is only available inside an MCP handler: a dependency that a plain path operation "
+            "uses too takes `ctx: OptionalMcpContext` (Annotated[Context | None, Depends(optional_mcp_context)]), "
+            "None outside an MCP call"
+        )
     return context
+
+
+async def optional_mcp_context(request: Request) -> Context | None:
+    """FastAPI dependency: the :class:`Context` of the MCP call being served, or None on a plain
+    path operation. For a dependency shared by tools and path operations (``load_item`` serving
+    ``GET /items/{item_id}`` and a tool alike)."""
+    return request.scope.get(SCOPE_KEY)
 
 
 def get_request_context() -> Context | None:
@@ -217,3 +231,7 @@ McpContext.__doc__ = """``Annotated[Context, Depends(mcp_context)]``: the call's
 for a reusable dependency. ``ctx: McpContext`` works in a handler and in a dependency's own
 signature alike (where a bare ``ctx: Context`` is refused at registration: FastAPI would read it
 as a request field)."""
+
+OptionalMcpContext = Annotated[Context | None, Depends(optional_mcp_context)]
+OptionalMcpContext.__doc__ = """``Annotated[Context | None, Depends(optional_mcp_context)]``: the call's :class:`Context`
+in an MCP call, None on a plain path operation; for a dependency both use."""

@@ -23,6 +23,7 @@ PUBLIC_NAMES = {
     "McpError",
     "McpRouter",
     "McpSettings",
+    "OptionalMcpContext",
     "Principal",
     "ToolError",
     "audio_content",
@@ -33,6 +34,7 @@ PUBLIC_NAMES = {
     "image_content",
     "input_required",
     "mcp_context",
+    "optional_mcp_context",
     "text_content",
 }
 
