@@ -140,3 +140,53 @@ def test_stdio_header_without_a_valid_name_does_not_echo_the_value() -> None:
     with pytest.raises(AppLoadError) as caught:
         stdio_headers(["X-API-Key sk-SECRETVALUE=="])
     assert "SECRETVALUE" not in str(caught.value), str(caught.value)
+
+
+# -- the lost-request pointer inside a mounted sub-app -------------------------------------------------
+
+
+async def test_lost_request_pointer_in_a_mounted_sub_app_names_the_full_mcp_path() -> None:
+    """``app.mount("/api", sub)`` with the McpRouter in ``sub``: the endpoint is ``/api/mcp``, but the
+    pointer of ``POST /api/nope`` reads the sub-app's own routes and names ``/mcp`` (ignoring
+    ``root_path``), sending the client to a path that 404s."""
+    from fastapi import FastAPI  # noqa: PLC0415
+
+    router = make_router()
+
+    @router.tool()
+    async def add(a: int, b: int) -> int:
+        """Add."""
+        return a + b
+
+    app = FastAPI()
+    app.mount("/api", make_app(router))
+    async with open_client(app) as client:
+        await client.post("/api/mcp", json={})  # the endpoint's first request installs the pointer
+        response = await client.post("/api/nope", json={"jsonrpc": "2.0", "id": 1, "method": "ping"})
+    assert response.status_code == 404
+    assert response.json()["error"]["data"]["mcpPaths"] == ["/api/mcp"], response.text
+
+
+# -- registration: an argument named like a pydantic model attribute -------------------------------------
+
+
+def test_a_dependency_argument_named_model_config_is_refused_with_a_message_not_a_keyerror() -> None:
+    """Registration builds a pydantic model of a declarer's arguments; a parameter named
+    ``model_config`` (pydantic's reserved name) makes ``argument_fields`` crash with a bare
+    ``KeyError: 'model_config'`` instead of the registration refusal naming the tool, the
+    parameter and the fix that every other unusable parameter gets."""
+    import pytest  # noqa: PLC0415
+
+    router = make_router()
+
+    def settings_of(model_config: str = "default") -> str:
+        return model_config
+
+    with pytest.raises(TypeError) as caught:
+
+        @router.tool()
+        async def configured(value: str = Depends(settings_of)) -> str:
+            """Uses a dependency with an argument named model_config."""
+            return value
+
+    assert "model_config" in str(caught.value)
