@@ -190,3 +190,31 @@ def test_a_dependency_argument_named_model_config_is_refused_with_a_message_not_
             return value
 
     assert "model_config" in str(caught.value)
+
+
+# -- redaction: an Authorization scheme other than Bearer/Basic ---------------------------------------
+
+
+def test_redaction_masks_the_credential_of_any_authorization_scheme_not_its_scheme_word() -> None:
+    """``Authorization: Bearer x`` and ``Basic x`` are masked whole; with another scheme (RFC 9449
+    ``DPoP`` access tokens, ``ApiKey``, ``Negotiate``) the inline-pair rule takes the scheme word
+    as the value: the log line reads ``Authorization: [REDACTED] <the token>`` (looks masked,
+    is not), in the server log and in 2025 ``notifications/message``."""
+    from fastapi_mcp_ctx._context.logger import redact_text  # noqa: PLC0415
+
+    for line in (
+        "Authorization: DPoP Kz5xOPAQUEaccessTOKEN",
+        "authorization=ApiKey sk-live-SECRETKEY",
+        "Authorization: Negotiate YIIGSECRETBLOB",
+    ):
+        masked = redact_text(line)
+        assert "OPAQUE" not in masked and "SECRET" not in masked, f"{line!r} -> {masked!r}"
+
+
+def test_redaction_masks_a_private_key_pem_field() -> None:
+    """``private_key`` is masked as a key name, but ``private_key_pem`` (the usual name of the PEM
+    text itself) is not: neither a sensitive word nor a sensitive suffix."""
+    from fastapi_mcp_ctx._context.logger import redact  # noqa: PLC0415
+
+    masked = redact({"private_key_pem": "-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBg..."})
+    assert masked["private_key_pem"] == "[REDACTED]", masked
