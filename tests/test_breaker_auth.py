@@ -60,3 +60,35 @@ async def test_two_authorization_headers_are_refused_not_split_between_gate_and_
         assert result["structuredContent"]["app_token"] != forged, f"the gate verified one token, the app got another: {result}"
     else:
         assert response.status_code == 400, response.text
+
+
+async def test_the_431_header_bound_comes_before_the_apps_dependencies_on_the_mcp_route() -> None:
+    """``MCP_MAX_REQUEST_HEADER_BYTES`` is checked "before anything reads one" (endpoint.py) so a
+    4 MB ``Authorization`` is never decoded; but ``FastAPI(dependencies=[...])`` (and router- /
+    include-level ones) are solved by the route before ``McpEndpoint._endpoint`` runs: an app's
+    own token dependency receives the 200 KB header, then the 431 is sent."""
+    from conftest import make_router, open_client  # noqa: PLC0415
+    from fastapi import Header  # noqa: PLC0415
+
+    seen: list[int] = []
+
+    def app_auth(authorization: str = Header("")) -> None:
+        seen.append(len(authorization))
+
+    router = make_router()
+
+    @router.tool()
+    async def add(a: int, b: int) -> int:
+        """Add."""
+        return a + b
+
+    app = FastAPI(dependencies=[Depends(app_auth)])
+    app.include_router(router)
+    async with open_client(app) as client:
+        response = await client.post(
+            "/mcp",
+            json={"jsonrpc": "2.0", "id": 1, "method": "ping"},
+            headers={"accept": ACCEPT_BOTH, "authorization": "Bearer " + "a" * 200_000},
+        )
+    assert response.status_code == 431
+    assert seen == [], f"the app's dependency read a {seen[0]}-byte Authorization before the 431"
