@@ -19,11 +19,13 @@ def ids_of(exchange: Any) -> list[str]:
 
 
 async def test_resuming_a_call_stream_does_not_free_the_sessions_get_stream_lease() -> None:
-    """The session's GET lease (one standalone GET stream per session, across replicas) is
-    force-taken by *every* resume (``ResumableStreams.get``: ``acquire(..., force=True)``), a
-    resume of a POST call's stream too, and released when that resume ends: the GET stream still
-    open on replica a then holds no lease (its renewals fail silently), and a second standalone
-    GET on replica b is admitted (200) while a's is open. Expected 409, as before the resume."""
+    """The session's GET lease (one standalone GET stream per session, across replicas: a second
+    GET is 409 while the first is open) is force-taken by *every* resume
+    (``ResumableStreams.get``: ``acquire(..., force=True)``), a resume of a POST call's stream
+    too, and deleted when that resume ends. a's open GET stream then holds no lease (its
+    renewals fail silently), so the next plain GET on b is admitted (200) and takes the stream
+    over, ending a's. Without the call resume the same GET is 409. Expected: 409 either way
+    (a call-stream resume does not touch the GET lease)."""
     async with two_replicas() as (app_a, _, app_b, _):
         async with open_client(app_a) as client:
             session = await Wire(client).initialize(LEGACY)
