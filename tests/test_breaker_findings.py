@@ -218,3 +218,41 @@ def test_redaction_masks_a_private_key_pem_field() -> None:
 
     masked = redact({"private_key_pem": "-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBg..."})
     assert masked["private_key_pem"] == "[REDACTED]", masked
+
+
+# -- the sync-tool Context bridge: ctx.signal.wait from a thread of the tool's own ---------------------
+
+
+async def test_ctx_signal_wait_from_a_thread_the_sync_tool_started_blocks_until_cancelled() -> None:
+    """Every awaitable Context member, ``ctx.signal.wait`` included, "runs to completion" from a
+    thread (CHANGELOG, ``_bridge``); ``ctx.state`` does from a thread the tool starts (the call's
+    loop is captured). ``CancelSignal.wait`` is bridged with no owner (``lambda _signal: None``),
+    so outside an AnyIO worker thread ``anyio.from_thread.run`` fails and the bridge returns the
+    un-awaited coroutine: the watcher thread's ``ctx.signal.wait()`` returns at once, as if the
+    call had been cancelled (and Python warns "coroutine was never awaited")."""
+    import threading  # noqa: PLC0415
+    import warnings  # noqa: PLC0415
+
+    from fastapi_mcp_ctx.testing import McpTestClient  # noqa: PLC0415
+
+    returned: list[tuple[str, bool]] = []
+    router = make_router()
+
+    @router.tool()
+    def watch(ctx: Context = Depends(mcp_context)) -> str:
+        """Starts a watcher thread waiting for the call's cancellation; the call is not cancelled."""
+
+        def watcher() -> None:
+            value = ctx.signal.wait()
+            returned.append((type(value).__name__, bool(ctx.signal)))
+
+        threading.Thread(target=watcher, daemon=True).start()
+        time.sleep(0.5)
+        return "done"
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        async with McpTestClient(make_app(router), era="legacy") as client:
+            result = await client.call_tool("watch", {})
+    assert result.is_error is False
+    assert returned == [], f"ctx.signal.wait() returned {returned} in a call that was never cancelled"
