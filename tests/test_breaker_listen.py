@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import anyio
-from conftest import Wire, make_app, mcp_settings, open_client
+from conftest import Wire, asgi_exchange, make_app, mcp_settings, open_client
 from fastapi import Request
-from notify_app import frames, listening
+from notify_app import listen_body, listen_headers
 
 from fastapi_mcp_ctx import McpRouter
 from fastapi_mcp_ctx.auth import Principal
@@ -35,12 +36,14 @@ async def test_listen_does_not_deliver_updates_of_a_resource_the_caller_may_not_
         await wire.initialize()
         refused = await wire.legacy("resources/subscribe", {"uri": "docs://secret"}, check=False)
         assert refused.status_code == 403, refused.text  # the 2025 rule
-    async with listening(app, "l-1", {"resourceSubscriptions": ["docs://secret"]}) as listen:
-        ack: dict[str, Any] = frames(listen)[0]
-        await router.notify_resource_updated("docs://secret", tenant_id="acme")
-        await anyio.sleep(0.3)
-    updates = [f for f in frames(listen) if f.get("method") == "notifications/resources/updated"]
-    assert updates == [], f"ack {ack}; a caller without docs:read heard {updates}"
+    # The 2026 rule is the same (issue 24 item 8, docs/auth.md): the listen is refused whole.
+    async with asgi_exchange(app, "POST", headers=listen_headers(), body_chunks=[listen_body("l-1", {"resourceSubscriptions": ["docs://secret"]})]) as ex:
+        with anyio.fail_after(30):
+            await ex.finished.wait()
+    assert ex.status == 403, ex.body
+    error: dict[str, Any] = json.loads(ex.body)["error"]
+    assert error["code"] == -32003 and error["data"]["reason"] == "insufficient_scope"
+    assert error["data"]["requiredScopes"] == ["docs:read"]
 
 
 async def test_a_percent_encoded_uri_does_not_subscribe_past_a_scoped_resource() -> None:
