@@ -182,14 +182,21 @@ def test_a_dependency_argument_named_model_config_is_refused_with_a_message_not_
     def settings_of(model_config: str = "default") -> str:
         return model_config
 
-    with pytest.raises(TypeError) as caught:
+    with pytest.raises(ValueError, match=r"'model_config' has a name pydantic reserves.*rename the parameter") as caught:
 
         @router.tool()
         async def configured(value: str = Depends(settings_of)) -> str:
             """Uses a dependency with an argument named model_config."""
             return value
 
-    assert "model_config" in str(caught.value)
+    assert "configured" in str(caught.value)  # the tool is named
+
+    with pytest.raises(ValueError, match=r"'_hidden' has a name pydantic reserves"):
+
+        @router.tool()
+        async def private(_hidden: str = "x") -> str:  # a private attribute to pydantic: never a field
+            """A tool's own argument with a leading underscore."""
+            return _hidden
 
 
 # -- redaction: an Authorization scheme other than Bearer/Basic ---------------------------------------

@@ -112,10 +112,18 @@ def argument_fields(parameters: Sequence[inspect.Parameter], where: str, model_n
 
     Raises:
         ValueError: a type without a JSON Schema (``Session``, ``io.BytesIO``, ``Callable``...): the
-            message names ``where``, the parameter, its type and the fixes (issue 22).
+            message names ``where``, the parameter, its type and the fixes (issue 22); a name
+            pydantic reserves (``model_config``, a leading underscore).
     """
     if not parameters:
         return (), None
+    for parameter in parameters:
+        if parameter.name == "model_config" or parameter.name.startswith("_"):
+            raise ValueError(
+                f"{where}: the argument {parameter.name!r} has a name pydantic reserves (model_config, or a leading "
+                f"underscore: a private attribute, never a field): rename the parameter, and keep the argument's "
+                f"name on the wire with Annotated[..., Field(alias={parameter.name.lstrip('_') or 'value'!r})]"
+            )
     specs = {p.name: _spec(p) for p in parameters}
     try:
         model = create_model(model_name, __config__=_CONFIG, **specs)  # pyright: ignore[reportCallIssue, reportUnknownVariableType, reportArgumentType]
