@@ -43,3 +43,22 @@ async def test_resuming_a_call_stream_does_not_free_the_sessions_get_stream_leas
             await anyio.sleep(0.2)
             async with asgi_exchange(app_b, "GET", headers=headers) as second:
                 assert second.status == 409, "a second standalone GET stream was opened while a's is open"
+
+
+async def test_resuming_the_get_stream_on_another_replica_takes_its_lease_over() -> None:
+    """The other side of the rule: a resume of the session's GET stream (not a call's) takes the
+    stream and its lease over, so while the resumed connection on b is open a plain GET on a is
+    409, and once it ends the lease is free again (a plain GET on a is 200)."""
+    async with two_replicas() as (app_a, _, app_b, _):
+        async with open_client(app_a) as client:
+            session = await Wire(client).initialize(LEGACY)
+        headers = {"accept": "text/event-stream", "mcp-session-id": session, "mcp-protocol-version": LEGACY}
+        async with get_stream(app_a, session) as listening:
+            await listening.wait_for(lambda ex: any(e.get("id") for e in sse_events(ex.body.decode())), 5.0)
+            priming = next(e["id"] for e in sse_events(listening.body.decode()) if e.get("id"))
+        async with asgi_exchange(app_b, "GET", headers={**headers, "last-event-id": priming}) as resumed:
+            assert resumed.status == 200, resumed.body
+            async with asgi_exchange(app_a, "GET", headers=headers) as second:
+                assert second.status == 409, "a second standalone GET stream was opened while b's resumed one is open"
+        async with get_stream(app_a, session) as reopened:
+            assert reopened.status == 200

@@ -100,3 +100,32 @@ def test_kid_shapes() -> None:
     assert kid_shape("key-2026-11") == kid_shape("key-2026-12") == "11:-9a"
     assert kid_shape(str(uuid.uuid4())) == kid_shape(str(uuid.uuid4())) == "36:-9a"
     assert kid_shape("Ab_9") == "4:9A_a" and kid_shape("é") == "1:?" and kid_shape(None) == "none"
+
+
+def test_a_document_nested_past_the_stack_is_a_valueerror_the_callers_turn_into_503() -> None:
+    """``fetch_json`` promises OSError/ValueError (the JWKS cache and discovery catch those and
+    answer 503); a body of 200 000 ``[`` made ``json.loads`` raise RecursionError, which escaped as a 500."""
+    import http.server  # noqa: PLC0415
+    import threading  # noqa: PLC0415
+
+    class Deep(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 - the http.server hook name
+            body = b"[" * 200_000
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the http.server signature
+            return None
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Deep)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        with pytest.raises(ValueError, match="nested too deeply"):
+            jwks._fetch_sync(f"http://127.0.0.1:{server.server_address[1]}/jwks.json")  # pyright: ignore[reportPrivateUsage]
+    finally:
+        server.shutdown()
+        server.server_close()

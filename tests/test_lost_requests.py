@@ -183,3 +183,28 @@ async def test_a_body_that_never_ends_is_not_waited_for(monkeypatch: pytest.Monk
         await app(scope, receive, send)
     assert sent[0]["status"] == 404
     assert json.loads(b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")) == {"own": "not here", "path": "/orders"}
+
+
+async def test_no_body_makes_the_sniff_a_500_deep_nesting_and_bad_bytes_fall_through() -> None:
+    """The sniff never parses recursively in Python: bodies nested past any stack (arrays, objects,
+    a JSON-RPC-shaped object with a deep ``params``), not UTF-8, or a lone ``[`` get the app's own
+    404, and a JSON-RPC message after whitespace and ``[`` is still recognised."""
+    app = _app()
+    deep_params = b'{"jsonrpc": "2.0", "id": 1, "method": "ping", "params": {"a": ' + b"[" * 200_000 + b"]" * 200_000 + b"}}"
+    bodies = [b"[" * 200_000, b'[{"a": ' + b"[" * 200_000, b'{"a": ' * 100_000, deep_params, b"\xff\xfe{", b"[", b" "]
+    async with LifespanManager(app), _client(app) as http:
+        for body in bodies:
+            response = await http.post("/orders", content=body, headers={"Content-Type": "application/json"})
+            assert response.status_code == 404 and response.json() == {"own": "not here", "path": "/orders"}, body[:40]
+        spaced = b' \r\n[ \t{"jsonrpc": "2.0", "method": "notifications/initialized"}]'
+        _assert_pointer(await http.post("/mcp", content=spaced, headers={"Content-Type": "application/json"}), "/mcp", None)
+
+
+async def test_behind_a_root_path_the_pointer_names_the_path_clients_send_to() -> None:
+    """A proxy's ``root_path`` (uvicorn ``--root-path``) prefixes the MCP path the pointer names."""
+    app = _app()
+    transport = httpx.ASGITransport(app=app, root_path="/proxy")
+    async with LifespanManager(app), httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as http:
+        response = await http.post("/proxy/nope", json={"jsonrpc": "2.0", "id": 3, "method": "ping"})
+    assert response.status_code == 404
+    assert response.json()["error"]["data"] == {"requestId": 3, "reason": "invalid_request", "path": "/proxy/nope", "mcpPaths": ["/proxy/api/mcp"]}

@@ -111,7 +111,10 @@ def _fetch_sync(url: str) -> Any:
         body = response.read(_MAX_BYTES + 1)
     if len(body) > _MAX_BYTES:
         raise ValueError(f"document larger than {_MAX_BYTES} bytes")
-    return json.loads(body)
+    try:
+        return json.loads(body)
+    except RecursionError as exc:  # nested past the stack: a broken document, not a server fault
+        raise ValueError("document nested too deeply to be a JWKS or metadata document") from exc
 
 
 async def fetch_json(url: str) -> Any:

@@ -9,7 +9,12 @@ the app's bare 404 and no clue. :func:`install_pointer` wraps the app's router's
   ``Mcp-Session-Id`` or ``MCP-Protocol-Version``, or it is a ``POST`` whose ``Accept`` lists both
   ``application/json`` and ``text/event-stream`` (what the Streamable HTTP transport requires of
   clients), or a ``POST`` of ``application/json`` whose body is a JSON-RPC request or
-  notification (read up to :data:`MAX_SNIFF_BYTES` within :data:`SNIFF_SECONDS`; the id is echoed);
+  notification (read up to :data:`MAX_SNIFF_BYTES` within :data:`SNIFF_SECONDS`; the id is echoed).
+  The body is looked at without a Python-recursive parse: it must open with ``{`` or ``[{`` and
+  is then read by ``pydantic_core.from_json`` (the JSON-RPC front door's parser, whose nesting
+  depth is bounded), so no body (200 000 ``[``, a deeply nested object) can make it a 500.
+  The paths named are the ones a client sends to: the scope's ``root_path`` (an ``app.mount``
+  prefix, a proxy's ``--root-path``) before the app's own route paths;
 * anything else goes to the original ``default`` with its body replayed, so the app's other
   404s (its own 404 exception handler, FastAPI's ``{"detail": "Not Found"}``) are unchanged.
 
@@ -19,11 +24,11 @@ runs, or at the endpoint's first request). Spec 2025-11-25 ``basic/transports`` 
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Coroutine
 from typing import Any, Final, cast
 
 import anyio
+from pydantic_core import from_json
 from starlette.types import Message, Receive, Scope, Send
 
 from .._fastapi_compat import LeanRoute, flat_routes
@@ -41,6 +46,7 @@ SNIFF_SECONDS: Final = 10.0
 """How long reading that body may take (seconds); a slower body is not looked at."""
 
 _MARK: Final = "_fastapi_mcp_ctx_pointer"
+_JSON_SPACE: Final = b" \t\r\n"  # RFC 8259 §2 insignificant whitespace
 ASGIApp = Callable[[Scope, Receive, Send], Coroutine[Any, Any, None]]
 
 
@@ -84,11 +90,26 @@ async def _read_some(receive: Receive) -> tuple[list[Message], bytes, bool]:
     return messages, b"", False
 
 
+def _opens_like_json_rpc(body: bytes) -> bool:
+    """Whether ``body`` starts as a JSON-RPC message or batch can: ``{`` or ``[`` then ``{``
+    (whitespace aside); anything else is no JSON-RPC whatever follows, and is not parsed."""
+    text = body.lstrip(_JSON_SPACE)
+    if text.startswith(b"["):
+        text = text[1:].lstrip(_JSON_SPACE)
+    return text.startswith(b"{")
+
+
 def _json_rpc_id(body: bytes) -> tuple[bool, Any]:
-    """Whether ``body`` is a JSON-RPC request or notification (or a batch of them), and its id."""
+    """Whether ``body`` is a JSON-RPC request or notification (or a batch of them), and its id.
+
+    Never raises: bytes that are not UTF-8 JSON, or JSON nested deeper than ``pydantic_core``'s
+    bound, are simply not JSON-RPC.
+    """
+    if not _opens_like_json_rpc(body):
+        return False, None
     try:
-        parsed: Any = json.loads(body)
-    except (ValueError, UnicodeDecodeError):
+        parsed: Any = from_json(body, allow_inf_nan=False)
+    except (ValueError, RecursionError):
         return False, None
     batch = isinstance(parsed, list)
     first: Any = parsed
@@ -134,7 +155,8 @@ def install_pointer(app: Any) -> None:
             if whole:
                 is_rpc, request_id = _json_rpc_id(body)
                 lost = lost or is_rpc
-        paths = mcp_paths(app) if lost else []
+        prefix = str(scope.get("root_path", "")).rstrip("/")  # where the app is mounted (ASGI)
+        paths = [prefix + mcp_path for mcp_path in mcp_paths(app)] if lost else []
         if not paths:
             await original(scope, receive, send)
             return

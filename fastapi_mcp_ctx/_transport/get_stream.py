@@ -96,6 +96,9 @@ class GetResponse(Response):
         self._resume = resume
         self.successor: GetLog | None = None  # the GET stream a resumed GET stream continues on
         self.token = streams.leases.token()
+        self.leased = streams.leases.shared
+        """Whether this connection holds the session's GET lease (renewed while open, released at
+        its end): a GET stream's connection, never a resume of a call's stream."""
         self._connection: Connection | None = None
         self.status_code = 200
         self.background: BackgroundTask | BackgroundTasks | None = None
@@ -118,7 +121,7 @@ class GetResponse(Response):
                     tg.cancel_scope.cancel()
 
                 tg.start_soon(watch)
-                if streams.leases.shared:  # the session's GET lease, held while this connection is open
+                if self.leased:  # the session's GET lease, held while this connection is open
                     tg.start_soon(hold, streams.leases, self.session.id, self.token)
                 if self._resume is not None:
                     key, after = self._resume
@@ -139,7 +142,7 @@ class GetResponse(Response):
                 streams.release_get_stream(self.log, self)
             if self.successor is not None:  # the replay did not reach its end: never continued
                 streams.release_get_stream(self.successor, self)
-            if streams.leases.shared:
+            if self.leased:
                 with anyio.CancelScope(shield=True), anyio.move_on_after(2.0), contextlib.suppress(McpError):
                     await streams.leases.release(self.session.id, self.token)
         if self.background is not None:

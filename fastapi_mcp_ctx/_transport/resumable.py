@@ -30,6 +30,8 @@ Streams that outlive their replica (several replicas, issue 24):
   any replica) ends it, once the lease lapsed, with the call's ``call_lost`` error;
 - what is sent to the session's GET stream is recorded whether or not a replica holds it
   (``_transport.notifications``); a resume of a dead replica's GET stream replays it;
+- only a GET stream's connection holds the session's GET lease: a plain GET, or a resume of
+  a GET stream (it takes the stream over); a resume of a call's stream never touches it;
 - a GET that fails on the way (503: the store or the bus unreachable) gives back everything it
   claimed (this process's slot, the lease, the stream, the bus subscription), so its retry
   gets the stream, never 409.
@@ -169,7 +171,13 @@ class ResumableStreams:
             response.log = current
             current.holder = response  # a resume takes the GET stream over (claimed once nothing can fail)
             return response
-        takeover = not self.retired(key) and await self.leases.is_get_stream(session.id, stream_id)
+        retired = self.retired(key)  # this replica's ended GET stream: it continues on a new one
+        takeover = not retired and await self.leases.is_get_stream(session.id, stream_id)
+        if not (retired or takeover):
+            # A call's stream: its resume leaves the session's GET stream and its lease alone
+            # (taking the lease, then releasing it, would let a second GET stream in).
+            response.leased = False
+            return response
         if takeover:
             # Another replica's GET stream (that replica may be dead): what was sent to the
             # session while nobody held it is recorded into it first (issue 24 item 5), then it
