@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import logging
+from typing import Optional
 
 import pytest
 from conftest import make_router, open_client, rpc
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI
+from mcp.server.mcpserver.context import Context as SdkContext
+from pydantic import BaseModel
 
+from fastapi_mcp_ctx import Context
 from fastapi_mcp_ctx._stdio.serve import _choose  # pyright: ignore[reportPrivateUsage]
 from fastapi_mcp_ctx.errors import AppLoadError, ConfigurationError
 from fastapi_mcp_ctx.testing import McpTestClient
@@ -56,3 +60,44 @@ def test_the_test_client_and_stdio_refuse_a_mounted_router() -> None:
     fine.include_router(included)
     fine.mount("/again", included)  # also included: the included endpoint serves
     assert McpTestClient(fine).path == "/mcp"
+
+
+# -- 2, 8. a context that would silently become a required argument -------------------------
+
+
+def _register(source: str) -> None:
+    namespace: dict[str, object] = {"SdkContext": SdkContext, "Context": Context, "Depends": Depends, "BaseModel": BaseModel}
+    exec(source, namespace)  # the handler as a user writes it, in a module's globals
+    make_router().tool(namespace["t"])  # pyright: ignore[reportArgumentType]
+
+
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        ("async def t(x: int, ctx: SdkContext) -> int:\n    return x", r"tool 't': parameter 'ctx' is annotated with mcp\.server\.mcpserver\.context\.Context, not fastapi_mcp_ctx's"),
+        ("async def t(x: int, ctx: SdkContext | None = None) -> int:\n    return x", r"parameter 'ctx' is annotated with mcp\..*Context"),
+        ("async def t(x: int, ctx) -> int:\n    return x", r"tool 't': parameter 'ctx' has no annotation"),
+        ("def dep(context) -> int:\n    return 1\nasync def t(x: int = Depends(dep)) -> int:\n    return x", r"dependency 'dep' of tool 't': parameter 'context' has no annotation"),
+        ("def dep(ctx: SdkContext) -> int:\n    return 1\nasync def t(x: int = Depends(dep)) -> int:\n    return x", r"dependency 'dep' of tool 't': parameter 'ctx' is annotated"),
+    ],
+)
+def test_a_foreign_or_unannotated_context_is_refused_naming_the_fix(source: str, expected: str) -> None:
+    with pytest.raises(ValueError, match=expected) as caught:
+        _register(source)
+    assert "`ctx: McpContext`" in str(caught.value) or "`context: McpContext`" in str(caught.value)
+    assert "Depends(mcp_context)" in str(caught.value) and "from fastapi_mcp_ctx import" in str(caught.value)
+
+
+@pytest.mark.parametrize("annotation", ["Context | None = None", "Optional[Context] = None"])
+def test_an_optional_context_suggests_mcp_context(annotation: str) -> None:
+    namespace: dict[str, object] = {"Context": Context, "Optional": Optional}
+    exec(f"async def t(x: int, ctx: {annotation}) -> int:\n    return x", namespace)
+    with pytest.raises(ValueError, match=r"tool 't': parameter 'ctx' is an optional Context.*Declare it `ctx: McpContext` \(from fastapi_mcp_ctx import McpContext\)"):
+        make_router().tool(namespace["t"])  # pyright: ignore[reportArgumentType]
+
+
+def test_context_lookalikes_that_are_fine_stay_accepted() -> None:
+    """Our Context, a named argument ``context: str``, and an application's own model named Context."""
+    _register("async def t(x: int, ctx: Context) -> int:\n    return x")
+    _register("async def t(x: int, context: str) -> int:\n    return x")
+    _register("class Context(BaseModel):\n    topic: str\nasync def t(context: Context) -> str:\n    return context.topic")
