@@ -3,18 +3,18 @@
 from __future__ import annotations
 
 import logging
-from typing import Optional
+from typing import Annotated, Optional
 
 import pytest
-from conftest import make_router, open_client, rpc
-from fastapi import Depends, FastAPI
+from conftest import make_router, mcp_settings, open_client, rpc
+from fastapi import Depends, FastAPI, Header
 from mcp.server.mcpserver.context import Context as SdkContext
 from pydantic import BaseModel
 
-from fastapi_mcp_ctx import Context
+from fastapi_mcp_ctx import Context, McpRouter, Principal
 from fastapi_mcp_ctx._stdio.serve import _choose  # pyright: ignore[reportPrivateUsage]
-from fastapi_mcp_ctx.errors import AppLoadError, ConfigurationError
-from fastapi_mcp_ctx.testing import McpTestClient
+from fastapi_mcp_ctx.errors import AppLoadError, ConfigurationError, McpResponseError
+from fastapi_mcp_ctx.testing import Era, McpTestClient
 
 # -- 1. app.mount("/mcp", mcp_router) -------------------------------------------------------
 
@@ -101,3 +101,23 @@ def test_context_lookalikes_that_are_fine_stay_accepted() -> None:
     _register("async def t(x: int, ctx: Context) -> int:\n    return x")
     _register("async def t(x: int, context: str) -> int:\n    return x")
     _register("class Context(BaseModel):\n    topic: str\nasync def t(context: Context) -> str:\n    return context.topic")
+
+
+# -- 3. authenticate= failing on a missing Header() -----------------------------------------
+
+
+@pytest.mark.parametrize("era", ["legacy", "modern"])
+async def test_a_missing_authenticate_header_is_named_in_the_401(era: Era) -> None:
+    def authenticate(x_api_key: Annotated[str, Header()]) -> Principal:
+        return Principal(subject=x_api_key)
+
+    router = McpRouter(settings=mcp_settings(), authenticate=authenticate)
+    app = FastAPI()
+    app.include_router(router)
+    with pytest.raises(McpResponseError) as caught:
+        async with McpTestClient(app, era=era) as client:
+            await client.list_tools()
+    assert caught.value.http_status == 401 and caught.value.code == -32001
+    assert "header.x-api-key: Field required" in caught.value.message
+    async with McpTestClient(app, era=era, headers={"X-API-Key": "k1"}) as client:
+        assert await client.list_tools() == []
