@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from typing import Annotated, Optional
 
+import httpx
 import pytest
 from conftest import make_router, mcp_settings, open_client, rpc
 from fastapi import Depends, FastAPI, Header
@@ -12,6 +13,7 @@ from mcp.server.mcpserver.context import Context as SdkContext
 from pydantic import BaseModel
 
 from fastapi_mcp_ctx import Context, McpRouter, Principal
+from fastapi_mcp_ctx._probe import probe
 from fastapi_mcp_ctx._stdio.serve import _choose  # pyright: ignore[reportPrivateUsage]
 from fastapi_mcp_ctx.errors import AppLoadError, ConfigurationError, McpResponseError
 from fastapi_mcp_ctx.testing import Era, McpTestClient
@@ -121,3 +123,26 @@ async def test_a_missing_authenticate_header_is_named_in_the_401(era: Era) -> No
     assert "header.x-api-key: Field required" in caught.value.message
     async with McpTestClient(app, era=era, headers={"X-API-Key": "k1"}) as client:
         assert await client.list_tools() == []
+
+
+# -- 4. check at a redirecting URL, check at an app without its router ----------------------
+
+
+async def test_check_at_a_trailing_slash_names_the_url_it_redirects_to() -> None:
+    app = FastAPI()
+    app.include_router(make_router())
+    report = await probe("http://127.0.0.1/mcp/", transport=httpx.ASGITransport(app=app))
+    assert report.fatal is not None and "HTTP 307" in report.fatal
+    assert "fastapi-mcp-ctx check http://127.0.0.1/mcp" in report.fatal and "no JSON-RPC response" not in report.fatal
+    assert (await probe("http://127.0.0.1/mcp", transport=httpx.ASGITransport(app=app))).ok
+
+
+async def test_check_at_an_app_without_its_router_says_to_include_it() -> None:
+    app = FastAPI()  # the router was built, its include_router forgotten
+
+    @app.get("/health")
+    async def health() -> dict[str, str]:
+        return {"ok": "yes"}
+
+    report = await probe("http://127.0.0.1/mcp", transport=httpx.ASGITransport(app=app))
+    assert report.fatal is not None and "HTTP 404" in report.fatal and "app.include_router(mcp_router)" in report.fatal
