@@ -147,7 +147,7 @@ def test_stdio_headers_reads_the_environment_and_the_options() -> None:
         (b"authorization", b"Bearer abc"),
     ]
     assert stdio_headers([], {}) == []
-    with pytest.raises(AppLoadError, match=r"--header \(no name\): expected NAME=VALUE") as refused:
+    with pytest.raises(AppLoadError, match=r"--header: expected NAME=VALUE or 'Name: value'") as refused:
         stdio_headers(["sk-live-secret"])
     assert "sk-live-secret" not in str(refused.value)
     with pytest.raises(AppLoadError, match="not latin-1") as refused:

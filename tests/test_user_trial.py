@@ -7,6 +7,7 @@ from typing import Annotated, Optional
 
 import httpx
 import pytest
+from click.testing import CliRunner
 from conftest import make_router, mcp_settings, open_client, rpc
 from fastapi import Depends, FastAPI, Header
 from mcp.server.mcpserver.context import Context as SdkContext
@@ -14,7 +15,12 @@ from pydantic import BaseModel
 
 from fastapi_mcp_ctx import Context, McpRouter, Principal
 from fastapi_mcp_ctx._probe import probe
+from fastapi_mcp_ctx._stdio.headers import stdio_headers
 from fastapi_mcp_ctx._stdio.serve import _choose  # pyright: ignore[reportPrivateUsage]
+from fastapi_mcp_ctx.cli import (
+    _headers,  # pyright: ignore[reportPrivateUsage]
+    cli,
+)
 from fastapi_mcp_ctx.errors import AppLoadError, ConfigurationError, McpResponseError
 from fastapi_mcp_ctx.testing import Era, McpTestClient
 
@@ -146,3 +152,26 @@ async def test_check_at_an_app_without_its_router_says_to_include_it() -> None:
 
     report = await probe("http://127.0.0.1/mcp", transport=httpx.ASGITransport(app=app))
     assert report.fatal is not None and "HTTP 404" in report.fatal and "app.include_router(mcp_router)" in report.fatal
+
+
+# -- 5. one header parser for check -H and stdio --header -----------------------------------
+
+
+@pytest.mark.parametrize("option", ["X-API-Key=key-acme", "X-API-Key: key-acme", "x-api-key:key-acme"])
+def test_check_and_stdio_take_both_header_forms(option: str) -> None:
+    assert _headers([option]) == {option[:9]: "key-acme"}
+    assert stdio_headers([option], {}) == [(b"x-api-key", b"key-acme")]
+
+
+@pytest.mark.parametrize("option", ["X-API-Key key-acme", "=key-acme", ": key-acme"])
+def test_a_malformed_header_names_both_forms_and_not_its_value(option: str) -> None:
+    with pytest.raises(AppLoadError) as refused:
+        stdio_headers([option], {})
+    assert "expected NAME=VALUE or 'Name: value'" in str(refused.value) and "key-acme" not in str(refused.value)
+    result = CliRunner().invoke(cli, ["check", "http://127.0.0.1:1/mcp", "-H", option])
+    assert result.exit_code == 2 and "expected NAME=VALUE or 'Name: value'" in result.output and "key-acme" not in result.output
+
+
+def test_check_help_shows_both_header_forms() -> None:
+    result = CliRunner().invoke(cli, ["check", "--help"])
+    assert "'Name: value' or NAME=VALUE" in " ".join(result.output.split())
