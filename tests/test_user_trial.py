@@ -9,7 +9,7 @@ import httpx
 import pytest
 from click.testing import CliRunner
 from conftest import make_router, mcp_settings, open_client, rpc
-from fastapi import Depends, FastAPI, Header
+from fastapi import Depends, FastAPI, Header, Path
 from mcp.server.mcpserver.context import Context as SdkContext
 from pydantic import BaseModel
 
@@ -175,3 +175,21 @@ def test_a_malformed_header_names_both_forms_and_not_its_value(option: str) -> N
 def test_check_help_shows_both_header_forms() -> None:
     result = CliRunner().invoke(cli, ["check", "--help"])
     assert "'Name: value' or NAME=VALUE" in " ".join(result.output.split())
+
+
+# -- 6. Path() in a tool's dependency -------------------------------------------------------
+
+
+def load_item(item_id: Annotated[int, Path(ge=1)]) -> int:
+    return item_id
+
+
+async def get(item: Annotated[int, Depends(load_item)]) -> int:
+    """Get one item."""
+    return item
+
+
+def test_path_in_a_dependency_suggests_pydantic_field() -> None:
+    with pytest.raises(ValueError, match=r"dependency 'load_item' of tool 'get': parameter 'item_id' is declared Path\(\)") as refused:
+        make_router().tool(get)
+    assert "`item_id: Annotated[int, Field(ge=1)]` (from pydantic import Field)" in str(refused.value)

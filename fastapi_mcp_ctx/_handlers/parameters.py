@@ -101,9 +101,14 @@ def classify(parameter: inspect.Parameter, *, where: str, allow_path: bool, cont
         if isinstance(marker, params.Path):
             if allow_path:
                 return Classified("argument")
+            base = base_type(parameter.annotation)
+            label = getattr(base, "__name__", "int") if base is not inspect.Parameter.empty else "int"
             raise ValueError(
                 f"{where}: parameter {parameter.name!r} is declared Path(), which names a resource template"
-                " variable; a tool or prompt argument is a plain parameter (or Body() to say so explicitly)"
+                " variable; a tool or prompt argument is a plain parameter (or Body() to say so explicitly)."
+                f" To keep a constraint such as Path(ge=1) for both REST and MCP, write"
+                f" `{parameter.name}: Annotated[{label}, Field(ge=1)]` (from pydantic import Field): FastAPI still reads"
+                " it from the URL path of a REST route, and the tool's input schema carries it"
             )
         if isinstance(marker, params.Param):
             return Classified("fastapi")
