@@ -37,7 +37,7 @@ from ._transport.sessions import MemorySessionStore
 from .backends import backend_from_url
 from .backends._per_process import SERVE_WORKERS_ENV, explicit_memory_state, per_process_state_message
 from .backends.memory import MemoryBackend
-from .errors import AppLoadError, ConfigurationError, McpError
+from .errors import AppLoadError, ConfigurationError, McpError, StateUnavailableError
 
 __all__ = ["cli"]
 
@@ -272,6 +272,12 @@ def migrate(url: str | None, revision: str, offline: bool, check_only: bool) -> 
             click.echo(f"{shown}: the ctx.state schema is current")
             return
         step = asyncio.run(migrations.upgrade(url, revision))
+    except StateUnavailableError as exc:  # the check's connection failed: the operator acts, no "retry later"
+        cause = exc.__cause__ or exc
+        raise click.ClickException(
+            f"cannot reach {shown}: {type(cause).__name__}: {cause}; check that the database is running and that "
+            "--url / MCP_STORAGE_URL (host, port, database, user, password) is right"
+        ) from exc
     except McpError as exc:
         raise click.ClickException(f"{shown}: {exc.message}") from exc
     except (sa.exc.SQLAlchemyError, OSError, alembic_util.CommandError) as exc:

@@ -193,3 +193,24 @@ def test_path_in_a_dependency_suggests_pydantic_field() -> None:
     with pytest.raises(ValueError, match=r"dependency 'load_item' of tool 'get': parameter 'item_id' is declared Path\(\)") as refused:
         make_router().tool(get)
     assert "`item_id: Annotated[int, Field(ge=1)]` (from pydantic import Field)" in str(refused.value)
+
+
+# -- 7. phrasing: the missing-docstring notice, migrate --check on an unreachable database ---
+
+
+def test_the_missing_docstring_notice_quotes_the_function_name(caplog: pytest.LogCaptureFixture) -> None:
+    async def a(x: int) -> int:
+        return x
+
+    with caplog.at_level(logging.WARNING, logger="fastapi_mcp_ctx"):
+        make_router().tool(a)
+    text = " ".join(r.getMessage() for r in caplog.records)
+    assert "give the function 'test_the_missing_docstring_notice_quotes_the_function_name.<locals>.a' a docstring" in text
+    assert "give a a docstring" not in text
+
+
+def test_migrate_check_on_an_unreachable_database_names_the_error_not_retry_later() -> None:
+    result = CliRunner().invoke(cli, ["migrate", "--check", "--url", "postgresql+asyncpg://user:hunter2@127.0.0.1:1/db"])
+    assert result.exit_code == 1
+    assert "cannot reach postgresql+asyncpg://user:***@127.0.0.1:1/db" in result.output
+    assert "MCP_STORAGE_URL" in result.output and "retry later" not in result.output and "hunter2" not in result.output
