@@ -34,8 +34,14 @@ def find_targets(app: Any) -> list[McpTarget]:
     Raises:
         ConfigurationError: an ``McpRouter`` is mounted itself (``app.mount("/mcp", mcp_router)``)
             and not included anywhere: it serves nothing, and the message names
-            ``app.include_router(mcp_router)``.
+            ``app.include_router(mcp_router)``; or ``app`` is an ``McpRouter`` itself (served or
+            tested alone it would be called as an ASGI app, which it refuses).
     """
+    if isinstance(app, McpRouter):
+        raise ConfigurationError(
+            "This is an McpRouter, not an app: include it in one (app = FastAPI(); app.include_router(mcp_router)) "
+            "and serve or test that app"
+        )
     found: list[McpTarget] = []
     mounted: list[tuple[McpRouter, str]] = []
 

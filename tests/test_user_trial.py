@@ -17,6 +17,7 @@ from fastapi_mcp_ctx import Context, McpRouter, Principal
 from fastapi_mcp_ctx._probe import probe
 from fastapi_mcp_ctx._stdio.headers import stdio_headers
 from fastapi_mcp_ctx._stdio.serve import _choose  # pyright: ignore[reportPrivateUsage]
+from fastapi_mcp_ctx._stdio.serve import resolve_app as _resolve_app
 from fastapi_mcp_ctx.cli import (
     _headers,  # pyright: ignore[reportPrivateUsage]
     cli,
@@ -214,3 +215,11 @@ def test_migrate_check_on_an_unreachable_database_names_the_error_not_retry_late
     assert result.exit_code == 1
     assert "cannot reach postgresql+asyncpg://user:***@127.0.0.1:1/db" in result.output
     assert "MCP_STORAGE_URL" in result.output and "retry later" not in result.output and "hunter2" not in result.output
+
+
+def test_a_bare_router_given_as_the_app_is_refused_naming_include_router() -> None:
+    """Served or tested alone, an McpRouter would be called as an ASGI app (which now refuses)."""
+    with pytest.raises(ConfigurationError, match=r"not an app: include it in one \(app = FastAPI\(\); app\.include_router\(mcp_router\)\)"):
+        McpTestClient(make_router())
+    wrapped, target = _resolve_app(make_router(), "m:router", None)  # stdio wraps a bare router in an app
+    assert target.app is wrapped
