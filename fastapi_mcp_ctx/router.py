@@ -53,7 +53,9 @@ F = TypeVar("F", bound=Callable[..., Any])
 class McpRouter(ToolRoutes, FeatureRoutes, APIRouter):
     """An ``APIRouter`` that serves the Model Context Protocol at ``path`` (default ``/mcp``).
 
-    Mount it with ``app.include_router(mcp_router)``; it needs no lifespan of its own.
+    Add it with ``app.include_router(mcp_router)``; it needs no lifespan of its own. Never
+    ``app.mount("/mcp", mcp_router)``: a mounted router answers every request with HTTP 500 naming
+    that fix, and ``McpTestClient``, ``serve`` and ``stdio`` refuse it at start-up.
     Register tools with :meth:`tool`; resources, prompts, completers: ``_handlers.feature_routes``.
 
     Args:
