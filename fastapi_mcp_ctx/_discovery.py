@@ -12,7 +12,8 @@ from typing import Any
 from starlette.routing import Mount
 
 from ._fastapi_compat import flat_routes
-from .router import McpRouter
+from .errors import ConfigurationError
+from .router import McpRouter, mounted_router_message
 
 __all__ = ["McpTarget", "find_targets"]
 
@@ -28,8 +29,21 @@ class McpTarget:
 
 
 def find_targets(app: Any) -> list[McpTarget]:
-    """Every ``McpRouter`` route of ``app``: included routers flattened, mounted apps searched."""
+    """Every ``McpRouter`` route of ``app``: included routers flattened, mounted apps searched.
+
+    Raises:
+        ConfigurationError: an ``McpRouter`` is mounted itself (``app.mount("/mcp", mcp_router)``)
+            and not included anywhere: it serves nothing, and the message names
+            ``app.include_router(mcp_router)``; or ``app`` is an ``McpRouter`` itself (served or
+            tested alone it would be called as an ASGI app, which it refuses).
+    """
+    if isinstance(app, McpRouter):
+        raise ConfigurationError(
+            "This is an McpRouter, not an app: include it in one (app = FastAPI(); app.include_router(mcp_router)) "
+            "and serve or test that app"
+        )
     found: list[McpTarget] = []
+    mounted: list[tuple[McpRouter, str]] = []
 
     def walk(current: Any, prefix: str) -> None:
         for path, route in flat_routes(getattr(current, "routes", [])):
@@ -38,8 +52,14 @@ def find_targets(app: Any) -> list[McpTarget]:
                 target = McpTarget(owner, current, prefix + path)
                 if target not in found:
                     found.append(target)
+            elif isinstance(route, Mount) and isinstance(route.app, McpRouter):
+                mounted.append((route.app, prefix + route.path))  # its __call__ refuses every request
             elif isinstance(route, Mount) and route.app is not None:
                 walk(route.app, prefix + route.path)
 
     walk(app, "")
+    included = {id(target.router) for target in found}
+    for router, path in mounted:
+        if id(router) not in included:
+            raise ConfigurationError(mounted_router_message(path))
     return found

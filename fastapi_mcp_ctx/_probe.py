@@ -12,7 +12,7 @@ Each step is timed (milliseconds, wall clock) and bounded: each exchange must be
 ``timeout`` seconds (a server trickling SSE comments never holds the probe) and its body may not
 exceed ``MAX_RESPONSE_BYTES`` (4 MiB, after decompression); either failure fails the step. A
 transport failure (connection refused,
-421 Host refused, 401, 404…) stops the probe with a message saying what to do. Spec: 2025-11-25
+421 Host refused, 401, 404, a redirect (its target named: use that URL)…) stops the probe with a message saying what to do. Spec: 2025-11-25
 ``basic/lifecycle`` and ``basic/transports``; 2026-07-28 ``server/discover`` and
 ``basic/transports/streamable-http``.
 """
@@ -146,7 +146,23 @@ def _check_status(response: httpx.Response, url: str, step: str) -> None:
             fatal=True,
         )
     if status == 404 and not _messages_or_empty(response):
-        raise ProbeFailure("HTTP 404: no MCP endpoint at this URL (the path is usually /mcp)", step, fatal=True)
+        raise ProbeFailure(
+            "HTTP 404: no MCP endpoint at this URL (the path is usually /mcp); if the path is right, the app may not "
+            "include its McpRouter: app.include_router(mcp_router)",
+            step,
+            fatal=True,
+        )
+    if response.is_redirect:  # e.g. FastAPI's redirect_slashes: /mcp/ → /mcp
+        location = response.headers.get("location")
+        if not location:
+            raise ProbeFailure(f"HTTP {status}: the server redirects without a Location header; check the URL", step, fatal=True)
+        target = str(httpx.URL(url).join(location))
+        raise ProbeFailure(
+            f"HTTP {status}: the server redirects {httpx.URL(url).path} to {target}; MCP clients do not follow redirects "
+            f"of a POST reliably, so use that URL: fastapi-mcp-ctx check {target}",
+            step,
+            fatal=True,
+        )
     if status >= 500 and not _messages_or_empty(response):
         raise ProbeFailure(f"HTTP {status}: the server failed ({response.text[:200]!r})", step)
 

@@ -30,13 +30,14 @@ from . import __version__
 from ._auth.host_rules import is_loopback_host
 from ._discovery import find_targets
 from ._extras import missing_extra
+from ._stdio.headers import split_header
 from ._stdio.serve import run_stdio
 from ._transport.bus import MemoryBus
 from ._transport.sessions import MemorySessionStore
 from .backends import backend_from_url
 from .backends._per_process import SERVE_WORKERS_ENV, explicit_memory_state, per_process_state_message
 from .backends.memory import MemoryBackend
-from .errors import AppLoadError, ConfigurationError, McpError
+from .errors import AppLoadError, ConfigurationError, McpError, StateUnavailableError
 
 __all__ = ["cli"]
 
@@ -271,6 +272,12 @@ def migrate(url: str | None, revision: str, offline: bool, check_only: bool) -> 
             click.echo(f"{shown}: the ctx.state schema is current")
             return
         step = asyncio.run(migrations.upgrade(url, revision))
+    except StateUnavailableError as exc:  # the check's connection failed: the operator acts, no "retry later"
+        cause = exc.__cause__ or exc
+        raise click.ClickException(
+            f"cannot reach {shown}: {type(cause).__name__}: {cause}; check that the database is running and that "
+            "--url / MCP_STORAGE_URL (host, port, database, user, password) is right"
+        ) from exc
     except McpError as exc:
         raise click.ClickException(f"{shown}: {exc.message}") from exc
     except (sa.exc.SQLAlchemyError, OSError, alembic_util.CommandError) as exc:
@@ -313,16 +320,24 @@ def keygen() -> None:
 def _headers(values: Sequence[str]) -> dict[str, str]:
     headers: dict[str, str] = {}
     for value in values:
-        name, sep, rest = value.partition(":")
-        if not sep or not name.strip():
-            raise click.BadParameter(f"{value!r}: expected 'Name: value'", param_hint="--header")
-        headers[name.strip()] = rest.strip()
+        try:
+            name, rest = split_header(value, "-H")
+        except ValueError as exc:  # the message never echoes the value (a credential)
+            raise click.BadParameter(str(exc), param_hint="-H/--header") from None
+        headers[name] = rest
     return headers
 
 
 @cli.command()
 @click.argument("url")
-@click.option("-H", "--header", "header_values", multiple=True, help="Extra request header 'Name: value' (repeatable).")
+@click.option(
+    "-H",
+    "--header",
+    "header_values",
+    multiple=True,
+    metavar="HEADER",
+    help="Extra request header, 'Name: value' or NAME=VALUE (repeatable), e.g. -H 'Authorization: Bearer <token>' or -H X-API-Key=<key>.",
+)
 @click.option("--timeout", default=10.0, show_default=True, type=click.FloatRange(min=0.1), help="Seconds per exchange.")
 def check(url: str, header_values: tuple[str, ...], timeout: float) -> None:
     """Probe a running MCP server at URL, both eras.
@@ -355,8 +370,8 @@ def check(url: str, header_values: tuple[str, ...], timeout: float) -> None:
     "--header",
     "header_values",
     multiple=True,
-    metavar="NAME=VALUE",
-    help="A header of every request the app's dependencies and authenticate= see (repeatable); "
+    metavar="HEADER",
+    help="A header of every request the app's dependencies and authenticate= see, NAME=VALUE or 'Name: value' (repeatable); "
     "also MCP_STDIO_HEADER_<NAME>=VALUE in the environment (- written _).",
 )
 def stdio(app: str, path: str | None, app_dir: str, header_values: tuple[str, ...]) -> None:

@@ -17,6 +17,8 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TypeVar
 
 from fastapi import APIRouter, Depends, params
+from starlette.responses import JSONResponse
+from starlette.types import Receive, Scope, Send
 
 from ._auth.resource_metadata import ensure_root_routes
 from ._auth.sealing import request_state_sealer
@@ -44,14 +46,16 @@ from .errors import ConfigurationError
 from .settings import McpSettings, SessionMode, get_settings
 from .state import ContextState, derive_cursor_key
 
-__all__ = ["McpRouter"]
+__all__ = ["McpRouter", "mounted_router_message"]
 
 logger = logging.getLogger("fastapi_mcp_ctx")
 F = TypeVar("F", bound=Callable[..., Any])
 class McpRouter(ToolRoutes, FeatureRoutes, APIRouter):
     """An ``APIRouter`` that serves the Model Context Protocol at ``path`` (default ``/mcp``).
 
-    Mount it with ``app.include_router(mcp_router)``; it needs no lifespan of its own.
+    Add it with ``app.include_router(mcp_router)``; it needs no lifespan of its own. Never
+    ``app.mount("/mcp", mcp_router)``: a mounted router answers every request with HTTP 500 naming
+    that fix, and ``McpTestClient``, ``serve`` and ``stdio`` refuse it at start-up.
     Register tools with :meth:`tool`; resources, prompts, completers: ``_handlers.feature_routes``.
 
     Args:
@@ -342,3 +346,29 @@ class McpRouter(ToolRoutes, FeatureRoutes, APIRouter):
         bool, "checks": {"sessions", "events", "bus", "state": "ok" | "in-process" |
         "unavailable: <why>"}}``. Never raises; see docs/architecture.md "Replicas"."""
         return await readiness(sessions=self.sessions, events=self.event_store, bus=self.bus, state=self.state_backend)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Refuse to serve as an ASGI app: an ``McpRouter`` is only called so when it is mounted
+        (``app.mount("/mcp", mcp_router)``), which leaves its endpoint at ``/mcp/mcp`` and its
+        lifespan unrun; ``app.include_router`` copies its routes and never calls it. Answers
+        HTTP 500 with a JSON-RPC ``-32603`` naming the fix, and logs it once per request."""
+        if scope["type"] not in ("http", "websocket"):  # a mounted app gets no lifespan; nothing else expected
+            return
+        message = mounted_router_message(str(scope.get("root_path", "")) or None)
+        logger.error(message)
+        if scope["type"] == "websocket":
+            await send({"type": "websocket.close", "code": 1011, "reason": message[:120]})
+            return
+        response = JSONResponse({"jsonrpc": "2.0", "id": None, "error": {"code": -32603, "message": message}}, status_code=500)
+        await response(scope, receive, send)
+
+
+def mounted_router_message(mount_path: str | None) -> str:
+    """Why a mounted ``McpRouter`` serves nothing and what to write instead (``mount_path``: where
+    it was mounted, when known)."""
+    where = f"app.mount({mount_path!r}, mcp_router)" if mount_path else "app.mount(..., mcp_router)"
+    return (
+        f"An McpRouter is mounted ({where}): a mounted router serves nothing (its endpoint would sit at "
+        "<mount>/mcp and its lifespan never runs). Use app.include_router(mcp_router) instead of app.mount(...) "
+        "(the endpoint path is McpRouter(path=...), default /mcp)"
+    )

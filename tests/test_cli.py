@@ -428,7 +428,7 @@ def test_check_connection_refused() -> None:
 
 def test_check_bad_header_option() -> None:
     result = run("check", "http://127.0.0.1:1/mcp", "-H", "no-colon")
-    assert result.exit_code == 2 and "expected 'Name: value'" in result.output
+    assert result.exit_code == 2 and "expected NAME=VALUE or 'Name: value'" in result.output
 
 
 # -- one real server ------------------------------------------------------------------------

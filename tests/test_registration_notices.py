@@ -84,5 +84,5 @@ def test_a_tool_without_a_description_is_logged_at_registration(caplog: pytest.L
     notices = [r.getMessage() for r in caplog.records if "has no description" in r.getMessage()]
     assert len(notices) == 1
     assert "tool 'undocumented' has no description" in notices[0]
-    assert "give test_a_tool_without_a_description_is_logged_at_registration.<locals>.undocumented a docstring" in notices[0]
+    assert "give the function 'test_a_tool_without_a_description_is_logged_at_registration.<locals>.undocumented' a docstring" in notices[0]
     assert "description=" in notices[0]

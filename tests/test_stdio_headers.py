@@ -108,6 +108,8 @@ async def test_missing_or_wrong_key_is_refused_naming_where_stdio_headers_come_f
         assert reply["error"]["code"] == -32001  # 401, as over HTTP
         assert "--header NAME=VALUE" in reply["error"]["message"]
         assert "MCP_STDIO_HEADER_<NAME>" in reply["error"]["message"]
+        if not headers:  # the missing Header() is named, as for a tool's dependency
+            assert "header.x-api-key: Field required" in reply["error"]["message"]
         # a 2026 request (no handshake) is refused the same way, with its own id
         reply = await server.request("tools/call", {**_call("list_orders", {}), "_meta": envelope()}, 7)
         assert reply["error"]["code"] == -32001 and "MCP_STDIO_HEADER_<NAME>" in reply["error"]["message"]
@@ -145,7 +147,7 @@ def test_stdio_headers_reads_the_environment_and_the_options() -> None:
         (b"authorization", b"Bearer abc"),
     ]
     assert stdio_headers([], {}) == []
-    with pytest.raises(AppLoadError, match=r"--header \(no name\): expected NAME=VALUE") as refused:
+    with pytest.raises(AppLoadError, match=r"--header: expected NAME=VALUE or 'Name: value'") as refused:
         stdio_headers(["sk-live-secret"])
     assert "sk-live-secret" not in str(refused.value)
     with pytest.raises(AppLoadError, match="not latin-1") as refused:

@@ -14,14 +14,18 @@ FastAPI's own rule, with the call's arguments in the place of the request's para
 
 What fits none is refused here, naming the handler, the parameter and the fix: ``Path()`` outside
 a resource, ``Form()`` / ``File()``, a ``Context`` in a dependency's signature without
-``Depends(mcp_context)`` (issue 22). An argument whose type has no JSON Schema is refused where
+``Depends(mcp_context)`` (issue 22), and what would silently become a required argument although a
+context was meant: another SDK's ``Context``, ``Context | None``, an unannotated ``ctx`` / ``context``.
+An argument whose type has no JSON Schema is refused where
 its field is built (``_handlers.arguments``).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import inspect
+import types
 import typing
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -83,7 +87,8 @@ def classify(parameter: inspect.Parameter, *, where: str, allow_path: bool, cont
 
     Raises:
         ValueError: ``Path()`` outside a resource, ``Form()`` / ``File()``, a ``Context`` parameter
-            of a dependency without ``Depends(mcp_context)``.
+            of a dependency without ``Depends(mcp_context)``, an optional ``Context``, another
+            library's ``Context`` (the official SDK's, FastMCP's), an unannotated ``ctx`` / ``context``.
     """
     found = markers(parameter)
     for marker in found:
@@ -96,9 +101,14 @@ def classify(parameter: inspect.Parameter, *, where: str, allow_path: bool, cont
         if isinstance(marker, params.Path):
             if allow_path:
                 return Classified("argument")
+            base = base_type(parameter.annotation)
+            label = getattr(base, "__name__", "int") if base is not inspect.Parameter.empty else "int"
             raise ValueError(
                 f"{where}: parameter {parameter.name!r} is declared Path(), which names a resource template"
-                " variable; a tool or prompt argument is a plain parameter (or Body() to say so explicitly)"
+                " variable; a tool or prompt argument is a plain parameter (or Body() to say so explicitly)."
+                f" To keep a constraint such as Path(ge=1) for both REST and MCP, write"
+                f" `{parameter.name}: Annotated[{label}, Field(ge=1)]` (from pydantic import Field): FastAPI still reads"
+                " it from the URL path of a REST route, and the tool's input schema carries it"
             )
         if isinstance(marker, params.Param):
             return Classified("fastapi")
@@ -113,7 +123,53 @@ def classify(parameter: inspect.Parameter, *, where: str, allow_path: bool, cont
         return Classified("fastapi")
     if _is_context(parameter.annotation, context_type):
         raise ValueError(_context_message(parameter, where))
+    _refuse_context_lookalike(parameter, where, context_type)
     return Classified("argument")
+
+
+def _union_members(annotation: Any) -> tuple[Any, ...]:
+    """The classes of ``annotation`` (``Annotated`` stripped; each member of a ``X | None`` union)."""
+    base = base_type(annotation)
+    if get_origin(base) in (typing.Union, types.UnionType):
+        return tuple(base_type(arg) for arg in typing.get_args(base) if arg is not type(None))
+    return (base,)
+
+
+def _own_data_type(cls: type) -> bool:
+    """An application's own argument type that happens to be called ``Context`` (a pydantic model
+    or dataclass outside the MCP SDKs): a real argument, kept."""
+    root = cls.__module__.partition(".")[0]
+    is_model = hasattr(cls, "model_json_schema")
+    return root not in ("mcp", "fastmcp") and (is_model or dataclasses.is_dataclass(cls))
+
+
+def _refuse_context_lookalike(parameter: inspect.Parameter, where: str, context_type: type) -> None:
+    """Refuse what would silently become a required argument although a context was meant: an
+    optional ``Context`` (``Context | None = None``), another library's ``Context`` (the official
+    SDK's, FastMCP's), an unannotated ``ctx`` / ``context``."""
+    fix = "Declare it `{name}: McpContext` (from fastapi_mcp_ctx import McpContext)"
+    alt = ", or `{name}: Context = Depends(mcp_context)` (from fastapi_mcp_ctx import Context, mcp_context)"
+    name = parameter.name
+    if parameter.annotation is inspect.Parameter.empty:
+        if name in ("ctx", "context"):
+            raise ValueError(
+                f"{where}: parameter {name!r} has no annotation, so it would be a required argument of the call, not the"
+                f" MCP context. {fix.format(name=name)}{alt.format(name=name)}; if it is an argument, give it a type"
+            )
+        return
+    members = _union_members(parameter.annotation)
+    ours = [m for m in members if inspect.isclass(get_origin(m) or m) and issubclass(get_origin(m) or m, context_type)]
+    if ours:
+        raise ValueError(
+            f"{where}: parameter {name!r} is an optional Context (Context | None); every call has its context, so it"
+            f" needs neither None nor a default. {fix.format(name=name)}"
+        )
+    for member in members:
+        if inspect.isclass(member) and member.__name__ == "Context" and not _own_data_type(member):
+            raise ValueError(
+                f"{where}: parameter {name!r} is annotated with {member.__module__}.Context, not fastapi_mcp_ctx's: it would"
+                f" be a required argument of the call. {fix.format(name=name)}{alt.format(name=name)}"
+            )
 
 
 def _context_message(parameter: inspect.Parameter, where: str) -> str:

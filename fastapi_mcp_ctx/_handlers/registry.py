@@ -254,7 +254,7 @@ def build_tool(
     else:  # the model chooses tools by their description: say so once, at registration
         logger.warning(
             "tool %r has no description (clients see description: null and the model has only its name to go by): "
-            "give %s a docstring or pass description=...",
+            "give the function %r a docstring or pass description=...",
             tool_name,
             getattr(handler, "__qualname__", tool_name),
         )

@@ -23,7 +23,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from .._fastapi_compat import solve
-from .._handlers.resolve import from_http_exception
+from .._handlers.resolve import dependency_problems, from_http_exception
 from .._transport.streams import CallResponse, StandaloneStream
 from ..auth import Principal
 from ..errors import AuthenticationError, InternalError, McpError, RequestRejectedError
@@ -93,7 +93,8 @@ async def resolve_principal(dependant: Dependant, request: Request, challenge: s
 
     Raises:
         AuthenticationError / PermissionDeniedError / RequestRejectedError / InternalError:
-            translated from an ``HTTPException`` (or a failed ``Header``… → 401).
+            translated from an ``HTTPException`` (or a failed ``Header``… → 401
+            ``Invalid credentials: header.x-api-key: Field required``, naming each parameter, never its value).
         TypeError: the dependency returned something other than a Principal or None.
     """
     tasks = BackgroundTasks()
@@ -103,7 +104,10 @@ async def resolve_principal(dependant: Dependant, request: Request, challenge: s
     try:
         async with solve(dependant, auth_request, request.scope.get("app"), tasks, headers) as solved:
             if solved.errors:
-                raise AuthenticationError("Invalid credentials", headers={"WWW-Authenticate": challenge} if challenge else None)
+                raise AuthenticationError(  # which Header()/Query()… is missing or invalid, as for a tool's dependency
+                    f"Invalid credentials: {dependency_problems(solved.errors)}",
+                    headers={"WWW-Authenticate": challenge} if challenge else None,
+                )
             principal: Any = solved.values["principal"]
     except HTTPException as exc:
         raise _translate(exc, challenge) from exc

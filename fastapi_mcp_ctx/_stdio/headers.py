@@ -8,7 +8,8 @@ read headers all the same. The headers come from two places, the command line la
   ``-`` written ``_`` (``MCP_STDIO_HEADER_X_API_KEY`` is ``X-API-Key``, sent as ``x-api-key``:
   HTTP header names are case-insensitive). One variable per header, so a desktop client's JSON
   config (``"env": {...}``) sets it without quoting JSON inside JSON;
-* ``--header NAME=VALUE`` (repeatable) on ``fastapi-mcp-ctx stdio``.
+* ``--header NAME=VALUE`` or ``--header 'Name: value'`` (repeatable) on ``fastapi-mcp-ctx stdio``;
+  :func:`split_header` is the one parser of both forms, ``check -H`` uses it too.
 
 Values are secrets (API keys, tokens): no message, log line or error of this module names one.
 A malformed name or value is refused at start-up (:class:`~fastapi_mcp_ctx.errors.AppLoadError`:
@@ -23,7 +24,7 @@ from typing import Final
 
 from ..errors import AppLoadError
 
-__all__ = ["ENV_PREFIX", "stdio_headers"]
+__all__ = ["ENV_PREFIX", "split_header", "stdio_headers"]
 
 ENV_PREFIX: Final = "MCP_STDIO_HEADER_"
 """The prefix of the environment variables that each give one header (``MCP_STDIO_HEADER_X_API_KEY``)."""
@@ -31,6 +32,26 @@ ENV_PREFIX: Final = "MCP_STDIO_HEADER_"
 _TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")  # RFC 9110 §5.6.2 token: a header name
 _BAD_VALUE = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")  # RFC 9110 §5.5: no CR, LF, NUL or other controls (tab allowed)
 _HOP_BY_HOP: Final = frozenset({"host", "content-length", "content-type", "transfer-encoding", "connection"})
+
+
+def split_header(option: str, option_name: str) -> tuple[str, str]:
+    """``(name, value)`` of one header option, ``NAME=VALUE`` or ``Name: value`` (whichever of
+    ``=`` and ``:`` comes first cuts; a header name holds neither), both stripped.
+
+    Raises:
+        ValueError: neither separator after a name, or a name that is not an HTTP token
+            (RFC 9110 §5.6.2); the message names ``option_name`` (``--header``, ``-H``), never the value.
+    """
+    cut = min((i for i in (option.find("="), option.find(":")) if i >= 0), default=-1)
+    name = option[:cut].strip() if cut >= 0 else ""
+    if not name:
+        raise ValueError(
+            f"{option_name}: expected NAME=VALUE or 'Name: value' (for example {option_name} X-API-Key=... "
+            f"or {option_name} 'X-API-Key: ...'); value not shown"
+        )
+    if not _TOKEN.fullmatch(name):
+        raise ValueError(f"{option_name}: {name!r} is not an HTTP header name (letters, digits and - only)")
+    return name, option[cut + 1 :].strip()
 
 
 def _checked(name: str, value: str, source: str) -> tuple[bytes, bytes]:
@@ -51,12 +72,12 @@ def stdio_headers(options: Iterable[str] = (), environ: Mapping[str, str] | None
     """The synthetic request's headers, as ASGI ``scope["headers"]`` pairs (lower-case names).
 
     Args:
-        options: ``--header`` values, each ``NAME=VALUE`` (``NAME: VALUE`` is accepted too).
+        options: ``--header`` values, each ``NAME=VALUE`` or ``Name: value`` (:func:`split_header`).
         environ: the environment (``os.environ``); its ``MCP_STDIO_HEADER_<NAME>`` variables.
     Returns:
         one pair per header name, the command line's value replacing the environment's.
     Raises:
-        AppLoadError: a value without ``=``, a name that is not an HTTP token or is the
+        AppLoadError: an option in neither form, a name that is not an HTTP token or is the
             transport's own (``Host``, ``Content-Type``…), a value with a control character;
             the message names the header, never the value.
     """
@@ -66,10 +87,10 @@ def stdio_headers(options: Iterable[str] = (), environ: Mapping[str, str] | None
             name, encoded = _checked(variable[len(ENV_PREFIX) :].replace("_", "-").lower(), value, f"environment variable {variable}")
             chosen[name] = encoded
     for option in options:
-        cut = min((i for i in (option.find("="), option.find(":")) if i > 0), default=-1)
-        if cut < 0:
-            shown = option.split("=", 1)[0].split(":", 1)[0] if ("=" in option or ":" in option) else "(no name)"
-            raise AppLoadError(f"--header {shown}: expected NAME=VALUE (for example --header X-API-Key=...)")
-        name, encoded = _checked(option[:cut].strip(), option[cut + 1 :], "--header")
+        try:
+            raw_name, raw_value = split_header(option, "--header")
+        except ValueError as exc:
+            raise AppLoadError(str(exc)) from None
+        name, encoded = _checked(raw_name, raw_value, "--header")
         chosen[name] = encoded
     return list(chosen.items())

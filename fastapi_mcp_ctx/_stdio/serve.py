@@ -39,7 +39,7 @@ import anyio
 from fastapi import FastAPI
 
 from .._discovery import McpTarget, find_targets
-from ..errors import AppLoadError
+from ..errors import AppLoadError, ConfigurationError
 from ..router import McpRouter
 from .headers import stdio_headers
 from .session import StdioSession
@@ -101,7 +101,10 @@ def load_app(spec: str) -> Any:
 
 
 def _choose(app: Any, spec: str, path: str | None) -> McpTarget:
-    targets = find_targets(app)
+    try:
+        targets = find_targets(app)
+    except ConfigurationError as exc:  # an McpRouter mounted, not included
+        raise AppLoadError(f"{spec}: {exc}") from None
     paths = ", ".join(sorted(t.path for t in targets))
     if path is not None:
         chosen = [t for t in targets if t.path == path]
