@@ -50,13 +50,22 @@ def split_header(option: str, option_name: str) -> tuple[str, str]:
             f"or {option_name} 'X-API-Key: ...'); value not shown"
         )
     if not _TOKEN.fullmatch(name):
-        raise ValueError(f"{option_name}: {name!r} is not an HTTP header name (letters, digits and - only)")
+        raise ValueError(f"{option_name}: {_shown_name(name)} is not an HTTP header name (letters, digits and - only)")
     return name, option[cut + 1 :].strip()
+
+
+def _shown_name(name: str) -> str:
+    """What a refusal may quote of a bad header name: up to its first space, since a space typed
+    for ``=`` puts the value into the "name" (``X-API-Key sk-…=``), and a message names no value."""
+    head = name.split(None, 1)[0] if name.split() else ""
+    if head != name:
+        return f"{head!r} followed by a space (value not shown; write NAME=VALUE)"
+    return repr(name)
 
 
 def _checked(name: str, value: str, source: str) -> tuple[bytes, bytes]:
     if not _TOKEN.fullmatch(name):
-        raise AppLoadError(f"{source}: {name!r} is not an HTTP header name (letters, digits and - only)")
+        raise AppLoadError(f"{source}: {_shown_name(name)} is not an HTTP header name (letters, digits and - only)")
     if name.lower() in _HOP_BY_HOP:
         raise AppLoadError(f"{source}: the {name} header is the transport's own; it cannot be set")
     if _BAD_VALUE.search(value):
