@@ -122,7 +122,7 @@ async def test_missing_or_wrong_key_is_refused_naming_where_stdio_headers_come_f
     ("args", "env", "named"),
     [
         (("--header", "X-API-Key"), {}, "expected NAME=VALUE"),
-        (("--header", "Bad Name=v1-secret"), {}, "'Bad Name' is not an HTTP header name"),
+        (("--header", "Bad Name=v1-secret"), {}, "'Bad' followed by a space (value not shown; write NAME=VALUE) is not an HTTP header name"),
         (("--header", "Host=v1-secret"), {}, "the Host header is the transport's own"),
         ((), {"MCP_STDIO_HEADER_X_API_KEY": "v1-secret\nInjected: 1"}, "MCP_STDIO_HEADER_X_API_KEY: the value of the x-api-key header"),
     ],
