@@ -33,7 +33,7 @@ from ..errors import (
 )
 from .first_step import Rest, first_step
 
-__all__ = ["BODY_SCOPE_KEY", "accepted", "bound_headers", "read_body", "refuse_content_coding", "reject_repeated", "replaying_receive"]
+__all__ = ["BODY_SCOPE_KEY", "accepted", "bound_headers", "read_body", "refuse_content_coding", "reject_repeated", "replaying_receive", "screen_headers"]
 
 BODY_SCOPE_KEY = "fastapi_mcp_ctx.body"
 """Request-scope key of the POST body, read once by the endpoint and replayed to dependencies."""
@@ -41,22 +41,39 @@ BODY_SCOPE_KEY = "fastapi_mcp_ctx.body"
 _Q_ZERO = re.compile(r"(?:^|;)\s*q\s*=\s*0(?:\.0{0,3})?\s*(?:;|$)", re.IGNORECASE)
 
 
-def bound_headers(raw: Iterable[tuple[bytes, bytes]], limit: int) -> None:
-    """Refuse a header section (ASGI ``scope["headers"]``) whose names and values together
-    exceed ``limit`` bytes, before anything reads one: uvicorn with httptools accepts headers of
-    any size, and a 4 MB ``Authorization`` would otherwise be decoded, mapped and parsed.
+def bound_headers(raw: Iterable[tuple[bytes, bytes]], limit: int) -> set[str]:
+    """Screen a header section (ASGI ``scope["headers"]``) in one pass, before anything reads a
+    header: refuse it when its names and values together exceed ``limit`` bytes (uvicorn with
+    httptools accepts headers of any size, and a 4 MB ``Authorization`` would otherwise be decoded,
+    mapped and parsed), and return the (lower-case) names that appear more than once.
 
+    Returns:
+        The repeated header names; empty for the common request.
     Raises:
         HeaderFieldsTooLargeError: 431 (RFC 6585 §5) naming ``MCP_MAX_REQUEST_HEADER_BYTES``.
     """
     size = 0
+    seen: set[bytes] = set()
+    count = 0
     for name, value in raw:
         size += len(name) + len(value)
+        seen.add(name.lower())
+        count += 1
     if size > limit:
         raise HeaderFieldsTooLargeError(
             f"Request Header Fields Too Large: the request headers hold {size} bytes, more than {limit} "
             "(MCP_MAX_REQUEST_HEADER_BYTES)"
         )
+    if len(seen) == count:
+        return set()
+    once: set[bytes] = set()  # a name appeared twice: find which (rare)
+    repeated: set[str] = set()
+    for name, _ in raw:
+        lowered = name.lower()
+        if lowered in once:
+            repeated.add(lowered.decode("latin-1"))
+        once.add(lowered)
+    return repeated
 
 
 _ACCEPT_CACHE: Final = BoundedMemo[tuple[bool, bool]](128)  # a client sends the same Accept on every request
@@ -86,6 +103,8 @@ def _parse_accept(accept: str) -> tuple[bool, bool]:
 
 _SINGLE_VALUED: dict[str, type[McpError]] = {
     "host": HostNotAllowedError,
+    "authorization": InvalidRequestError,  # RFC 9110 §11.6.2: two credentials, one checked, the other read
+    "proxy-authorization": InvalidRequestError,
     "origin": OriginNotAllowedError,
     "mcp-protocol-version": HeaderMismatchError,
     "mcp-method": HeaderMismatchError,
@@ -110,6 +129,25 @@ def reject_repeated(repeated: set[str]) -> None:
     params = sorted(name for name in repeated if name.startswith("mcp-param-"))
     if params:
         raise HeaderMismatchError(f"The {params[0]} header must appear exactly once")
+
+
+_FRONT_SINGLE_VALUED: Final = frozenset({"host", "origin", "authorization", "proxy-authorization"})
+
+
+def screen_headers(raw: Iterable[tuple[bytes, bytes]], limit: int) -> None:
+    """The MCP route's first look at a request, before FastAPI solves any route or app
+    dependency (``LeanRoute.handle``): the header bound (:func:`bound_headers`, 431) and a repeated
+    ``Host``, ``Origin``, ``Authorization`` or ``Proxy-Authorization`` (400/403, before an app's
+    dependency reads one copy and the gate verifies the other). The other single-valued headers
+    are refused by the endpoint, before authentication, with the body's request id.
+
+    Raises:
+        HeaderFieldsTooLargeError: 431. HostNotAllowedError, OriginNotAllowedError: 403.
+        InvalidRequestError: -32600, HTTP 400 (a repeated credential header).
+    """
+    repeated = bound_headers(raw, limit)
+    if repeated:
+        reject_repeated(repeated & _FRONT_SINGLE_VALUED)
 
 
 def refuse_content_coding(raw_headers: Iterable[tuple[bytes, bytes]]) -> None:
