@@ -39,7 +39,6 @@ from starlette.websockets import WebSocket
 
 __all__ = [
     "LEAN_SCOPE_KEY",
-    "SCREENED_SCOPE_KEY",
     "LeanRoute",
     "SolveScope",
     "SolvedCall",
@@ -57,8 +56,6 @@ __all__ = [
 ]
 
 LEAN_SCOPE_KEY = "fastapi_mcp_ctx.lean"
-SCREENED_SCOPE_KEY = "fastapi_mcp_ctx.screened"
-"""Request-scope key set by :meth:`LeanRoute.handle` once the endpoint's screen admitted the headers."""
 _SPECIAL_TYPES: tuple[type, ...] = (Request, HTTPConnection, WebSocket, BackgroundTasks, SecurityScopes, Response)
 
 
@@ -293,7 +290,6 @@ class LeanRoute(APIRoute):
             if refused is not None:
                 await refused(scope, receive, send)
                 return
-            scope[SCREENED_SCOPE_KEY] = True
         await super().handle(scope, receive, send)
 
     def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:

@@ -27,7 +27,7 @@ from .._auth.host_rules import TransportSecurity, is_loopback_host, loopback_sec
 from .._auth.resource_metadata import challenge, ensure_root_routes, metadata_routes
 from .._auth.sealing import announce_process_key
 from .._context.logger import install_default_handler
-from .._fastapi_compat import SCREENED_SCOPE_KEY, flat_routes
+from .._fastapi_compat import flat_routes
 from .._replicas.relay import Relay
 from .._transport.notifications import Notifier
 from .._transport.pending import PendingRequests
@@ -39,7 +39,6 @@ from .._wire.envelope import (
     RequestEnvelope,
     check_legacy_version,
     choose_era,
-    header_map,
     read_legacy_envelope,
     read_modern_envelope,
 )
@@ -59,7 +58,7 @@ from .batch import BatchHooks, serve_batch
 from .batch_core import starts_batch
 from .dispatch import JSON_OK_SCOPE_KEY, PRINCIPAL_SCOPE_KEY, Dispatcher
 from .gcfreeze import freeze_startup_objects
-from .http import BODY_SCOPE_KEY, accepted, read_body, refuse_content_coding, reject_repeated, screen_headers
+from .http import BODY_SCOPE_KEY, HEADERS_SCOPE_KEY, accepted, read_body, refuse_content_coding, reject_repeated, screen_headers
 from .lost_requests import install_pointer
 from .outcomes import error_reply, json_reply
 from .session_gate import SESSION_HEADER, SessionGate, error_response
@@ -148,7 +147,7 @@ class McpEndpoint:
         ``Origin`` or credential header (:func:`screen_headers`) as a JSON-RPC error answer (id
         null: the body is not read yet), or None to let the request through."""
         try:
-            screen_headers(scope["headers"], self.settings.max_request_header_bytes)
+            scope[HEADERS_SCOPE_KEY] = screen_headers(scope["headers"], self.settings.max_request_header_bytes)
         except McpError as exc:
             return error_response(exc, None)
         return None
@@ -223,10 +222,9 @@ class McpEndpoint:
                 logger.warning("the replica bus did not answer within MCP_SESSION_STORE_DEADLINE_SECONDS")
         method = request.scope["method"]
         try:
-            raw_headers = request.scope["headers"]
-            if SCREENED_SCOPE_KEY not in request.scope:  # served by another route than LeanRoute
-                screen_headers(raw_headers, self.settings.max_request_header_bytes)  # before anything reads one (431)
-            headers = header_map(raw_headers)
+            headers: HeaderMap | None = request.scope.get(HEADERS_SCOPE_KEY)  # the route's screen built it
+            if headers is None:  # served by another route than LeanRoute: screened here (431 first)
+                headers = screen_headers(request.scope["headers"], self.settings.max_request_header_bytes)
             self._check_transport(request, headers)
             if headers.repeated and method != "POST":
                 reject_repeated(headers.repeated)

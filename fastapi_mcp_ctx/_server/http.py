@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Final
 
 import anyio
@@ -18,7 +18,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.types import Message, Receive
 
 from .._fastapi_compat import LEAN_SCOPE_KEY
-from .._wire.envelope import HeaderMap
+from .._wire.envelope import HeaderMap, header_map
 from .._wire.memo import BoundedMemo
 from ..errors import (
     HeaderFieldsTooLargeError,
@@ -33,7 +33,12 @@ from ..errors import (
 )
 from .first_step import Rest, first_step
 
-__all__ = ["BODY_SCOPE_KEY", "accepted", "bound_headers", "read_body", "refuse_content_coding", "reject_repeated", "replaying_receive", "screen_headers"]
+__all__ = [
+    "BODY_SCOPE_KEY",
+    "HEADERS_SCOPE_KEY", "accepted", "bound_headers", "read_body", "refuse_content_coding", "reject_repeated", "replaying_receive", "screen_headers"]
+
+HEADERS_SCOPE_KEY = "fastapi_mcp_ctx.headers"
+"""Request-scope key of the :class:`HeaderMap` built by the route's screen (``McpEndpoint.screen``)."""
 
 BODY_SCOPE_KEY = "fastapi_mcp_ctx.body"
 """Request-scope key of the POST body, read once by the endpoint and replayed to dependencies."""
@@ -41,39 +46,22 @@ BODY_SCOPE_KEY = "fastapi_mcp_ctx.body"
 _Q_ZERO = re.compile(r"(?:^|;)\s*q\s*=\s*0(?:\.0{0,3})?\s*(?:;|$)", re.IGNORECASE)
 
 
-def bound_headers(raw: Iterable[tuple[bytes, bytes]], limit: int) -> set[str]:
-    """Screen a header section (ASGI ``scope["headers"]``) in one pass, before anything reads a
-    header: refuse it when its names and values together exceed ``limit`` bytes (uvicorn with
-    httptools accepts headers of any size, and a 4 MB ``Authorization`` would otherwise be decoded,
-    mapped and parsed), and return the (lower-case) names that appear more than once.
+def bound_headers(raw: Iterable[tuple[bytes, bytes]], limit: int) -> None:
+    """Refuse a header section (ASGI ``scope["headers"]``) whose names and values together
+    exceed ``limit`` bytes, before anything reads one: uvicorn with httptools accepts headers of
+    any size, and a 4 MB ``Authorization`` would otherwise be decoded, mapped and parsed.
 
-    Returns:
-        The repeated header names; empty for the common request.
     Raises:
         HeaderFieldsTooLargeError: 431 (RFC 6585 §5) naming ``MCP_MAX_REQUEST_HEADER_BYTES``.
     """
     size = 0
-    seen: set[bytes] = set()
-    count = 0
     for name, value in raw:
         size += len(name) + len(value)
-        seen.add(name.lower())
-        count += 1
     if size > limit:
         raise HeaderFieldsTooLargeError(
             f"Request Header Fields Too Large: the request headers hold {size} bytes, more than {limit} "
             "(MCP_MAX_REQUEST_HEADER_BYTES)"
         )
-    if len(seen) == count:
-        return set()
-    once: set[bytes] = set()  # a name appeared twice: find which (rare)
-    repeated: set[str] = set()
-    for name, _ in raw:
-        lowered = name.lower()
-        if lowered in once:
-            repeated.add(lowered.decode("latin-1"))
-        once.add(lowered)
-    return repeated
 
 
 _ACCEPT_CACHE: Final = BoundedMemo[tuple[bool, bool]](128)  # a client sends the same Accept on every request
@@ -134,20 +122,25 @@ def reject_repeated(repeated: set[str]) -> None:
 _FRONT_SINGLE_VALUED: Final = frozenset({"host", "origin", "authorization", "proxy-authorization"})
 
 
-def screen_headers(raw: Iterable[tuple[bytes, bytes]], limit: int) -> None:
-    """The MCP route's first look at a request, before FastAPI solves any route or app
-    dependency (``LeanRoute.handle``): the header bound (:func:`bound_headers`, 431) and a repeated
-    ``Host``, ``Origin``, ``Authorization`` or ``Proxy-Authorization`` (400/403, before an app's
-    dependency reads one copy and the gate verifies the other). The other single-valued headers
-    are refused by the endpoint, before authentication, with the body's request id.
+def screen_headers(raw: Sequence[tuple[bytes, bytes]], limit: int) -> HeaderMap:
+    """The MCP route's first look at a request, before FastAPI solves any route, router or app
+    dependency (``LeanRoute.handle``): the header bound (:func:`bound_headers`, 431), then the
+    :class:`HeaderMap` the endpoint reads (built once, here), refusing a repeated ``Host``,
+    ``Origin``, ``Authorization`` or ``Proxy-Authorization`` (an app's dependency would read one
+    copy and the gate verify the other). The other single-valued headers are refused by the
+    endpoint, before authentication, with the body's request id.
 
+    Returns:
+        The request's headers (lower-case names, the last value of a repeated one, ``repeated``).
     Raises:
         HeaderFieldsTooLargeError: 431. HostNotAllowedError, OriginNotAllowedError: 403.
         InvalidRequestError: -32600, HTTP 400 (a repeated credential header).
     """
-    repeated = bound_headers(raw, limit)
-    if repeated:
-        reject_repeated(repeated & _FRONT_SINGLE_VALUED)
+    bound_headers(raw, limit)
+    headers = header_map(raw)
+    if headers.repeated:
+        reject_repeated(headers.repeated & _FRONT_SINGLE_VALUED)
+    return headers
 
 
 def refuse_content_coding(raw_headers: Iterable[tuple[bytes, bytes]]) -> None:
