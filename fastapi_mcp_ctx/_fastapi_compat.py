@@ -34,9 +34,11 @@ from fastapi.security import SecurityScopes
 from starlette.requests import HTTPConnection, Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute
+from starlette.types import Receive, Scope, Send
 from starlette.websockets import WebSocket
 
 __all__ = [
+    "LEAN_SCOPE_KEY",
     "LeanRoute",
     "SolveScope",
     "SolvedCall",
@@ -270,7 +272,25 @@ class LeanRoute(APIRoute):
     otherwise the endpoint, ``async (request) -> Response``, is called directly, saving the
     dependency solve of a path operation that has nothing to solve. Preserved by
     ``include_router``, which re-creates routes with ``type(route)``.
+
+    An endpoint bound to an object with a ``screen(scope) -> Response | None`` method (the MCP
+    endpoint) has it called first, on the raw ASGI scope, before FastAPI's request handling solves
+    any route, router or app dependency: a Response it returns is sent as the answer (the header
+    bound, a repeated credential header), None lets the request through.
     """
+
+    def __init__(self, path: str, endpoint: Callable[..., Any], **kwargs: Any) -> None:
+        super().__init__(path, endpoint, **kwargs)
+        self._screen: Callable[[Scope], Response | None] | None = getattr(getattr(endpoint, "__self__", None), "screen", None)
+
+    async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
+        screen = self._screen
+        if screen is not None and scope["type"] == "http":
+            refused = screen(scope)
+            if refused is not None:
+                await refused(scope, receive, send)
+                return
+        await super().handle(scope, receive, send)
 
     def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
         if self._has_http_dependencies():

@@ -7,9 +7,11 @@ messages at all without it) can only narrow it. Sensitive fields are masked as
 message and every string value, inline secrets are masked too: ``Bearer <token>`` /
 ``Basic <credentials>`` (the scheme repeated too: ``Bearer Bearer <token>``),
 ``<sensitive-name>=<value>`` and ``<sensitive-name>: <value>`` (``password=…``, ``api_key: …``,
-``"token": "…"``), a bare JWT anywhere (``eyJ…`` in two to five base64url segments) and the
+``"token": "…"``; after an ``Authorization`` name, any scheme word and its credential:
+``Authorization: DPoP <token>``, ``ApiKey …``, ``Negotiate …``), a bare JWT anywhere (``eyJ…`` in two to five base64url segments) and the
 password of a ``scheme://user:pw@`` URL (one precompiled regex per pattern, applied to strings
-only). A field name is sensitive in the plural too (``tokens``, ``passwords``, ``api_keys``).
+only). A field name is sensitive in the plural too (``tokens``, ``passwords``, ``api_keys``), and when a
+sensitive compound appears anywhere in it (``private_key_pem``, ``user_password_hash``).
 Spec 2025-11-25 ``server/utilities/logging``; 2026-07-28 ``basic/index`` (logLevel opt-in).
 
 The server log is the ``fastapi_mcp_ctx`` logger (its children too). Each ``ctx.log`` record
@@ -54,7 +56,12 @@ _SENSITIVE_WORDS: Final[frozenset[str]] = frozenset(
     {"password", "passwd", "secret", "token", "apikey", "authorization", "cookie", "credential", "credentials", "privatekey", "jwt", "bearer"}
     | {"pwd", "passphrase", "auth", "secrets", "cookies", "passcode", "otp"}
 )
-_SENSITIVE_SUFFIXES: Final = (
+_SENSITIVE_COMPOUNDS: Final = (  # masked anywhere in a key's joined words, not only as a whole word
+    "password",
+    "passwd",
+    "passphrase",
+    "passcode",
+    "credential",
     "apikey",
     "privatekey",
     "accesstoken",
@@ -69,12 +76,15 @@ _SENSITIVE_SUFFIXES: Final = (
     "setcookie",
 )
 _NAME: Final = (
-    r"[A-Za-z0-9_.\-]*(?:password|passwd|pwd|passphrase|passcode|secret|token|api[_-]?key|authorization|auth"
+    r"[A-Za-z0-9_.\-]*(?:password|passwd|pwd|passphrase|passcode|secret|token|api[_-]?key|(?P<authz>authorization)|auth"
     r"|cookie|credentials?|private[_-]?key|access[_-]?key|jwt)"
 )
+# RFC 9110 §11.4 ``credentials = auth-scheme [ 1*SP ( token68 / #auth-param ) ]``: after an
+# authorization name the scheme word (Bearer, DPoP, ApiKey, Negotiate, any) and its credential go.
+_AUTH_SCHEME: Final = r"(?!\[REDACTED\])[A-Za-z][A-Za-z0-9!#$%&*+.^_|~\-]*+[ \t]+"
 _INLINE_PAIR: Final = re.compile(
     rf"(?i)(?<![A-Za-z0-9_.\-])(?P<name>{_NAME})(?P<sep>[\"']?\s*[=:]\s*[\"']?)"
-    r"(?P<value>(?:(?:bearer|basic|token)\s+)*(?!\[REDACTED\])(?:(?<=\")[^\"]*|(?<=')[^']*|[^\s,;&\"'<>(){}\[\]]+))"
+    r"(?P<value>(?(authz)(?:(?:(?:bearer|basic|token)\s+)+|" + _AUTH_SCHEME + r")?|(?:(?:bearer|basic|token)\s+)*)(?!\[REDACTED\])(?:(?<=\")[^\"]*|(?<=')[^']*|[^\s,;&\"'<>(){}\[\]]+))"
 )
 _INLINE_SCHEME: Final = re.compile(
     r"(?i)\b(?P<scheme>bearer|basic)(?:\s+(?:bearer|basic)\b)*\s+(?!\[REDACTED\])[A-Za-z0-9\-._~+/]+=*"
@@ -160,8 +170,7 @@ def _is_sensitive(key: str) -> bool:
         return True
     if any(w in _SENSITIVE_WORDS or _singular(w) in _SENSITIVE_WORDS for w in words):
         return True
-    single = _singular(joined)
-    return any(joined.endswith(s) or single.endswith(s) for s in _SENSITIVE_SUFFIXES)
+    return any(s in joined for s in _SENSITIVE_COMPOUNDS)  # private_key_pem, apikey_value, user_password_hash
 
 
 def redact_text(text: str) -> str:

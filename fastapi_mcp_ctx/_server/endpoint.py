@@ -39,7 +39,6 @@ from .._wire.envelope import (
     RequestEnvelope,
     check_legacy_version,
     choose_era,
-    header_map,
     read_legacy_envelope,
     read_modern_envelope,
 )
@@ -59,7 +58,7 @@ from .batch import BatchHooks, serve_batch
 from .batch_core import starts_batch
 from .dispatch import JSON_OK_SCOPE_KEY, PRINCIPAL_SCOPE_KEY, Dispatcher
 from .gcfreeze import freeze_startup_objects
-from .http import BODY_SCOPE_KEY, accepted, bound_headers, read_body, refuse_content_coding, reject_repeated
+from .http import BODY_SCOPE_KEY, HEADERS_SCOPE_KEY, accepted, read_body, refuse_content_coding, reject_repeated, screen_headers
 from .lost_requests import install_pointer
 from .outcomes import error_reply, json_reply
 from .session_gate import SESSION_HEADER, SessionGate, error_response
@@ -142,6 +141,17 @@ class McpEndpoint:
         """The route's endpoint: one MCP HTTP request of either era."""
         return await self._endpoint(request)
 
+    def screen(self, scope: Scope) -> Response | None:
+        """The route's first look at an HTTP request (``LeanRoute.handle``), before FastAPI solves
+        any app, router or route dependency: the 431 header bound and a repeated ``Host``,
+        ``Origin`` or credential header (:func:`screen_headers`) as a JSON-RPC error answer (id
+        null: the body is not read yet), or None to let the request through."""
+        try:
+            scope[HEADERS_SCOPE_KEY] = screen_headers(scope["headers"], self.settings.max_request_header_bytes)
+        except McpError as exc:
+            return error_response(exc, None)
+        return None
+
     # -- transport security --------------------------------------------------------------
     def _security_from_settings(self) -> TransportSecurity | None:
         s = self.settings
@@ -212,11 +222,9 @@ class McpEndpoint:
                 logger.warning("the replica bus did not answer within MCP_SESSION_STORE_DEADLINE_SECONDS")
         method = request.scope["method"]
         try:
-            raw_headers = request.scope["headers"]
-            bound_headers(raw_headers, self.settings.max_request_header_bytes)  # before anything reads one (431)
-            headers = header_map(raw_headers)
-            if headers.repeated & {"host", "origin"}:
-                reject_repeated(headers.repeated & {"host", "origin"})
+            headers: HeaderMap | None = request.scope.get(HEADERS_SCOPE_KEY)  # the route's screen built it
+            if headers is None:  # served by another route than LeanRoute: screened here (431 first)
+                headers = screen_headers(request.scope["headers"], self.settings.max_request_header_bytes)
             self._check_transport(request, headers)
             if headers.repeated and method != "POST":
                 reject_repeated(headers.repeated)
@@ -224,6 +232,12 @@ class McpEndpoint:
                 request.scope[BODY_SCOPE_KEY] = await read_body(
                     request, headers, self.settings.max_body_bytes, self.settings.body_timeout_seconds
                 )
+                if headers.repeated:  # before authentication: a gate and an app never read two copies
+                    try:
+                        reject_repeated(headers.repeated)
+                    except McpError as exc:
+                        exc.request_id = _body_request_id(request.scope[BODY_SCOPE_KEY])  # type: ignore[attr-defined]
+                        raise
             if self._authenticate is not None or self.gate is not None:
                 try:
                     if self._authenticate is None:  # the gate: MCP_AUTH_MODE=jwt/oauth, or unset (local only)
@@ -270,12 +284,6 @@ class McpEndpoint:
         except MalformedAnswerError as exc:
             await self._fail_waiter(exc, request, headers)
             raise
-        if headers.repeated:
-            try:
-                reject_repeated(headers.repeated)
-            except McpError as exc:
-                exc.request_id = message.id if isinstance(message, JsonRpcRequest) else None  # type: ignore[attr-defined]
-                raise
         params = message.params if not isinstance(message, JsonRpcResponse) else None
         era = choose_era(headers, params)
         if era == "modern":

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Final
 
 import anyio
@@ -18,7 +18,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.types import Message, Receive
 
 from .._fastapi_compat import LEAN_SCOPE_KEY
-from .._wire.envelope import HeaderMap
+from .._wire.envelope import HeaderMap, header_map
 from .._wire.memo import BoundedMemo
 from ..errors import (
     HeaderFieldsTooLargeError,
@@ -33,7 +33,12 @@ from ..errors import (
 )
 from .first_step import Rest, first_step
 
-__all__ = ["BODY_SCOPE_KEY", "accepted", "bound_headers", "read_body", "refuse_content_coding", "reject_repeated", "replaying_receive"]
+__all__ = [
+    "BODY_SCOPE_KEY",
+    "HEADERS_SCOPE_KEY", "accepted", "bound_headers", "read_body", "refuse_content_coding", "reject_repeated", "replaying_receive", "screen_headers"]
+
+HEADERS_SCOPE_KEY = "fastapi_mcp_ctx.headers"
+"""Request-scope key of the :class:`HeaderMap` built by the route's screen (``McpEndpoint.screen``)."""
 
 BODY_SCOPE_KEY = "fastapi_mcp_ctx.body"
 """Request-scope key of the POST body, read once by the endpoint and replayed to dependencies."""
@@ -86,6 +91,8 @@ def _parse_accept(accept: str) -> tuple[bool, bool]:
 
 _SINGLE_VALUED: dict[str, type[McpError]] = {
     "host": HostNotAllowedError,
+    "authorization": InvalidRequestError,  # RFC 9110 §11.6.2: two credentials, one checked, the other read
+    "proxy-authorization": InvalidRequestError,
     "origin": OriginNotAllowedError,
     "mcp-protocol-version": HeaderMismatchError,
     "mcp-method": HeaderMismatchError,
@@ -110,6 +117,30 @@ def reject_repeated(repeated: set[str]) -> None:
     params = sorted(name for name in repeated if name.startswith("mcp-param-"))
     if params:
         raise HeaderMismatchError(f"The {params[0]} header must appear exactly once")
+
+
+_FRONT_SINGLE_VALUED: Final = frozenset({"host", "origin", "authorization", "proxy-authorization"})
+
+
+def screen_headers(raw: Sequence[tuple[bytes, bytes]], limit: int) -> HeaderMap:
+    """The MCP route's first look at a request, before FastAPI solves any route, router or app
+    dependency (``LeanRoute.handle``): the header bound (:func:`bound_headers`, 431), then the
+    :class:`HeaderMap` the endpoint reads (built once, here), refusing a repeated ``Host``,
+    ``Origin``, ``Authorization`` or ``Proxy-Authorization`` (an app's dependency would read one
+    copy and the gate verify the other). The other single-valued headers are refused by the
+    endpoint, before authentication, with the body's request id.
+
+    Returns:
+        The request's headers (lower-case names, the last value of a repeated one, ``repeated``).
+    Raises:
+        HeaderFieldsTooLargeError: 431. HostNotAllowedError, OriginNotAllowedError: 403.
+        InvalidRequestError: -32600, HTTP 400 (a repeated credential header).
+    """
+    bound_headers(raw, limit)
+    headers = header_map(raw)
+    if headers.repeated:
+        reject_repeated(headers.repeated & _FRONT_SINGLE_VALUED)
+    return headers
 
 
 def refuse_content_coding(raw_headers: Iterable[tuple[bytes, bytes]]) -> None:
