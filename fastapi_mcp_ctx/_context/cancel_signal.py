@@ -14,7 +14,7 @@ from typing import Any
 
 import anyio
 
-from .._bridge import LoopOwner, bridged
+from .._bridge import Created, bridged
 
 __all__ = ["CancelSignal"]
 
@@ -27,15 +27,31 @@ class CancelSignal:
     Spec 2025-11-25 ``basic/utilities/cancellation``; 2026-07-28 ``basic/patterns/cancellation``.
     """
 
-    __slots__ = ("_event", "_scope", "_work", "call", "reason")
+    __slots__ = ("_event", "_scope", "_work", "loop", "reason")
 
     def __init__(self) -> None:
         self._event: anyio.Event | None = None
         self._scope: anyio.CancelScope | None = None
         self._work: set[asyncio.Task[Any]] | None = None
         self.reason: str | None = None
-        self.call: LoopOwner | None = None
-        """The call it belongs to (set when the call starts): ``wait`` from a thread runs on its loop."""
+        self.loop: asyncio.AbstractEventLoop | None = None
+        """The call's event loop (set when the call starts): ``wait`` from a thread runs there.
+        The signal is its own ``_bridge.LoopOwner`` (no reference to the ``CallState``, which
+        holds it: no cycle, so a call's objects are freed when it ends)."""
+
+    @property
+    def signal(self) -> CancelSignal:
+        """Itself: what owns the work a thread runs on the loop (``_bridge.LoopOwner``)."""
+        return self
+
+    @property
+    def created(self) -> list[Created] | None:
+        """None: a ``wait()`` never awaited on the loop is not noted (``_bridge.LoopOwner``)."""
+        return None
+
+    @created.setter
+    def created(self, value: list[Created] | None) -> None:
+        pass
 
     def bind(self, scope: anyio.CancelScope | None) -> None:
         """Cancel ``scope`` (the handler's) when this signal fires, at once when it already has;
@@ -83,7 +99,7 @@ class CancelSignal:
         for task in work or ():
             task.cancel()
 
-    @bridged("ctx.signal.wait", lambda signal: signal.call)
+    @bridged("ctx.signal.wait", lambda signal: signal)
     async def wait(self) -> None:
         """Block until the call is cancelled. From a thread: blocks, and raises
         ``asyncio.CancelledError`` when the call ends uncancelled."""

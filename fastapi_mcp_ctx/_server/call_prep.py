@@ -157,9 +157,8 @@ class CallPreparation:
 
         async def runner(outbound: Outbound) -> Reply | None:
             state.outbound = outbound
-            state.loop = get_running_loop()  # a sync tool's ctx.log.info(...) runs here (_bridge)
             call_signal = state.signal
-            call_signal.call = state  # ctx.signal.wait() from a thread runs here too
+            state.loop = call_signal.loop = get_running_loop()  # a sync tool's ctx.log.info(...) / ctx.signal.wait() run here (_bridge)
             if shutdown is not None:
                 shutdown.call_started(call_signal)
             try:
