@@ -11,13 +11,22 @@ awaitable member of the Context (``ctx.log.*``, ``ctx.state.*``, ``ctx.report_pr
 - on the event loop's thread it returns the coroutine, as the ``async def`` did (about 4k
   instructions more per Context call, the wrapper and the note below; a call that uses no
   Context member pays nothing: bench/README.md);
-- in a thread without a running loop it runs the coroutine on the call's event loop (captured
-  when the call started, ``CallState.loop``) and blocks until it finished: it returns the
-  result or raises the exception (``InputRequired`` included, so a 2026 question from a sync
-  tool ends the round as from an async one);
+- in a thread without a running loop (the sync tool's worker thread or any thread it started)
+  it runs the coroutine on the call's event loop (captured when the call started,
+  ``CallState.loop``) and blocks until it finished: it returns the result or raises the
+  exception (``InputRequired`` included, so a 2026 question from a sync tool ends the round as
+  from an async one);
 - in a thread running another loop of its own it returns a coroutine that awaits it running on
   the call's loop (an ``async def`` that a sync tool runs with ``asyncio.run`` in a thread may
   ``await ctx.state.get("k")``).
+
+The coroutine run for a thread belongs to the call (``CallState.signal.adopt``): cancelling the
+call (``notifications/cancelled``, a disconnect, shutdown) or its end cancels it, and the thread
+gets :class:`CallCancelled` (an ``asyncio.CancelledError``, so a ``BaseException`` as in an async
+tool: let it propagate; the call's runner answers the cancelled call); once the call is
+cancelled a Context call from a thread raises it without starting. A sync tool
+blocked in ``ctx.elicit`` so frees its worker thread at once instead of after
+``server_request_timeout_seconds``.
 
 Outside a call (no captured loop, e.g. ``asyncio.run(ctx.log.info("x"))`` in a unit test) an
 AnyIO worker thread still runs it through ``anyio.from_thread.run``; otherwise the coroutine is
@@ -32,6 +41,7 @@ call with its file and line.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import functools
 import logging
 import operator
@@ -42,7 +52,7 @@ from typing import Any, Final, Protocol, TypeVar, cast
 
 import anyio.from_thread
 
-__all__ = ["Created", "LoopOwner", "bridged", "report_unawaited", "unawaited"]
+__all__ = ["CallCancelled", "Created", "LoopOwner", "WorkOwner", "bridged", "report_unawaited", "unawaited"]
 
 logger = logging.getLogger("fastapi_mcp_ctx")
 F = TypeVar("F", bound=Callable[..., Any])
@@ -59,11 +69,28 @@ _getframe = sys._getframe  # pyright: ignore[reportPrivateUsage] - the caller's 
 _call_of: Callable[[Any], Any] = operator.attrgetter("_call")
 
 
+class CallCancelled(asyncio.CancelledError):
+    """Raised in a thread whose Context call was cut short because the MCP call was cancelled or
+    ended (module docstring). An ``asyncio.CancelledError``: a sync handler re-raises it (no
+    ``except Exception`` catches it); the call's runner tells it from an anyio cancellation."""
+
+
+class WorkOwner(Protocol):
+    """What owns the work a thread runs on the call's loop (``CancelSignal``)."""
+
+    def adopt(self, task: asyncio.Task[Any]) -> bool:
+        """Cancel ``task`` with the call; False when the call is cancelled already."""
+        ...
+
+
 class LoopOwner(Protocol):
     """What :func:`bridged` reads of the call a method belongs to (``CallState``)."""
 
     loop: asyncio.AbstractEventLoop | None
     created: list[Created] | None
+
+    @property
+    def signal(self) -> WorkOwner: ...
 
 
 def _created(coro: CoroutineType[Any, Any, Any]) -> bool:
@@ -75,16 +102,37 @@ async def _await(coro: Coroutine[Any, Any, Any]) -> Any:
     return await coro
 
 
-async def _on_loop(loop: asyncio.AbstractEventLoop, coro: Coroutine[Any, Any, Any]) -> Any:
+async def _owned(owner: LoopOwner, coro: Coroutine[Any, Any, Any]) -> Any:
+    """Await ``coro`` on the call's loop as work of the call: its cancellation cancels it."""
+    task = asyncio.current_task()
+    if task is not None and not owner.signal.adopt(task):
+        coro.close()  # the call is cancelled: the work does not start
+        raise asyncio.CancelledError
+    return await coro
+
+
+_CUT_SHORT: Final = "the MCP call was cancelled or ended"
+
+
+async def _on_loop(owner: LoopOwner, loop: asyncio.AbstractEventLoop, coro: Coroutine[Any, Any, Any]) -> Any:
     """Await, from another loop, ``coro`` running on the call's ``loop``."""
-    return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coro, loop))
+    future = asyncio.run_coroutine_threadsafe(_owned(owner, coro), loop)
+    try:
+        return await asyncio.wrap_future(future)
+    except asyncio.CancelledError:
+        if not future.cancelled():
+            raise  # this loop's own task was cancelled
+        raise CallCancelled(_CUT_SHORT) from None
 
 
 def _off_loop(owner: LoopOwner | None, coro: CoroutineType[Any, Any, Any]) -> Any:
     """Run ``coro`` from a thread with no running loop (see the module docstring)."""
     loop = owner.loop if owner is not None else None
-    if loop is not None and loop.is_running():
-        return asyncio.run_coroutine_threadsafe(coro, loop).result()
+    if owner is not None and loop is not None and loop.is_running():
+        try:
+            return asyncio.run_coroutine_threadsafe(_owned(owner, coro), loop).result()
+        except concurrent.futures.CancelledError:
+            raise CallCancelled(_CUT_SHORT) from None
     try:
         return anyio.from_thread.run(_await, coro)
     except RuntimeError:
@@ -112,7 +160,7 @@ def bridged(label: str, owner_of: Callable[[Any], LoopOwner | None] | None = Non
                 return coro
             loop = owner.loop
             if running is not loop and loop is not None and loop.is_running():  # a thread running a loop of its own
-                return _on_loop(loop, coro)
+                return _on_loop(owner, loop, coro)
             # Noted for the never-awaited report. The last entry is the latest coroutine, replaced
             # by the next once it finished (a handler awaiting each call keeps one entry); one
             # that has not started stays (a suspect, checked again when the call ends).

@@ -21,9 +21,10 @@ from collections.abc import Iterator
 from typing import Any
 
 import anyio
+import httpx
 import mcp_types as types
 import pytest
-from conftest import make_app, make_router
+from conftest import BASE_URL, Wire, final_message, make_app, make_router
 from fastapi import Depends, FastAPI
 from mcp import Client
 from mcp.client.session import ClientRequestContext
@@ -326,3 +327,52 @@ async def test_consent_sampling_and_roots_from_a_sync_tool(era: str) -> None:
     assert result.is_error is False, result.content
     assert result.structured == {"reason": "duplicate", "roots": ["file:///books"]}
     assert runs == ["A-1"] * (2 if era == "legacy" else 4), runs  # 2025: sample and roots asked live, the gate re-enters once; 2026: a round per question
+
+
+async def test_cancelling_the_call_cuts_short_the_context_calls_of_its_threads() -> None:
+    """The Context work a sync tool's threads run on the call's loop belongs to the call:
+    ``notifications/cancelled`` cancels a question awaited on a loop of the thread's own
+    (``asyncio.run``: a CancelledError there, not the 30 s server-request timeout), and a Context
+    call made once the call is cancelled raises ``CallCancelled`` without running; re-raised,
+    the call is answered -32800 (no internal error)."""
+    from fastapi_mcp_ctx._bridge import CallCancelled  # noqa: PLC0415
+
+    seen: list[str] = []
+    started = threading.Event()
+    router = make_router(server_request_timeout_seconds=30.0)
+
+    @router.tool()
+    def ask_on_own_loop(ctx: Context = Depends(mcp_context)) -> str:
+        """Asks through asyncio.run, then logs."""
+
+        async def ask() -> None:
+            await ctx.elicit("Your name?", Name)
+
+        started.set()
+        try:
+            asyncio.run(ask())
+        except asyncio.CancelledError:
+            seen.append("question cancelled")
+        try:
+            ctx.log.info("after the cancellation")
+        except CallCancelled:
+            seen.append("log refused")
+            raise
+        return "answered"
+
+    replies: list[httpx.Response] = []
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=make_app(router)), base_url=BASE_URL, timeout=60.0) as client:
+        wire = Wire(client)
+        await wire.initialize(capabilities={"elicitation": {"form": {}}})
+
+        async def call() -> None:
+            replies.append(await wire.legacy("tools/call", {"name": "ask_on_own_loop", "arguments": {}}, request_id=9, check=False))
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(call)
+            while not started.is_set():  # the tool runs (asking or about to): cancelled either way
+                await anyio.sleep(0.05)
+            note = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 9}}
+            assert (await wire.post(note, wire.legacy_headers())).status_code == 202
+    assert seen == ["question cancelled", "log refused"]
+    assert final_message(replies[0]).get("error", {}).get("code") == -32800

@@ -2,15 +2,19 @@
 
 The transports create one :class:`CancelSignal` per call and hand it to the dispatcher
 (``CallState.signal``); the handler reads it as ``ctx.signal``. Cancelling wakes every waiter
-and cancels the handler's bound anyio scope. Spec 2025-11-25 ``basic/utilities/cancellation``;
+and cancels the handler's bound anyio scope and the work a sync handler's threads run on the
+call's loop (``_bridge``: the thread gets ``asyncio.CancelledError``). Spec 2025-11-25 ``basic/utilities/cancellation``;
 2026-07-28 ``basic/patterns/cancellation``.
 """
 
 from __future__ import annotations
 
+import asyncio
+from typing import Any
+
 import anyio
 
-from .._bridge import bridged
+from .._bridge import Created, bridged
 
 __all__ = ["CancelSignal"]
 
@@ -23,12 +27,31 @@ class CancelSignal:
     Spec 2025-11-25 ``basic/utilities/cancellation``; 2026-07-28 ``basic/patterns/cancellation``.
     """
 
-    __slots__ = ("_event", "_scope", "reason")
+    __slots__ = ("_event", "_scope", "_work", "loop", "reason")
 
     def __init__(self) -> None:
         self._event: anyio.Event | None = None
         self._scope: anyio.CancelScope | None = None
+        self._work: set[asyncio.Task[Any]] | None = None
         self.reason: str | None = None
+        self.loop: asyncio.AbstractEventLoop | None = None
+        """The call's event loop (set when the call starts): ``wait`` from a thread runs there.
+        The signal is its own ``_bridge.LoopOwner`` (no reference to the ``CallState``, which
+        holds it: no cycle, so a call's objects are freed when it ends)."""
+
+    @property
+    def signal(self) -> CancelSignal:
+        """Itself: what owns the work a thread runs on the loop (``_bridge.LoopOwner``)."""
+        return self
+
+    @property
+    def created(self) -> list[Created] | None:
+        """None: a ``wait()`` never awaited on the loop is not noted (``_bridge.LoopOwner``)."""
+        return None
+
+    @created.setter
+    def created(self, value: list[Created] | None) -> None:
+        pass
 
     def bind(self, scope: anyio.CancelScope | None) -> None:
         """Cancel ``scope`` (the handler's) when this signal fires, at once when it already has;
@@ -50,10 +73,36 @@ class CancelSignal:
                 self._event.set()
             if self._scope is not None:
                 self._scope.cancel()
+            self._cancel_work()
 
-    @bridged("ctx.signal.wait", lambda _signal: None)  # no call of its own: an AnyIO worker thread runs it
+    def adopt(self, task: asyncio.Task[Any]) -> bool:
+        """Cancel ``task`` (work a thread runs on the call's loop, ``_bridge``) when the call is
+        cancelled or ends; False, and nothing kept, when it is cancelled already."""
+        if self.reason is not None:
+            return False
+        work = self._work
+        if work is None:
+            work = self._work = set()
+        work.add(task)
+        task.add_done_callback(work.discard)
+        return True
+
+    def release(self) -> None:
+        """The call ended: cancel its threads' work still running (a thread of the tool's own in
+        ``ctx.signal.wait()`` gets ``asyncio.CancelledError``); work started later (a sync
+        background task's ``ctx.log.info``) runs as before."""
+        if self._work:
+            self._cancel_work()
+
+    def _cancel_work(self) -> None:
+        work, self._work = self._work, None
+        for task in work or ():
+            task.cancel()
+
+    @bridged("ctx.signal.wait", lambda signal: signal)
     async def wait(self) -> None:
-        """Block until the call is cancelled."""
+        """Block until the call is cancelled. From a thread: blocks, and raises
+        ``asyncio.CancelledError`` when the call ends uncancelled."""
         if self.reason is not None:
             return
         if self._event is None:

@@ -19,7 +19,7 @@ from fastapi.background import BackgroundTasks
 from starlette.requests import Request
 
 from .._auth.sealing import RequestStateSealer
-from .._bridge import report_unawaited
+from .._bridge import CallCancelled, report_unawaited
 from .._context.call_state import CallState
 from .._context.cancel_signal import CancelSignal
 from .._handlers.invocation import Run
@@ -157,8 +157,8 @@ class CallPreparation:
 
         async def runner(outbound: Outbound) -> Reply | None:
             state.outbound = outbound
-            state.loop = get_running_loop()  # a sync tool's ctx.log.info(...) runs here (_bridge)
             call_signal = state.signal
+            state.loop = call_signal.loop = get_running_loop()  # a sync tool's ctx.log.info(...) / ctx.signal.wait() run here (_bridge)
             if shutdown is not None:
                 shutdown.call_started(call_signal)
             try:
@@ -175,6 +175,8 @@ class CallPreparation:
                 return Reply(result_message(request_id, error_result(exc, request_id, tool)))
             except McpError as exc:
                 return error_reply(request_id, exc, era)
+            except CallCancelled:  # a sync handler's thread: the call was cancelled (the transport answers it) or ended
+                return error_reply(request_id, RequestCancelledError(), era)
             except Exception:
                 logger.exception("internal error in %s (request id %r)", operation, request_id)
                 return error_reply(request_id, InternalError(), era)
@@ -182,6 +184,7 @@ class CallPreparation:
                 if state.created is not None:  # the handler failed: the server log still names what it never awaited
                     _report_unawaited(state, None, tool)
                 state.outbound = None
+                call_signal.release()  # work a thread of the handler's still runs on the loop ends with the call
                 if shutdown is not None:
                     shutdown.call_ended(call_signal)
                 if live is not None and session is not None:
