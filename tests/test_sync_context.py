@@ -376,3 +376,34 @@ async def test_cancelling_the_call_cuts_short_the_context_calls_of_its_threads()
             assert (await wire.post(note, wire.legacy_headers())).status_code == 202
     assert seen == ["question cancelled", "log refused"]
     assert final_message(replies[0]).get("error", {}).get("code") == -32800
+
+
+async def test_a_signal_wait_after_its_call_ended_raises_at_once_on_the_loop_and_from_a_thread() -> None:
+    """No ``ctx.signal.wait()`` outlives its call: once the call ended uncancelled nothing can
+    cancel it any more, so a wait begun then (on the loop, or from a thread the tool started)
+    raises ``CallCancelled`` at once instead of blocking for ever (breaker run)."""
+    import asyncio  # noqa: PLC0415
+
+    from fastapi_mcp_ctx._bridge import CallCancelled  # noqa: PLC0415
+    from fastapi_mcp_ctx._context.cancel_signal import CancelSignal  # noqa: PLC0415
+
+    signal = CancelSignal()
+    signal.loop = asyncio.get_running_loop()
+    waiting = asyncio.ensure_future(signal.wait())
+    await asyncio.sleep(0)
+    signal.release()  # the call ended while one waited on the loop
+    with pytest.raises(CallCancelled):
+        await asyncio.wait_for(waiting, 30)
+    with pytest.raises(CallCancelled):
+        await signal.wait()
+
+    def from_a_thread() -> None:
+        signal.wait()  # bridged: runs on the call's loop, returns or raises
+
+    with pytest.raises(CallCancelled):
+        await asyncio.wait_for(asyncio.to_thread(from_a_thread), 30)
+
+    cancelled = CancelSignal()
+    cancelled.cancel("user")
+    cancelled.release()
+    await cancelled.wait()  # a cancelled call's wait returns, before and after its end

@@ -14,7 +14,7 @@ from typing import Any
 
 import anyio
 
-from .._bridge import Created, bridged
+from .._bridge import CallCancelled, Created, bridged
 
 __all__ = ["CancelSignal"]
 
@@ -27,12 +27,13 @@ class CancelSignal:
     Spec 2025-11-25 ``basic/utilities/cancellation``; 2026-07-28 ``basic/patterns/cancellation``.
     """
 
-    __slots__ = ("_event", "_scope", "_work", "loop", "reason")
+    __slots__ = ("_ended", "_event", "_scope", "_work", "loop", "reason")
 
     def __init__(self) -> None:
         self._event: anyio.Event | None = None
         self._scope: anyio.CancelScope | None = None
         self._work: set[asyncio.Task[Any]] | None = None
+        self._ended = False
         self.reason: str | None = None
         self.loop: asyncio.AbstractEventLoop | None = None
         """The call's event loop (set when the call starts): ``wait`` from a thread runs there.
@@ -90,7 +91,10 @@ class CancelSignal:
     def release(self) -> None:
         """The call ended: cancel its threads' work still running (a thread of the tool's own in
         ``ctx.signal.wait()`` gets ``asyncio.CancelledError``); work started later (a sync
-        background task's ``ctx.log.info``) runs as before."""
+        background task's ``ctx.log.info``) runs as before; a later ``wait()`` raises at once."""
+        self._ended = True
+        if self._event is not None:  # wake a waiter on the loop: it raises below
+            self._event.set()
         if self._work:
             self._cancel_work()
 
@@ -101,13 +105,20 @@ class CancelSignal:
 
     @bridged("ctx.signal.wait", lambda signal: signal)
     async def wait(self) -> None:
-        """Block until the call is cancelled. From a thread: blocks, and raises
-        ``asyncio.CancelledError`` when the call ends uncancelled."""
+        """Block until the call is cancelled.
+
+        Raises:
+            CallCancelled: (an ``asyncio.CancelledError``) the call ended uncancelled, before or
+                during the wait: nothing will cancel it any more, so no wait outlives its call.
+        """
         if self.reason is not None:
             return
-        if self._event is None:
-            self._event = anyio.Event()
-        await self._event.wait()
+        if not self._ended:
+            if self._event is None:
+                self._event = anyio.Event()
+            await self._event.wait()
+        if self.reason is None:
+            raise CallCancelled("the call ended without being cancelled")
 
     def __bool__(self) -> bool:
         return self.cancelled
