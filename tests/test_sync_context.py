@@ -381,7 +381,7 @@ async def test_cancelling_the_call_cuts_short_the_context_calls_of_its_threads()
 async def test_a_signal_wait_after_its_call_ended_raises_at_once_on_the_loop_and_from_a_thread() -> None:
     """No ``ctx.signal.wait()`` outlives its call: once the call ended uncancelled nothing can
     cancel it any more, so a wait begun then (on the loop, or from a thread the tool started)
-    raises ``CallCancelled`` at once instead of blocking for ever (breaker run)."""
+    raises ``CallCancelled`` at once instead of blocking for ever (a hostile run)."""
     import asyncio  # noqa: PLC0415
 
     from fastapi_mcp_ctx._bridge import CallCancelled  # noqa: PLC0415

@@ -1,4 +1,4 @@
-"""Replica defects found by the h-breaker fault run (two in-process replicas on one Redis)."""
+"""Replica defects found by a hostile fault run (2026-12-01) (two in-process replicas on one Redis)."""
 
 from __future__ import annotations
 

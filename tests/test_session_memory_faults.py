@@ -1,4 +1,4 @@
-"""Session-metadata memory found by the h-breaker fault run."""
+"""Session-metadata memory found by a hostile fault run (2026-12-01)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""stdio defects found by the h-breaker fault run (the server launched as a desktop client does)."""
+"""stdio defects found by a hostile fault run (2026-12-01) (the server launched as a desktop client does)."""
 
 from __future__ import annotations
 

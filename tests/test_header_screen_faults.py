@@ -1,4 +1,4 @@
-"""Auth defect found by the h-breaker fault run: two Authorization headers on one POST."""
+"""Auth defect found by a hostile fault run (2026-12-01): two Authorization headers on one POST."""
 
 from __future__ import annotations
 

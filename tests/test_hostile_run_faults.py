@@ -1,4 +1,4 @@
-"""Defects found by the h-breaker fault run (each test fails on the code it was written against).
+"""Defects found by a hostile fault run (2026-12-01) (each test fails on the code it was written against).
 
 In process (``httpx.ASGITransport``), both eras where the defect is era-independent.
 """

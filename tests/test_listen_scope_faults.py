@@ -1,4 +1,4 @@
-"""Listen-scope defect found by the h-breaker fault run: 2026 ``subscriptions/listen`` vs 2025 ``resources/subscribe``."""
+"""Listen-scope defect found by a hostile fault run (2026-12-01): 2026 ``subscriptions/listen`` vs 2025 ``resources/subscribe``."""
 
 from __future__ import annotations
 
