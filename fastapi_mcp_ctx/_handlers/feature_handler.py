@@ -52,12 +52,11 @@ class FeatureHandler:
 
     Attributes:
         kind / name: ``"resource"`` / ``"prompt"`` / ``"completer"`` and its name, for messages.
-        arguments_model: the flattened model validating the arguments (lax: strings become the
-            declared types), the handler's and its dependencies' (``_handlers.arguments``).
+        arguments: the arguments of the whole graph (``_handlers.arguments``): its flattened
+            model (``arguments_model``, lax: strings become the declared types), every argument
+            in order (``inputs``: template variables, prompt arguments) and those some declarer
+            requires (``required``), each read from it.
         argument_names: the handler's own parameters filled from the arguments.
-        inputs: every argument (template variable, prompt argument) of the graph, in order.
-        required: the arguments some declarer requires.
-        arguments: the arguments of the whole graph.
         contracts: the declared error contracts (``errors=`` of the decorator): ``ctx.fail``'s
             reasons, applied to a raised failure (:func:`protocol_error`); None: none declared.
     """
@@ -66,16 +65,28 @@ class FeatureHandler:
     name: str
     handler: Callable[..., Any]
     is_async: bool
-    arguments_model: type[BaseModel]
+    arguments: ArgumentGraph
     argument_names: tuple[str, ...]
-    required: tuple[str, ...]
     dependant: Dependant | None
     context_params: tuple[str, ...]
     lean_dependant: Dependant | None
     signature: SignatureParts
     contracts: ErrorContracts | None = None
-    arguments: ArgumentGraph | None = None
-    inputs: tuple[str, ...] = ()
+
+    @property
+    def arguments_model(self) -> type[BaseModel]:
+        """The graph's flattened model (``arguments.model``)."""
+        return self.arguments.model
+
+    @property
+    def required(self) -> tuple[str, ...]:
+        """The arguments some declarer requires (``arguments.required``)."""
+        return self.arguments.required
+
+    @property
+    def inputs(self) -> tuple[str, ...]:
+        """Every argument of the graph, in order (``arguments.names``)."""
+        return self.arguments.names
 
 
 def build_handler(
@@ -110,16 +121,13 @@ def build_handler(
         name=name,
         handler=func,
         is_async=inspect.iscoroutinefunction(func),
-        arguments_model=graph.model,
+        arguments=graph,
         argument_names=tuple(parts.plain),
-        required=graph.required,
         dependant=dependant,
         context_params=context_params,
         lean_dependant=lean,
         signature=parts,
         contracts=contracts,
-        arguments=graph,
-        inputs=graph.names,
     )
 
 
@@ -162,7 +170,7 @@ async def run_handler(
         raw = dict(arguments)
         try:
             parsed: Any = target.arguments_model.__pydantic_validator__.validate_python(raw)
-            if graph is None or graph.flat:
+            if graph.flat:
                 kwargs = {name: getattr(parsed, name) for name in target.argument_names}
             else:
                 kwargs, bound = graph.bind(parsed, raw)
