@@ -6,6 +6,7 @@ then: scripts/conformance.sh http://127.0.0.1:8931/mcp 2025-11-25 2026-07-28   (
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import sys
@@ -29,7 +30,7 @@ from fastapi_mcp_ctx import (
     mcp_context,
     text_content,
 )
-from fastapi_mcp_ctx.errors import NoBackChannelError
+from fastapi_mcp_ctx.errors import InternalError, NoBackChannelError
 
 PNG_1X1 = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg=="
 WAV = "UklGRiYAAABXQVZFZm10IBAAAAABAAEAQB8AAAB9AAACABAAZGF0YQIAAAA="
@@ -427,6 +428,76 @@ async def test_input_required_result_prompt(ctx: Context = Depends(mcp_context))
     answer = await ctx.elicit("What context should the prompt use?", PromptContext, key="user_context")
     return f"Use this context: {answer.data.context if answer.data else 'none'}"
 
+
+# -- tasks (the suite's tasks-* scenarios: extension io.modelcontextprotocol/tasks, SEP-2663) --
+@router.tool()
+async def greet(name: str) -> str:
+    """A plain tool (never a task): greets ``name``."""
+    return f"Hello, {name}!"
+
+
+@router.tool(task="optional")
+async def slow_compute(seconds: float, label: str = "", ctx: Context = Depends(mcp_context)) -> str:
+    """A task tool: sleeps ``seconds``, then answers; cancelled while it sleeps, it ends ``cancelled``."""
+    if ctx.task is not None:
+        await ctx.task.status(f"computing {label}".strip())
+    await anyio.sleep(seconds)
+    return f"computed {label or 'result'} after {seconds:g} s"
+
+
+@router.tool(task="required")
+async def failing_job() -> str:
+    """A task-only tool that always fails as a tool (``isError``): its task ends ``completed``."""
+    await anyio.sleep(0.2)
+    raise ToolError("the job failed")
+
+
+@router.tool(task="optional")
+async def protocol_error_job() -> str:
+    """A task tool failing with a JSON-RPC error: its task ends ``failed`` with that error."""
+    await anyio.sleep(0.1)
+    raise InternalError("the job hit a protocol-level failure")
+
+
+class Confirmation(BaseModel):
+    confirm: bool
+
+
+class NamedConfirmation(BaseModel):
+    name: str = ""
+    confirm: bool = False
+
+
+@router.tool(task="optional")
+async def confirm_delete(filename: str, ctx: Context = Depends(mcp_context)) -> str:
+    """A task tool that asks one confirmation (the task goes ``input_required``), then answers."""
+    answer = await ctx.elicit(f"Delete {filename}?", Confirmation)
+    if answer.action == "accept" and answer.data is not None and answer.data.confirm:
+        return f"deleted {filename}"
+    return f"kept {filename}"
+
+
+@router.tool(task="optional")
+async def multi_input(ctx: Context = Depends(mcp_context)) -> str:
+    """A task tool asking two questions at once (two ``inputRequests`` pending together)."""
+    first, second = await asyncio.gather(
+        ctx.elicit("First name?", NamedConfirmation, key="first"),
+        ctx.elicit("Second name?", NamedConfirmation, key="second"),
+    )
+    names = [a.data.name for a in (first, second) if a.data is not None]
+    return f"got {', '.join(names)}"
+
+
+@router.tool(task="required", task_start="handler")
+async def test_tool_with_task(ctx: Context = Depends(mcp_context)) -> str:
+    """Asks the user's name as an ``input_required`` round, then becomes a task that greets them."""
+    answer = await ctx.elicit("What is your name?", UserName, key="user_name")
+    name = answer.data.name if answer.data is not None else "stranger"
+    await ctx.start_task()
+    await anyio.sleep(0.2)
+    return f"Hello, {name}!"
+
+
 app = FastAPI(title="fastapi-mcp-ctx conformance server")
 app.include_router(router)
 
@@ -436,3 +507,4 @@ if __name__ == "__main__":
 
     port = int(sys.argv[1]) if len(sys.argv) > 1 else 8931
     uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning")
+

@@ -153,6 +153,10 @@ __all__ = [
     "SessionNotFoundError",
     "StateUnavailableError",
     "StreamConflictError",
+    "TaskFailedError",
+    "TaskNotFoundError",
+    "TaskQuotaExceededError",
+    "TaskTtlError",
     "TenantRequiredError",
     "TestClientInputError",
     "ToolError",
@@ -1062,3 +1066,41 @@ class ProtocolVersionMismatchError(UnsupportedVersionHeaderError):
             data={"supported": [negotiated], "requested": requested, "negotiated": negotiated},
             recovery_hint=f"Send MCP-Protocol-Version: {negotiated} in this session, or initialize a new session to use another version.",
         )
+
+
+class TaskNotFoundError(InvalidParamsError):
+    """``tasks/get`` / ``tasks/result`` / ``tasks/update`` / ``tasks/cancel`` named a task this
+    caller has no record of: never created, expired (its TTL elapsed) or another owner's
+    (-32602, HTTP 400; the same answer in all three cases, so task ids cannot be probed).
+    ``data.taskId`` echoes the id (bounded). Spec 2025-11-25 ``basic/utilities/tasks`` §Error
+    Handling; SEP-2663 §Protocol Errors."""
+
+    default_message = "Failed to retrieve task: Task not found"
+    default_reason = "task_not_found"
+    default_hint = "Check the taskId: a task is kept for its ttlMs after creation, for its creator only."
+
+
+class TaskQuotaExceededError(InvalidRequestError):
+    """One owner already holds ``MCP_MAX_TASKS_PER_OWNER`` stored tasks (-32600, HTTP 429):
+    the ``tools/call`` that would create one more is refused before its handler runs."""
+
+    http_status = 429
+    default_message = "Too many tasks for this caller"
+    default_reason = "task_quota_exceeded"
+    default_hint = "Wait for earlier tasks to expire (their ttlMs), or cancel the ones no longer needed."
+
+
+class TaskTtlError(InvalidParamsError):
+    """A 2025 ``tools/call`` asked a ``task.ttl`` outside ``MCP_TASK_MIN_TTL_MS`` ..
+    ``MCP_TASK_MAX_TTL_MS``, or not a positive integer of milliseconds (-32602, HTTP 400)."""
+
+    default_reason = "task_ttl_out_of_range"
+
+
+class TaskFailedError(InternalError):
+    """Why a task ended ``failed`` without a JSON-RPC error of its handler (-32603): the replica
+    running it stopped (``reason: task_lost``, lease expired), the server shut down before it
+    ended (``server_shut_down``), or its result was larger than ``MCP_TASK_MAX_RESULT_BYTES``
+    (``task_result_too_large``). Stored as the task's ``error``, never raised to a caller."""
+
+    default_message = "The task failed"

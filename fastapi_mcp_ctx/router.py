@@ -31,6 +31,8 @@ from ._replicas.relay import Relay
 from ._replicas.stores import readiness, replica_stores
 from ._server.dispatch import Dispatcher
 from ._server.endpoint import McpEndpoint
+from ._tasks.engine import TaskEngine
+from ._tasks.stores import task_store
 from ._transport.bus import MessageBus
 from ._transport.events import EventStore
 from ._transport.listen import ListenHub
@@ -177,6 +179,9 @@ class McpRouter(ToolRoutes, FeatureRoutes, APIRouter):
             shutdown=self.shutdown_coordinator, sealer=self.request_state, features=self.features,
         )
         self.relay.bind(live=self.live, pending=self.pending, streams=self.streams, notifier=self.notifier)
+        self.tasks = TaskEngine(task_store(conf, self.replica_stores.link), conf, self.shutdown_coordinator, self.relay.forward_task)
+        self.dispatcher.tasks = self.tasks  # tool(task=...): the tasks/* methods of both eras (_tasks)
+        self.relay.bind_tasks(self.tasks.on_relay)
         self.endpoint = McpEndpoint(
             self,
             settings=conf,

@@ -164,6 +164,20 @@ class McpSettings(BaseSettings):
             an answer or cancellation forwarded to another replica, a DELETE's teardown, a GET
             stream's lease), counted from its first such operation; a Redis that has not answered
             by then (paused, overloaded) gets the request one 503 + ``Retry-After``. Redis stores only.
+        task_ttl_ms: how long a task's record (status, then result or error) is kept after its
+            creation (integer milliseconds), unless the 2025 client asks another ``task.ttl``;
+            then it is deleted and ``tasks/get`` answers -32602 (docs/tasks.md).
+        task_min_ttl_ms / task_max_ttl_ms: the range (milliseconds) a 2025 client's requested
+            ``task.ttl`` must fall in; outside it the ``tools/call`` gets -32602 naming the range.
+        task_poll_interval_ms: the ``pollIntervalMs`` suggested to clients (milliseconds).
+        task_lease_seconds: the replica running a task renews its lease on it every third of this
+            (seconds); a task whose replica stopped renewing (killed, partitioned) reads ``failed``
+            (``reason: task_lost``) at most this long after the last renewal.
+        max_tasks_per_owner: stored tasks (running or finished, until their TTL) one owner (tenant
+            + subject, + session for an anonymous 2025 caller) may hold; one more gets -32600
+            (HTTP 429, ``reason: task_quota_exceeded``).
+        task_max_result_bytes: largest result or error a task may store (bytes of compact JSON);
+            a larger one ends the task ``failed`` with ``reason: task_result_too_large``.
         debug: development mode (also on for an app made with ``FastAPI(debug=True)``): a tool's
             result carries, as its last text block, the report of a programming mistake the server
             log gets in every mode (a Context coroutine never awaited, ``ctx.log.info(...)``
@@ -235,6 +249,13 @@ class McpSettings(BaseSettings):
     max_batch_size: int = Field(default=100, ge=1, le=10_000)
     session_store_deadline_seconds: float = Field(default=2.0, ge=0.05, le=60, allow_inf_nan=False)
     debug: bool = False
+    task_ttl_ms: int = Field(default=3_600_000, ge=1000, le=31_536_000_000)
+    task_min_ttl_ms: int = Field(default=1000, ge=1, le=31_536_000_000)
+    task_max_ttl_ms: int = Field(default=86_400_000, ge=1000, le=31_536_000_000)
+    task_poll_interval_ms: int = Field(default=1000, ge=1, le=3_600_000)
+    task_lease_seconds: float = Field(default=15.0, ge=0.3, le=3600, allow_inf_nan=False)
+    max_tasks_per_owner: int = Field(default=1000, ge=1, le=10_000_000)
+    task_max_result_bytes: int = Field(default=1024 * 1024, ge=1024, le=256 * 1024 * 1024)
 
     @property
     def session_owner_quota(self) -> int:

@@ -9,6 +9,8 @@ refusal is raised where the handler stands, never sent), then raises the
 this round first (by key: given, or ``elicit-1``, ``elicit-2``… in call order). Without one:
 
 - 2025 era: a live server→client request on the call's stream (``ctx.send_request``);
+- inside a task (both eras): a live request on the task's channel (``_tasks.channel``): the
+  task goes ``input_required`` with it in ``inputRequests`` until ``tasks/update`` answers;
 - 2026-07-28: the signal, so the call ends with ``input_required``; the client's retry runs the
   handler again and the same helper returns the answer. The answers a helper returned travel
   in the sealed request state, so a handler asking three questions in sequence completes in
@@ -167,7 +169,7 @@ async def _ask(
     refused = refusal(call, can, {key: entry}, None)
     if refused is not None:
         raise refused
-    if call.envelope.era == "modern":
+    if call.envelope.era == "modern" and call.task is None:  # in a task: asked live, as the task's inputRequests
         if call.method not in _input_required_methods():
             raise InternalError(f"2026-07-28: {method} can only be asked on tools/call, resources/read and prompts/get, not on {call.method}")
         raise InputRequired({key: entry})

@@ -17,6 +17,7 @@ from ..input_required import ElicitAnswer
 from ..inputs import Inputs
 from . import asking as _asking
 from .call_messages import CallMessages
+from .call_state import TaskView
 
 if TYPE_CHECKING:
     import mcp_types as types
@@ -114,3 +115,31 @@ class CallInput(CallMessages):
     async def list_roots(self, *, key: str | None = None, timeout: float | None = None) -> list[types.Root]:
         """The client's roots (``roots/list``); both eras, like :meth:`elicit`."""
         return await _asking.ask_list_roots(self, self._call, self.client.can, key, timeout)
+
+    # -- tasks (fastapi_mcp_ctx._tasks) --------------------------------------------------------
+    @property
+    def task(self) -> TaskView | None:
+        """The task this call runs as (``ctx.task.task_id``; ``await ctx.task.status("…")``
+        publishes its ``statusMessage``), or None: a plain call, or a ``task_start="handler"``
+        tool before :meth:`start_task` (docs/tasks.md)."""
+        return self._call.task
+
+    async def start_task(self) -> TaskView:
+        """Turn this call into a task now (a tool declared ``task_start="handler"``): the client
+        is answered with the task, the handler goes on as it. Questions asked before were
+        ``input_required`` rounds (2026) or live requests (2025); after, they are the task's
+        ``inputRequests``. Already a task: returns it.
+
+        Raises:
+            RuntimeError: the tool is not a task tool, or this call did not opt into tasks.
+            TaskQuotaExceededError / ServerShuttingDownError: no task can be created now.
+        """
+        if self._call.task is not None:
+            return self._call.task
+        starter = self._call.task_starter
+        if starter is None:
+            raise RuntimeError(
+                "ctx.start_task() needs a tool declared @mcp_router.tool(task=..., task_start=\"handler\") "
+                "called by a client that opted into tasks"
+            )
+        return await starter()

@@ -29,7 +29,7 @@ from .cancel_signal import CancelSignal
 if TYPE_CHECKING:
     from ..state import ContextState
 
-__all__ = ["CallState", "ChangeNotifications", "ClientRequester", "Outbound", "StreamControl"]
+__all__ = ["CallState", "ChangeNotifications", "ClientRequester", "Outbound", "StreamControl", "TaskView"]
 
 Outbound = Callable[[dict[str, Any]], Awaitable[None]]
 """Sends one JSON-RPC message on the call's own stream."""
@@ -60,6 +60,15 @@ class StreamControl(Protocol):
     async def close_connection(self) -> bool: ...
 
     async def close_standalone(self) -> bool: ...
+
+
+class TaskView(Protocol):
+    """``ctx.task``: the task a call runs as (``fastapi_mcp_ctx._tasks.engine.TaskHandle``)."""
+
+    @property
+    def task_id(self) -> str: ...
+
+    async def status(self, message: str) -> None: ...
 
 
 @dataclass(slots=True)
@@ -98,3 +107,7 @@ class CallState:
     """The event loop the call runs on (set when it starts): a sync tool's ``ctx.log.info(...)`` runs there (``_bridge``)."""
     created: list[Created] | None = None
     """The Context coroutines made on the loop during the call, for the never-awaited report (``_bridge``)."""
+    task: TaskView | None = None
+    """The task this call runs as (``_tasks``), None for a plain call (2026: questions are then ``input_required`` results)."""
+    task_starter: Callable[[], Awaitable[TaskView]] | None = None
+    """``ctx.start_task()`` of a tool declared ``task_start="handler"`` (``_tasks.engine``), until it ran."""

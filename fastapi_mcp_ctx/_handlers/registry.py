@@ -335,6 +335,10 @@ class ToolRegistry:
         """Every scope some registered tool needs (the metadata's ``scopes_supported``)."""
         return {scope for tool in self._tools.values() for scope in tool.scopes}
 
+    def any_task(self) -> bool:
+        """True when a registered tool was declared ``task="optional"`` or ``"required"``."""
+        return any(tool.task is not None for tool in self._tools.values())
+
     def any_scoped(self) -> bool:
         """Whether some tool needs a scope (``tools/list`` is filtered per caller only then)."""
         return any(tool.scopes for tool in self._tools.values())

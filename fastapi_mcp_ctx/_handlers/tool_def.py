@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from fastapi.dependencies.models import Dependant
 from pydantic import BaseModel, TypeAdapter
@@ -43,6 +43,8 @@ class ToolDef:
         scopes: the OAuth scopes a caller needs (``tool(scopes=[...])``).
         enrichment: declared ``enrichment=`` fields (``enrichment.py``), or None.
         contracts: declared ``errors=`` contracts (``contracts.py``), or None.
+        task: ``tool(task=...)``: ``"optional"`` / ``"required"`` (a task tool, ``_tasks``), or None.
+        task_start: ``"call"`` (the task starts with the call) or ``"handler"`` (at ``ctx.start_task()``).
     """
 
     name: str
@@ -63,3 +65,5 @@ class ToolDef:
     enrichment: EnrichmentSpec | None = None
     contracts: ErrorContracts | None = None
     arguments: ArgumentGraph | None = None
+    task: Literal["optional", "required"] | None = None
+    task_start: Literal["call", "handler"] = "call"

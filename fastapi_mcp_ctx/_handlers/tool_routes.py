@@ -9,7 +9,7 @@ holds resources, prompts and completions): each method builds a ``ToolDef``
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any, TypeVar, cast, overload
+from typing import Any, Literal, TypeVar, cast, overload
 
 import mcp_types as types
 from fastapi import params
@@ -48,6 +48,8 @@ class ToolRoutes:
         scopes: Sequence[str] | None = None,
         enrichment: Any = None,
         errors: Sequence[ErrorContract] | None = None,
+        task: Literal["optional", "required"] | None = None,
+        task_start: Literal["call", "handler"] = "call",
     ) -> Callable[[F], F]: ...
 
     def tool(
@@ -64,6 +66,8 @@ class ToolRoutes:
         scopes: Sequence[str] | None = None,
         enrichment: Any = None,
         errors: Sequence[ErrorContract] | None = None,
+        task: Literal["optional", "required"] | None = None,
+        task_start: Literal["call", "handler"] = "call",
     ) -> Callable[[F], F] | F:
         """Decorator registering a FastAPI-style function as an MCP tool.
 
@@ -85,6 +89,13 @@ class ToolRoutes:
             scopes: OAuth scopes a caller needs (403 ``insufficient_scope`` otherwise; see docs/auth.md).
             enrichment: fields ``ctx.enrich`` sets, extending ``outputSchema`` (``fastapi_mcp_ctx.enrichment``).
             errors: ``[ErrorContract(...)]``, the reasons ``ctx.fail`` takes (``fastapi_mcp_ctx.contracts``).
+            task: ``"optional"``: called by a client that asked for (2025 ``params.task``) or
+                declared (2026 extension ``io.modelcontextprotocol/tasks``) tasks, the call becomes
+                a task (``ctx.task``; docs/tasks.md), else it runs as a plain call; ``"required"``:
+                without the client's opt-in the call is refused (2025 -32601, 2026 -32021).
+            task_start: ``"call"`` (default): the task starts with the call; ``"handler"``: the
+                handler runs as a plain call (2026 questions are ``input_required`` rounds) until
+                it awaits ``ctx.start_task()``, where the client gets the task.
         Raises:
             ValueError: invalid or duplicate name, unsupported signature, a parameter (of the
                 tool or of a dependency) that is neither an argument with a JSON Schema nor a
@@ -113,6 +124,8 @@ class ToolRoutes:
                 scopes=scopes,
                 enrichment=enrichment,
                 errors=errors,
+                task=task,
+                task_start=task_start,
             )
             return func
 
@@ -133,15 +146,20 @@ class ToolRoutes:
         scopes: Sequence[str] | None = None,
         enrichment: Any = None,
         errors: Sequence[ErrorContract] | None = None,
+        task: Literal["optional", "required"] | None = None,
+        task_start: Literal["call", "handler"] = "call",
     ) -> None:
         """Register ``func`` as a tool (the non-decorator form of :meth:`tool`).
 
         Raises:
-            ValueError / TypeError: as :meth:`tool`.
+            ValueError / TypeError: as :meth:`tool`; ``task`` / ``task_start`` outside their values.
         """
         check_handler(func, "@mcp_router.tool")
-        self.registry.add(
-            with_scopes(build_tool(
+        if task not in (None, "optional", "required"):
+            raise ValueError(f"tool(task=...) must be None, 'optional' or 'required', not {task!r}")
+        if task_start not in ("call", "handler"):
+            raise ValueError(f"tool(task_start=...) must be 'call' or 'handler', not {task_start!r}")
+        definition = with_scopes(build_tool(
                 func,
                 name=name,
                 title=title,
@@ -155,4 +173,7 @@ class ToolRoutes:
                 enrichment=enrichment,
                 errors=errors,
             ), scopes)
-        )
+        if task is not None:  # spec 2025-11-25 Tool.execution.taskSupport (2026 tools/list leaves it out)
+            definition.task, definition.task_start = task, task_start
+            definition.listing["execution"] = {"taskSupport": task}
+        self.registry.add(definition)

@@ -12,8 +12,10 @@ Channels (on the router's :class:`~fastapi_mcp_ctx._transport.bus.MessageBus`):
   its GET stream, cancel its calls, wake its waiters, forget its events), ``{"k": "cancel",
   "s", "r", "why"}`` (``notifications/cancelled`` of a call not running on the replica that
   received it), ``{"k": "get", "s", "x"}`` (a replica opened GET stream ``x`` of the session:
-  any other GET stream of it elsewhere retires). Each message carries ``"o"``, its sender, and
-  the sender ignores its own.
+  any other GET stream of it elsewhere retires), ``{"k": "task", "t": <task id>, "op": "cancel" |
+  "wake"}`` (a task's record was cancelled or answered where the request landed: the replica
+  running it stops its handler or wakes its question, ``_tasks.engine``). Each message carries
+  ``"o"``, its sender, and the sender ignores its own.
 
 Exactly once: pub/sub delivers a message once to each subscribed replica, and each kind acts
 only where its target lives (the waiter, the in-flight call, the stream), idempotently: a
@@ -74,6 +76,7 @@ class Relay:
         self._pending: PendingRequests | None = None
         self._streams: _Streams | None = None
         self._notifier: _Notifier | None = None
+        self._tasks_handler: Callable[[dict[str, Any]], object] | None = None
 
     @property
     def started(self) -> bool:
@@ -87,6 +90,14 @@ class Relay:
     def bind(self, *, live: LiveSessions, pending: PendingRequests, streams: _Streams, notifier: _Notifier) -> None:
         """Name what forwarded messages act on (the router's collaborators)."""
         self._live, self._pending, self._streams, self._notifier = live, pending, streams, notifier
+
+    def bind_tasks(self, handler: Callable[[dict[str, Any]], object]) -> None:
+        """Name what a relayed ``task`` message acts on (the router's task engine)."""
+        self._tasks_handler = handler
+
+    async def forward_task(self, message: dict[str, Any]) -> None:
+        """Tell every other replica about a task (``{"k": "task", "t", "op"}``)."""
+        await self._broadcast(message)
 
     async def start(self) -> None:
         """Subscribe this replica's channels (at its first request, after any fork). A bus that
@@ -167,6 +178,10 @@ class Relay:
 
     def _on_broadcast(self, message: dict[str, Any]) -> None:
         if message.get("o") == self.identity():
+            return
+        if message.get("k") == "task":
+            if self._tasks_handler is not None:
+                self._tasks_handler(message)
             return
         session_id = message.get("s")
         if not isinstance(session_id, str):

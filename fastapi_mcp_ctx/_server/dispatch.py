@@ -29,6 +29,8 @@ from .._context.cancel_signal import CancelSignal
 from .._handlers.features import CALL_METHODS, Features, per_caller
 from .._handlers.registry import ToolRegistry
 from .._handlers.resolve import run_tool
+from .._tasks.engine import TaskEngine
+from .._tasks.wire import task_request
 from .._transport.listen import ListenResponse, parse_filter
 from .._transport.notifications import Notifier
 from .._transport.pending import PendingRequests
@@ -55,6 +57,7 @@ from ..settings import McpSettings
 from ..state import ContextState
 from .call_prep import PRINCIPAL_SCOPE_KEY, CallPreparation, echo
 from .outcomes import PreparedCall, error_reply, json_reply
+from .task_calls import call_owner, serve_task_method, task_call, task_capabilities, task_methods
 from .telemetry import Telemetry
 
 __all__ = ["Dispatcher"]
@@ -83,6 +86,8 @@ class Dispatcher(CallPreparation):
     sealer: RequestStateSealer | None = None
     features: Features | None = None
     telemetry: Telemetry | None = None
+    tasks: TaskEngine | None = None
+    """The router's task engine (``_tasks``): its methods are served once a task tool is registered."""
 
     def __post_init__(self) -> None:
         if self.telemetry is None and self.settings.telemetry != "off":
@@ -112,7 +117,7 @@ class Dispatcher(CallPreparation):
         )
         if "completion/complete" in table:
             caps["completions"] = {}
-        return {**caps, "logging": {}}
+        return {**caps, **task_capabilities(table, era), "logging": {}}
 
     def _not_in_era(self, method: str, era: str) -> MethodNotFoundError:
         """``-32601``; for a method the other era serves (2026 ``ping``, 2025 ``server/discover``)
@@ -131,6 +136,8 @@ class Dispatcher(CallPreparation):
         """The methods served in ``era``: the core table plus the resources, prompts and
         completions the application registered (``_handlers.features``)."""
         table = MODERN_METHODS if era == "modern" else LEGACY_METHODS
+        if self.tasks is not None and self.registry.any_task():
+            table = table | task_methods(era)
         if self.features is None:
             return table
         subscribe = self.notifier is not None and self.notifier.served.resources_subscribe
@@ -238,6 +245,10 @@ class Dispatcher(CallPreparation):
                 return await self._tools_call(
                     message, envelope, request, session, http_headers, signal if signal is not None else CancelSignal(), back_channel
                 )
+            if message.method.startswith("tasks/") and self.tasks is not None:
+                owner = call_owner(request.scope.get(PRINCIPAL_SCOPE_KEY), session, envelope)
+                result = await serve_task_method(self.tasks, message.method, message.params, envelope, owner, self.settings)
+                return Reply(result_message(message.id, self._finish(result, envelope)))
             if message.method in CALL_METHODS and self.features is not None:
                 invocation = self.features.prepare(
                     message.method, message.params, envelope.era, principal=request.scope.get(PRINCIPAL_SCOPE_KEY), settings=self.settings
@@ -332,6 +343,8 @@ class Dispatcher(CallPreparation):
             listings = [t.listing for t in self.registry.tools() if may_use(t.scopes, principal)]
         else:
             listings = self.registry.listings()
+        if envelope.era == "modern" and self.registry.any_task():  # execution.taskSupport is 2025-11-25's
+            listings = [{k: v for k, v in listing.items() if k != "execution"} for listing in listings]
         page = paginate("tools", "tools", listings, cursor, self.settings.page_size)
         features = self.features
         page = features.list_hints("tools/list", page, envelope.era) if features is not None else page
@@ -368,7 +381,14 @@ class Dispatcher(CallPreparation):
         async def run(context: Context, call_request: Request, background: BackgroundTasks) -> dict[str, Any]:
             return await run_tool(tool, arguments, context, call_request, background, message.out_of_range)  # pyright: ignore[reportUnknownArgumentType]
 
-        return self._prepare(
+        ttl: int | bool | None = False
+        if tool.task is not None and self.tasks is not None:  # a task tool: the client's opt-in decides (_tasks.wire)
+            ttl = task_request(tool.task, envelope.era, params, envelope.client_capabilities, self.settings, name)
+        prepared = self._prepare(
             message, envelope, request, session, signal, back_channel,
             run=run, operation=f"tools/call:{name}", logger_name=name, private_scope=tool.dependant is not None, tool=tool,
         )  # fmt: skip
+        if ttl is False or self.tasks is None:
+            return prepared
+        owner = call_owner(request.scope.get(PRINCIPAL_SCOPE_KEY), session, envelope)
+        return task_call(self.tasks, prepared, tool, owner, None if ttl is True else ttl, lambda result: self._finish(result, envelope))

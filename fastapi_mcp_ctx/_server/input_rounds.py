@@ -192,7 +192,7 @@ async def run_with_input(
         try:
             return await attempt()
         except InputRequired as signal:
-            if call.envelope.era == "modern":
+            if call.envelope.era == "modern" and call.task is None:  # a task asks live (_tasks.channel)
                 bound = target if target is not None else CallTarget.of(call.method, params)
                 return InputRequiredOutcome(_input_required(call, signal, round_, bound, sealer))
             if round_.number > call.settings.input_max_rounds:

@@ -56,7 +56,14 @@ LOG_LEVELS: Final[tuple[str, ...]] = ("debug", "info", "notice", "warning", "err
 """RFC 5424 levels in ascending severity (spec ``server/utilities/logging``)."""
 
 # Methods whose target is named by the Mcp-Name header, and the params member it mirrors.
-NAME_MEMBER: Final[dict[str, str]] = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
+NAME_MEMBER: Final[dict[str, str]] = {
+    "tools/call": "name",
+    "prompts/get": "name",
+    "resources/read": "uri",
+    "tasks/get": "taskId",  # tasks extension (SEP-2663) §Streamable HTTP: Routing Headers
+    "tasks/update": "taskId",
+    "tasks/cancel": "taskId",
+}
 
 _SENTINEL: Final = re.compile(r"^=\?base64\?(.*)\?=\Z", re.DOTALL)
 _TRACEPARENT: Final = re.compile(r"^([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})\Z")

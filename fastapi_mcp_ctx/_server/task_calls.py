@@ -1,0 +1,140 @@
+"""The dispatcher's side of tasks (``_tasks``): whose a task is, a task tool's call as a task,
+the ``tasks/*`` methods and capabilities of each era.
+
+Kept apart from ``dispatch.py``, which only routes here: ``tasks/*`` to :func:`serve_task_method`,
+a task tool's ``tools/call`` the client opted into to :func:`task_call`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from fastapi.background import BackgroundTasks
+
+from .._context.cancel_signal import CancelSignal
+from .._handlers.tool_def import ToolDef
+from .._tasks.engine import TaskEngine
+from .._tasks.records import owner_key
+from .._tasks.wire import (
+    EXTENSION,
+    LEGACY_METHODS,
+    MODERN_METHODS,
+    declares_extension,
+    legacy_capability,
+    legacy_created,
+    legacy_list,
+    legacy_result,
+    legacy_task,
+    missing_extension,
+    modern_created,
+    modern_detailed,
+    wait_terminal,
+)
+from .._transport.sessions import SessionRecord
+from .._transport.streams import Outbound, Reply
+from .._wire.envelope import RequestEnvelope
+from .._wire.jsonrpc import result_message
+from ..auth import Principal
+from ..errors import InvalidParamsError, McpError
+from ..settings import McpSettings
+from .outcomes import PreparedCall, error_reply
+
+__all__ = ["call_owner", "serve_task_method", "task_call", "task_capabilities", "task_methods"]
+
+
+def call_owner(principal: Principal | None, session: SessionRecord | None, envelope: RequestEnvelope) -> str:
+    """Whose a task is: the authenticated tenant, subject and OAuth client; an anonymous 2025
+    caller's session; else the one anonymous owner (its task ids, unguessable, are the only key)."""
+    if principal is not None:
+        return owner_key(principal.tenant_id, principal.subject, principal.client_id)
+    if envelope.era == "legacy" and session is not None:
+        return owner_key(None, None, f"session:{session.id}")
+    return owner_key(None, None, None)
+
+
+def task_methods(era: str) -> frozenset[str]:
+    """The ``tasks/*`` methods served in ``era`` (once a task tool is registered)."""
+    return MODERN_METHODS if era == "modern" else LEGACY_METHODS
+
+
+def task_capabilities(table: frozenset[str], era: str) -> dict[str, Any]:
+    """2026: ``extensions`` naming the tasks extension; 2025: ``tasks``; nothing without tasks."""
+    if "tasks/get" not in table:
+        return {}
+    return {"extensions": {EXTENSION: {}}} if era == "modern" else {"tasks": legacy_capability()}
+
+
+def task_call(
+    engine: TaskEngine,
+    prepared: PreparedCall,
+    tool: ToolDef,
+    owner: str,
+    ttl_ms: int | None,
+    finish: Callable[[dict[str, Any]], dict[str, Any]],
+) -> PreparedCall:
+    """The ``tools/call`` of a task tool the client opted into: its runner answers with the
+    created task (2026 ``resultType: "task"``, 2025 ``{"task": …}``) once the record is written,
+    while ``prepared`` runs on as the task (``_tasks.engine``). The transport's signal is not the
+    task's: a disconnect after the answer leaves the task running."""
+    state = prepared.state
+    assert state is not None
+    era, request_id = state.envelope.era, state.request_id
+    required = tool.task == "required"
+
+    async def runner(outbound: Outbound) -> Reply | None:
+        try:
+            outcome = await engine.run(
+                owner, state, prepared.runner, prepared.background, start=tool.task_start, required=required, ttl_ms=ttl_ms
+            )
+        except McpError as exc:
+            return error_reply(request_id, exc, era)
+        except asyncio.CancelledError:
+            if state.task is None:  # the client left before the task existed: the call ends with it
+                state.signal.cancel("disconnected")
+            raise
+        if outcome is None or isinstance(outcome, Reply):
+            return outcome
+        shape = modern_created(outcome) if era == "modern" else legacy_created(outcome)
+        return Reply(result_message(request_id, finish(shape)))
+
+    return PreparedCall(runner, CancelSignal(), BackgroundTasks(), lambda: None, None)
+
+
+async def serve_task_method(
+    engine: TaskEngine, method: str, params: Mapping[str, Any], envelope: RequestEnvelope, owner: str, settings: McpSettings
+) -> dict[str, Any]:
+    """``tasks/get`` / ``tasks/update`` / ``tasks/cancel`` (2026) or ``tasks/get`` /
+    ``tasks/result`` / ``tasks/list`` / ``tasks/cancel`` (2025) of ``owner``'s tasks.
+
+    Raises:
+        MissingCapabilityError: 2026, the request did not declare the extension (-32021).
+        TaskNotFoundError: unknown, expired or another owner's ``taskId`` (-32602).
+        InvalidParamsError: 2026 ``inputResponses`` not an object; 2025 cancel of a terminal task.
+        StoredError: 2025 ``tasks/result`` of a failed task (its own error).
+    """
+    task_id = params.get("taskId")
+    if envelope.era == "modern":
+        if not declares_extension(envelope.client_capabilities):
+            raise missing_extension(method)
+        if method == "tasks/get":
+            return modern_detailed(await engine.get(owner, task_id))
+        if method == "tasks/update":
+            responses = params.get("inputResponses")
+            if not isinstance(responses, Mapping):
+                raise InvalidParamsError("tasks/update requires an object 'inputResponses' keyed as the task's inputRequests")
+            await engine.update(owner, task_id, responses)  # pyright: ignore[reportUnknownArgumentType]
+            return {}
+        await engine.cancel(owner, task_id)
+        return {}
+    if method == "tasks/list":
+        return legacy_list(await engine.store.list(owner), params.get("cursor"), settings.page_size)
+    if method == "tasks/get":
+        return legacy_task(await engine.get(owner, task_id))
+    if method == "tasks/result":
+        return legacy_result(await wait_terminal(engine.get, owner, task_id, settings.task_poll_interval_ms / 1000))
+    record = await engine.get(owner, task_id)
+    if record.terminal:
+        raise InvalidParamsError(f"Cannot cancel task: it is already {record.status}", reason="task_terminal")
+    return legacy_task(await engine.cancel(owner, task_id))

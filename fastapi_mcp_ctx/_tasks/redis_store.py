@@ -1,0 +1,220 @@
+"""Task records in Redis (``MCP_SESSION_STORE_URL=redis://…``), shared by every replica.
+
+Keys under the namespace ``<ns>`` (default ``mcp:``), ``<h>`` the owner's hash
+(:func:`~.records.owner_hash`), one Redis Cluster hash tag per owner so every script below
+touches one slot::
+
+    <ns>task:{<h>}:<task id>   HASH   the record (``records`` module docstring); PX = its ttlMs
+    <ns>tasks:{<h>}            ZSET   the owner's tasks scored by expiry (ms): the per-owner bound
+                                      and 2025 ``tasks/list``
+
+Every step is one Lua script on Redis's clock (``TIME``), so replicas with skewed clocks agree
+on leases and expiry; a record is found only under its owner's tag, so another owner's task id is
+simply absent. The record and its result are written before the caller is answered (the
+``tools/call`` creating it, the end of the run); with Redis persistence (AOF ``everysec`` or
+``always``) an acknowledged result survives a Redis restart. Failures raise
+:class:`~fastapi_mcp_ctx.errors.StateUnavailableError` (503), never "not found".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Final
+
+from .._replicas.link import RedisLink, Script
+from ..errors import TaskQuotaExceededError
+from .records import LOST_ERROR, TaskRecord, TaskStatus, owner_hash
+
+__all__ = ["RedisTaskStore"]
+
+_WHAT: Final = "task store"
+_NONE: Final = "\x00"
+"""ARGV of "no value" (a status message may be '')."""
+
+_LIB = """
+local t = redis.call('TIME') local now = t[1] * 1000 + math.floor(t[2] / 1000)
+local rec = KEYS[1]
+local function active(st) return st == 'working' or st == 'input_required' end
+local function finish(status, msg, field, payload)
+  redis.call('HSET', rec, 'status', status, 'updated', now)
+  if msg ~= '\\0' then redis.call('HSET', rec, 'msg', msg) end
+  if payload ~= '\\0' then redis.call('HSET', rec, field, payload) end
+  for _, n in ipairs(redis.call('HKEYS', rec)) do
+    local p = string.sub(n, 1, 2)
+    if p == 'q:' or p == 'a:' then redis.call('HDEL', rec, n) end
+  end
+end
+local function lapse(lost)
+  local st = redis.call('HGET', rec, 'status')
+  if st and active(st) and tonumber(redis.call('HGET', rec, 'lease')) < now then
+    finish('failed', '\\0', 'error', lost)
+    return 'failed'
+  end
+  return st
+end
+"""
+
+# KEYS: rec, index; ARGV: id, owner, ttl_ms, poll_ms, lease_ms, max
+_CREATE = Script(
+    _LIB
+    + """
+redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
+if redis.call('ZCARD', KEYS[2]) >= tonumber(ARGV[6]) then return -1 end
+redis.call('HSET', rec, 'owner', ARGV[2], 'status', 'working', 'msg', '', 'created', now, 'updated', now,
+  'ttl', ARGV[3], 'poll', ARGV[4], 'lease', now + tonumber(ARGV[5]))
+redis.call('PEXPIRE', rec, ARGV[3])
+redis.call('ZADD', KEYS[2], now + tonumber(ARGV[3]), ARGV[1])
+if redis.call('PTTL', KEYS[2]) < tonumber(ARGV[3]) then redis.call('PEXPIRE', KEYS[2], ARGV[3]) end
+return now
+"""
+)
+# KEYS: rec; ARGV: lost error
+_GET = Script(_LIB + "if not lapse(ARGV[1]) then return false end\nreturn redis.call('HGETALL', rec)\n")
+# KEYS: rec; ARGV: lost, status, msg, payload field, payload
+_FINISH = Script(
+    _LIB
+    + "local st = lapse(ARGV[1])\nif not st or not active(st) then return 0 end\nfinish(ARGV[2], ARGV[3], ARGV[4], ARGV[5])\nreturn 1\n"
+)
+# KEYS: rec; ARGV: lost
+_CANCEL = Script(
+    _LIB
+    + """
+local st = lapse(ARGV[1])
+if not st then return -1 end
+if not active(st) then return 0 end
+finish('cancelled', 'The task was cancelled by the client', 'error', '\\0')
+return 1
+"""
+)
+# KEYS: rec; ARGV: lost, key, entry
+_ASK = Script(
+    _LIB
+    + """
+local st = lapse(ARGV[1])
+if not st or not active(st) then return 0 end
+redis.call('HSET', rec, 'q:' .. ARGV[2], ARGV[3], 'status', 'input_required', 'updated', now)
+return 1
+"""
+)
+# KEYS: rec; ARGV: lost, key1, answer1, key2, answer2...
+_ANSWER = Script(
+    _LIB
+    + """
+local st = lapse(ARGV[1])
+if not st then return false end
+local taken = {}
+for i = 2, #ARGV, 2 do
+  if redis.call('HDEL', rec, 'q:' .. ARGV[i]) == 1 then
+    redis.call('HSET', rec, 'a:' .. ARGV[i], ARGV[i + 1])
+    table.insert(taken, ARGV[i])
+  end
+end
+if #taken > 0 then
+  redis.call('HSET', rec, 'updated', now)
+  if st == 'input_required' then
+    local pending = false
+    for _, n in ipairs(redis.call('HKEYS', rec)) do
+      if string.sub(n, 1, 2) == 'q:' then pending = true break end
+    end
+    if not pending then redis.call('HSET', rec, 'status', 'working') end
+  end
+end
+return taken
+"""
+)
+# KEYS: rec; ARGV: key
+_TAKE = Script(
+    "local v = redis.call('HGET', KEYS[1], 'a:' .. ARGV[1])\nif v then redis.call('HDEL', KEYS[1], 'a:' .. ARGV[1]) end\nreturn v\n"
+)
+# KEYS: rec; ARGV: lost, lease_ms, msg
+_RENEW = Script(
+    _LIB
+    + """
+local st = lapse(ARGV[1])
+if not st or not active(st) then return 0 end
+redis.call('HSET', rec, 'lease', now + tonumber(ARGV[2]))
+if ARGV[3] ~= '\\0' then redis.call('HSET', rec, 'msg', ARGV[3], 'updated', now) end
+return 1
+"""
+)
+# KEYS: index
+_LIVE = Script(
+    "local t = redis.call('TIME') local now = t[1] * 1000 + math.floor(t[2] / 1000)\n"
+    "redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)\nreturn redis.call('ZRANGE', KEYS[1], 0, -1)\n"
+)
+
+
+def _pairs(flat: Sequence[Any]) -> dict[str, str]:
+    return {str(flat[i]): str(flat[i + 1]) for i in range(0, len(flat), 2)}
+
+
+class RedisTaskStore:
+    """:class:`~.records.TaskStore` in Redis (module docstring), on the session store's link."""
+
+    def __init__(self, link: RedisLink) -> None:
+        self._link = link
+        self._ns = link.namespace
+
+    def _rec(self, owner: str, task_id: str) -> str:
+        return f"{self._ns}task:{{{owner_hash(owner)}}}:{task_id}"
+
+    def _index(self, owner: str) -> str:
+        return f"{self._ns}tasks:{{{owner_hash(owner)}}}"
+
+    async def _run(self, script: Script, owner: str, task_id: str, *args: str | int) -> Any:
+        return await self._link.eval(_WHAT, script, [self._rec(owner, task_id)], [LOST_ERROR, *args])
+
+    async def create(self, task_id: str, owner: str, ttl_ms: int, poll_ms: int, lease_ms: int, max_per_owner: int) -> TaskRecord:
+        now = await self._link.eval(
+            _WHAT,
+            _CREATE,
+            [self._rec(owner, task_id), self._index(owner)],
+            [task_id, owner, ttl_ms, poll_ms, lease_ms, max_per_owner],
+        )
+        if int(now) < 0:
+            raise TaskQuotaExceededError(
+                f"Too many tasks for this caller: at most {max_per_owner} are kept (MCP_MAX_TASKS_PER_OWNER)"
+            )
+        return TaskRecord(task_id, owner, "working", int(now), int(now), ttl_ms, poll_ms)
+
+    async def get(self, owner: str, task_id: str) -> TaskRecord | None:
+        flat = await self._run(_GET, owner, task_id)
+        if not flat:
+            return None
+        fields = _pairs(flat)
+        if fields.get("owner") != owner:  # a hash collision across owners: still not theirs
+            return None
+        return TaskRecord.from_fields(task_id, fields)
+
+    async def list(self, owner: str) -> list[TaskRecord]:
+        ids = await self._link.eval(_WHAT, _LIVE, [self._index(owner)], [])
+        records = [r for r in [await self.get(owner, str(i)) for i in ids or ()] if r is not None]
+        return sorted(records, key=lambda r: (r.created_ms, r.task_id))
+
+    async def finish(self, owner: str, task_id: str, status: TaskStatus, message: str | None, payload: str | None) -> bool:
+        field = "result" if status == "completed" else "error"
+        done = await self._run(
+            _FINISH, owner, task_id, status, _NONE if message is None else message, field, _NONE if payload is None else payload
+        )
+        return int(done) == 1
+
+    async def cancel(self, owner: str, task_id: str) -> bool | None:
+        done = int(await self._run(_CANCEL, owner, task_id))
+        return None if done < 0 else done == 1
+
+    async def ask(self, owner: str, task_id: str, key: str, entry: str) -> bool:
+        return int(await self._run(_ASK, owner, task_id, key, entry)) == 1
+
+    async def answer(self, owner: str, task_id: str, responses: Mapping[str, str]) -> list[str] | None:
+        args: list[str | int] = []
+        for key, value in responses.items():
+            args.extend((key, value))
+        taken = await self._run(_ANSWER, owner, task_id, *args)
+        return None if taken is None else [str(k) for k in taken]
+
+    async def take(self, owner: str, task_id: str, key: str) -> str | None:
+        value = await self._link.eval(_WHAT, _TAKE, [self._rec(owner, task_id)], [key])
+        return None if value is None else str(value)
+
+    async def renew(self, owner: str, task_id: str, lease_ms: int, message: str | None = None) -> bool:
+        return int(await self._run(_RENEW, owner, task_id, lease_ms, _NONE if message is None else message)) == 1
