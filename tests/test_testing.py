@@ -117,7 +117,17 @@ def era(request: pytest.FixtureRequest) -> Any:
 
 def test_exported_members() -> None:
     """Like httpx's test_exported_members: ``testing.__all__`` is exactly the documented names."""
-    assert testing.__all__ == ["Asked", "Era", "McpResponse", "McpResponseError", "McpTestClient", "TestClientInputError", "ToolResult", "reset_state"]
+    assert testing.__all__ == [
+        "TASKS_CAPABILITY",
+        "Asked",
+        "Era",
+        "McpResponse",
+        "McpResponseError",
+        "McpTestClient",
+        "TestClientInputError",
+        "ToolResult",
+        "reset_state",
+    ]
     for name in testing.__all__:
         assert getattr(testing, name) is not None, name
     for name in ("Asked", "McpResponse", "McpTestClient", "ToolResult", "reset_state"):

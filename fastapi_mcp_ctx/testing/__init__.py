@@ -53,8 +53,19 @@ from ._features import FeatureRequests
 from ._input import ElicitationCallback, InputAnswerer, RootsCallback, SamplingCallback, answer_rounds
 from ._results import Asked, McpResponse, Notified, ToolResult
 from ._state import StateReset, reset_state
+from ._tasks import TASKS_CAPABILITY, TaskRequests
 
-__all__ = ["Asked", "Era", "McpResponse", "McpResponseError", "McpTestClient", "TestClientInputError", "ToolResult", "reset_state"]
+__all__ = [
+    "TASKS_CAPABILITY",
+    "Asked",
+    "Era",
+    "McpResponse",
+    "McpResponseError",
+    "McpTestClient",
+    "TestClientInputError",
+    "ToolResult",
+    "reset_state",
+]
 
 Era = Literal["legacy", "modern"]
 """A protocol era: ``"legacy"`` (2025 handshake) or ``"modern"`` (2026-07-28)."""
@@ -78,7 +89,7 @@ def _endpoint_path(app: ASGIApp) -> str:
     return paths[0] if paths else "/mcp"
 
 
-class McpTestClient(WireExchange, StateReset, Notified, FeatureRequests):
+class McpTestClient(WireExchange, StateReset, Notified, FeatureRequests, TaskRequests):
     """An in-process MCP client for ``app``: ``async with McpTestClient(app) as client``.
 
     ``era="legacy"``: ``initialize`` + ``notifications/initialized`` on entry, ``Mcp-Session-Id``
@@ -89,6 +100,8 @@ class McpTestClient(WireExchange, StateReset, Notified, FeatureRequests):
     Answers are read as JSON or SSE; results are checked against the official wire models.
     Resources, prompts and completions: ``list_resources``, ``list_resource_templates``,
     ``read_resource``, ``list_prompts``, ``get_prompt``, ``complete`` (``testing._features``).
+    Tasks: ``call_tool_as_task``, ``get_task``, ``wait_task``, ``update_task``, ``cancel_task``,
+    ``task_result``, ``list_tasks`` (``testing._tasks``; 2026 needs ``client_capabilities=TASKS_CAPABILITY``).
 
     Args:
         app: the ASGI app (your ``FastAPI`` app including an ``McpRouter``).

@@ -20,10 +20,10 @@ from typing import Any, Protocol, cast
 from ..errors import McpResponseError
 from ._results import McpResponse
 
-__all__ = ["FeatureRequests"]
+__all__ = ["FeatureRequests", "Requester", "every_page"]
 
 
-class _Requester(Protocol):
+class Requester(Protocol):
     """What the mixin needs of its client: ``McpTestClient.request``."""
 
     async def request(
@@ -37,7 +37,7 @@ class _Requester(Protocol):
     ) -> McpResponse: ...
 
 
-async def _every_page(client: _Requester, method: str, key: str) -> list[dict[str, Any]]:
+async def every_page(client: Requester, method: str, key: str) -> list[dict[str, Any]]:
     """The ``key`` items of every page of ``method``, following ``nextCursor``.
 
     Raises:
@@ -68,24 +68,24 @@ class FeatureRequests:
     """``list_resources``, ``list_resource_templates``, ``read_resource``, ``list_prompts``,
     ``get_prompt`` and ``complete`` (module docstring)."""
 
-    async def list_resources(self: _Requester) -> list[dict[str, Any]]:
+    async def list_resources(self: Requester) -> list[dict[str, Any]]:
         """Every ``Resource`` of ``resources/list`` (all pages).
 
         Raises:
             McpResponseError: the server answered an error (``-32601``: no resources registered).
         """
-        return await _every_page(self, "resources/list", "resources")
+        return await every_page(self, "resources/list", "resources")
 
-    async def list_resource_templates(self: _Requester) -> list[dict[str, Any]]:
+    async def list_resource_templates(self: Requester) -> list[dict[str, Any]]:
         """Every ``ResourceTemplate`` of ``resources/templates/list`` (all pages).
 
         Raises:
             McpResponseError: the server answered an error.
         """
-        return await _every_page(self, "resources/templates/list", "resourceTemplates")
+        return await every_page(self, "resources/templates/list", "resourceTemplates")
 
     async def read_resource(
-        self: _Requester,
+        self: Requester,
         uri: str,
         *,
         progress_token: str | int | None = None,
@@ -105,16 +105,16 @@ class FeatureRequests:
         extra = _extra_meta(meta, progress_token)
         return await self.request("resources/read", {"uri": uri}, meta=extra, headers=headers, auto_answer=auto_answer)
 
-    async def list_prompts(self: _Requester) -> list[dict[str, Any]]:
+    async def list_prompts(self: Requester) -> list[dict[str, Any]]:
         """Every ``Prompt`` of ``prompts/list`` (all pages).
 
         Raises:
             McpResponseError: the server answered an error (``-32601``: no prompts registered).
         """
-        return await _every_page(self, "prompts/list", "prompts")
+        return await every_page(self, "prompts/list", "prompts")
 
     async def get_prompt(
-        self: _Requester,
+        self: Requester,
         name: str,
         arguments: Mapping[str, str] | None = None,
         *,
@@ -136,7 +136,7 @@ class FeatureRequests:
         return await self.request("prompts/get", params, meta=extra, headers=headers, auto_answer=auto_answer)
 
     async def complete(
-        self: _Requester,
+        self: Requester,
         ref: Mapping[str, Any],
         argument: Mapping[str, str],
         context: Mapping[str, str] | None = None,

@@ -1,0 +1,265 @@
+"""Tasks (issue 20) in both eras, in one process: ``tool(task=...)``, the 2026 extension
+``io.modelcontextprotocol/tasks`` and the 2025-11-25 task methods, through ``McpTestClient``
+(and the official ``mcp`` client for plain calls of task tools). The store's clock is controlled
+where time matters (TTL, lease); nothing waits on wall-clock margins."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import anyio
+import pytest
+from conftest import mcp_settings
+from mcp import Client
+from serving import uvicorn_thread
+from tasks_app import build_app, events, ready
+
+from fastapi_mcp_ctx.errors import McpResponseError
+from fastapi_mcp_ctx.testing import TASKS_CAPABILITY, McpTestClient
+
+EXT = "io.modelcontextprotocol/tasks"
+
+
+def modern(app: Any, **kwargs: Any) -> McpTestClient:
+    caps = {"elicitation": {}, **TASKS_CAPABILITY}
+    return McpTestClient(app, era="modern", client_capabilities=caps, **kwargs)
+
+
+class Clock:
+    """A controlled store clock (ms)."""
+
+    def __init__(self) -> None:
+        self.now = 1_800_000_000_000
+
+    def __call__(self) -> int:
+        return self.now
+
+
+def clocked(**settings: Any) -> tuple[Any, Clock]:
+    """An app whose task store runs on a controlled clock."""
+    app, clock = build_app(mcp_settings(**settings)), Clock()
+    ready(app).tasks.store.clock = clock  # type: ignore[attr-defined]
+    return app, clock
+
+
+@pytest.fixture
+def app() -> Any:
+    return build_app(mcp_settings())
+
+
+# -- 2026-07-28 ----------------------------------------------------------------------------
+async def test_modern_task_is_created_polled_and_completed(app: Any) -> None:
+    async with modern(app) as client:
+        created = await client.call_tool_as_task("sleeper", {"seconds": 0.05})
+        assert created["status"] == "working" and created["ttlMs"] == 3_600_000 and "requestState" not in created
+        right_after = await client.get_task(created["taskId"])  # durable before the answer
+        assert right_after["taskId"] == created["taskId"]
+        done = await client.wait_task(created["taskId"])
+        assert done["status"] == "completed", done
+        assert done["result"]["content"][0]["text"] == "slept 0.05 s on one"
+        assert "_meta" not in done["result"]
+
+
+async def test_modern_without_the_extension_runs_a_plain_call_and_refuses_required(app: Any) -> None:
+    async with McpTestClient(app, era="modern") as client:
+        plain = await client.call_tool("sleeper", {"seconds": 0})
+        assert plain.text == "slept 0 s on one" and "taskId" not in plain.result
+        with pytest.raises(McpResponseError) as refused:
+            await client.call_tool("only_task", {})
+        assert refused.value.code == -32021
+        assert refused.value.data["requiredCapabilities"] == {"extensions": {EXT: {}}}
+        with pytest.raises(McpResponseError) as gated:
+            await client.request("tasks/get", {"taskId": "x"})
+        assert gated.value.code == -32021
+        tools = await client.list_tools()
+        assert all("execution" not in tool for tool in tools)  # 2025-11-25's field
+
+
+async def test_modern_cancel_stops_the_handler_and_is_idempotent(app: Any) -> None:
+    async with modern(app) as client:
+        created = await client.call_tool_as_task("sleeper", {"seconds": 60})
+        task_id = created["taskId"]
+        with anyio.fail_after(5):
+            while f"started {task_id}" not in events():
+                await anyio.sleep(0.01)
+        assert await client.cancel_task(task_id) == {"resultType": "complete", "_meta": ack_meta(client)}
+        assert (await client.get_task(task_id))["status"] == "cancelled"
+        with anyio.fail_after(5):
+            while f"cancelled {task_id}" not in events():  # the handler saw its cancellation
+                await anyio.sleep(0.01)
+        assert (await client.cancel_task(task_id))["resultType"] == "complete"  # terminal: the same ack
+        assert (await client.get_task(task_id))["status"] == "cancelled"
+
+
+def ack_meta(client: McpTestClient) -> dict[str, Any]:
+    router = client.router
+    assert router is not None
+    return {
+        "io.modelcontextprotocol/serverInfo": {"name": router.settings.server_name, "version": router.settings.server_version}
+    }
+
+
+async def test_modern_input_required_resumes_on_update(app: Any) -> None:
+    async with modern(app) as client:
+        task_id = (await client.call_tool_as_task("asks"))["taskId"]
+        waiting = await client.wait_task(task_id, until="input_required")
+        (key,) = waiting["inputRequests"]
+        assert waiting["inputRequests"][key]["method"] == "elicitation/create"
+        await client.update_task(task_id, {"unknown": {"action": "accept", "content": {}}})  # ignored
+        assert (await client.get_task(task_id))["status"] == "input_required"
+        await client.update_task(task_id, {key: {"action": "accept", "content": {"confirm": True}}})
+        done = await client.wait_task(task_id)
+        assert done["status"] == "completed" and done["result"]["content"][0]["text"] == "confirmed"
+
+
+async def test_modern_protocol_error_fails_the_task(app: Any) -> None:
+    async with modern(app) as client:
+        done = await client.wait_task((await client.call_tool_as_task("broken"))["taskId"])
+        assert done["status"] == "failed" and done["error"]["code"] == -32603 and "result" not in done
+
+
+async def test_unknown_task_is_invalid_params(app: Any) -> None:
+    async with modern(app) as client:
+        for method in ("tasks/get", "tasks/cancel"):
+            with pytest.raises(McpResponseError) as unknown:
+                await client.request(method, {"taskId": "no-such-task"})
+            assert unknown.value.code == -32602
+        for removed in ("tasks/result", "tasks/list"):
+            with pytest.raises(McpResponseError) as gone:
+                await client.request(removed, {"taskId": "x"})
+            assert gone.value.code == -32601
+
+
+# -- owner, bounds, TTL, lease -------------------------------------------------------------
+async def test_another_tenant_or_subject_does_not_find_the_task() -> None:
+    app = build_app(mcp_settings(), authenticated=True)
+    async with modern(app, headers={"X-User": "alice", "X-Tenant": "acme"}) as alice:
+        task_id = (await alice.call_tool_as_task("sleeper", {"seconds": 0}))["taskId"]
+        assert (await alice.wait_task(task_id))["status"] == "completed"
+    for who in ({"X-User": "alice", "X-Tenant": "globex"}, {"X-User": "bob", "X-Tenant": "acme"}, {"X-User": "alice"}):
+        async with modern(app, headers=who) as other:
+            for method in ("tasks/get", "tasks/cancel"):
+                with pytest.raises(McpResponseError) as hidden:
+                    await other.request(method, {"taskId": task_id})
+                assert hidden.value.code == -32602 and hidden.value.data["reason"] == "task_not_found"
+
+
+async def test_ttl_expiry_deletes_the_record() -> None:
+    app, clock = clocked(task_ttl_ms=60_000)
+    async with modern(app) as client:
+        task_id = (await client.call_tool_as_task("only_task", {"size": 3}))["taskId"]
+        assert (await client.wait_task(task_id))["status"] == "completed"
+        clock.now += 59_999
+        assert (await client.get_task(task_id))["result"]["content"][0]["text"] == "xxx"
+        clock.now += 1
+        with pytest.raises(McpResponseError) as expired:
+            await client.get_task(task_id)
+        assert expired.value.code == -32602
+
+
+async def test_a_lapsed_lease_reads_failed() -> None:
+    app, clock = clocked(task_lease_seconds=30)
+    async with modern(app) as client:
+        task_id = (await client.call_tool_as_task("sleeper", {"seconds": 60}))["taskId"]
+        assert (await client.get_task(task_id))["status"] == "working"
+        clock.now += 30_001  # no renewal came (its period is 10 s of real time)
+        lost = await client.get_task(task_id)
+        assert lost["status"] == "failed" and lost["error"]["data"]["reason"] == "task_lost"
+        await client.cancel_task(task_id)  # the handler still sleeping here is told to stop
+
+
+async def test_per_owner_bound() -> None:
+    app = build_app(mcp_settings(max_tasks_per_owner=2))
+    async with modern(app) as client:
+        for _ in range(2):
+            await client.call_tool_as_task("only_task")
+        with pytest.raises(McpResponseError) as bounded:
+            await client.call_tool_as_task("only_task")
+        assert bounded.value.code == -32600 and bounded.value.http_status == 429
+        assert bounded.value.data["reason"] == "task_quota_exceeded"
+
+
+async def test_a_result_over_the_size_bound_fails_the_task() -> None:
+    app = build_app(mcp_settings(task_max_result_bytes=1024))
+    async with modern(app) as client:
+        small = await client.wait_task((await client.call_tool_as_task("only_task", {"size": 100}))["taskId"])
+        assert small["status"] == "completed"
+        big = await client.wait_task((await client.call_tool_as_task("only_task", {"size": 2000}))["taskId"])
+        assert big["status"] == "failed" and big["error"]["data"]["reason"] == "task_result_too_large"
+
+
+async def test_shutdown_ends_running_tasks_failed_and_refuses_new_ones() -> None:
+    app = build_app(mcp_settings(shutdown_grace_seconds=0.2))
+    router = ready(app)
+    async with modern(app) as client:
+        task_id = (await client.call_tool_as_task("sleeper", {"seconds": 60}))["taskId"]
+        with anyio.fail_after(5):
+            while f"started {task_id}" not in events():
+                await anyio.sleep(0.01)
+        with anyio.fail_after(10):
+            await router.shutdown()
+        ended = await client.get_task(task_id)
+        assert ended["status"] == "failed" and ended["error"]["data"]["reason"] == "server_shut_down"
+        with pytest.raises(McpResponseError) as refused:
+            await client.call_tool_as_task("sleeper", {"seconds": 1})
+        assert refused.value.http_status == 503
+
+
+# -- 2025-11-25 ----------------------------------------------------------------------------
+async def test_legacy_task_lifecycle(app: Any) -> None:
+    async with McpTestClient(app) as client:
+        assert client.initialize_result is not None
+        assert client.initialize_result["capabilities"]["tasks"] == {
+            "list": {},
+            "cancel": {},
+            "requests": {"tools": {"call": {}}},
+        }
+        tools = {t["name"]: t for t in await client.list_tools()}
+        assert tools["sleeper"]["execution"] == {"taskSupport": "optional"} and "execution" not in tools["plain"]
+        task = await client.call_tool_as_task("sleeper", {"seconds": 0.05}, ttl_ms=120_000)
+        assert task["status"] == "working" and task["ttl"] == 120_000
+        assert (await client.get_task(task["taskId"]))["taskId"] == task["taskId"]
+        result = await client.task_result(task["taskId"])  # blocks until terminal
+        assert result["content"][0]["text"] == "slept 0.05 s on one"
+        assert result["_meta"]["io.modelcontextprotocol/related-task"] == {"taskId": task["taskId"]}
+        assert [t["taskId"] for t in await client.list_tasks()] == [task["taskId"]]
+        with pytest.raises(McpResponseError) as terminal:
+            await client.cancel_task(task["taskId"])
+        assert terminal.value.code == -32602
+        running = await client.call_tool_as_task("sleeper", {"seconds": 60})
+        assert (await client.cancel_task(running["taskId"]))["status"] == "cancelled"
+        plain = await client.call_tool("sleeper", {"seconds": 0})  # no task asked: a plain call
+        assert plain.text == "slept 0 s on one"
+    async with McpTestClient(app) as other:  # another anonymous session: its own tasks only
+        assert await other.list_tasks() == []
+
+
+async def test_legacy_refusals(app: Any) -> None:
+    async with McpTestClient(app) as client:
+        with pytest.raises(McpResponseError) as required:
+            await client.call_tool("only_task", {})
+        assert required.value.code == -32601
+        with pytest.raises(McpResponseError) as ttl:
+            await client.call_tool_as_task("sleeper", {"seconds": 0}, ttl_ms=10)
+        assert ttl.value.code == -32602 and ttl.value.data["reason"] == "task_ttl_out_of_range"
+        failed = await client.call_tool_as_task("broken")
+        with pytest.raises(McpResponseError) as error:
+            await client.task_result(failed["taskId"])
+        assert error.value.code == -32603
+
+
+# -- the official client: task tools still called normally ---------------------------------
+@pytest.fixture(scope="module")
+def served() -> Iterator[str]:
+    with uvicorn_thread(build_app(mcp_settings())) as url:
+        yield url
+
+
+@pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
+async def test_official_client_calls_task_tools_normally(served: str, mode: str) -> None:
+    with anyio.fail_after(15):
+        async with Client(served, mode=mode, cache=None) as client:
+            result = await client.call_tool("sleeper", {"seconds": 0})
+            assert result.content[0].text == "slept 0 s on one"  # type: ignore[union-attr]
+            assert (await client.call_tool("plain", {})).content[0].text == "plain"  # type: ignore[union-attr]
