@@ -121,6 +121,30 @@ async def ask_name(ctx: Context = Depends(mcp_context)) -> dict[str, Any]:
     return {"replica": REPLICA, "action": answer.action, "name": answer.data.name if answer.data else None}
 
 
+@mcp_router.tool(task="optional")
+async def report(seconds: Annotated[float, Field(ge=0, le=600)] = 1.0, ctx: Context = Depends(mcp_context)) -> dict[str, Any]:
+    """A long report: a task when the client opts in (docs/tasks.md), so any replica can report,
+    update or cancel it. Records in ctx.state the replica running it and a cancellation it saw."""
+    task = ctx.task.task_id if ctx.task is not None else "plain"
+    await ctx.state.set(f"reports/{task}/started", REPLICA)
+    try:
+        await anyio.sleep(seconds)
+    except anyio.get_cancelled_exc_class():
+        with anyio.CancelScope(shield=True):
+            await ctx.state.set(f"reports/{task}/cancelled", REPLICA)
+        raise
+    return {"replica": REPLICA, "seconds": seconds}
+
+
+@mcp_router.tool(annotations={"readOnlyHint": True})
+async def report_events(task: str, ctx: Context = Depends(mcp_context)) -> dict[str, Any]:
+    """Where task ``task`` of ``report`` started, and where it saw its cancellation (or None)."""
+    return {
+        "started": await ctx.state.get(f"reports/{task}/started"),
+        "cancelled": await ctx.state.get(f"reports/{task}/cancelled"),
+    }
+
+
 class ServedBy:
     """Pure ASGI middleware adding ``X-Served-By: <REPLICA_NAME>`` to every response (streams too)."""
 
