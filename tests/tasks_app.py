@@ -26,6 +26,11 @@ def authenticate(x_user: str | None = Header(default=None), x_tenant: str | None
     return None if x_user is None else Principal(subject=x_user, tenant_id=x_tenant)
 
 
+def bearer(authorization: str | None = Header(default=None)) -> str | None:
+    """The ``Authorization`` header of the request (a dependency)."""
+    return authorization
+
+
 def build_app(settings: McpSettings | None = None, *, authenticated: bool = False) -> FastAPI:
     """The task tools on a fresh router (``settings``: the test's)."""
     router = McpRouter(settings=settings, authenticate=authenticate if authenticated else None)
@@ -56,6 +61,13 @@ def build_app(settings: McpSettings | None = None, *, authenticated: bool = Fals
         """Asks a confirmation inside the task."""
         answer = await ctx.elicit("Go on?", Confirmation)
         return "confirmed" if answer.data is not None and answer.data.confirm else "declined"
+
+    @router.tool(task="optional")
+    async def whoami(token: str | None = Depends(bearer), ctx: Context = Depends(mcp_context)) -> dict[str, Any]:
+        """Known fault B09: the request's dependencies and principal, read after the call was answered."""
+        await anyio.sleep(0.05)
+        auth = ctx.auth
+        return {"token": token, "subject": auth.subject if auth else None, "tenant": auth.tenant_id if auth else None}
 
     @router.tool()
     async def plain() -> str:

@@ -5,7 +5,10 @@ where time matters (TTL, lease); nothing waits on wall-clock margins."""
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -13,12 +16,13 @@ import pytest
 from conftest import mcp_settings
 from mcp import Client
 from serving import uvicorn_thread
-from tasks_app import build_app, events, ready
+from tasks_app import Confirmation, build_app, events, ready
 
 from fastapi_mcp_ctx.errors import McpResponseError
 from fastapi_mcp_ctx.testing import TASKS_CAPABILITY, McpTestClient
 
 EXT = "io.modelcontextprotocol/tasks"
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def modern(app: Any, **kwargs: Any) -> McpTestClient:
@@ -249,6 +253,31 @@ async def test_legacy_refusals(app: Any) -> None:
         assert error.value.code == -32603
 
 
+async def test_legacy_task_asks_through_tasks_result(app: Any) -> None:
+    """2025: the task's question goes to the client on the tasks/result stream (related-task)."""
+    async with McpTestClient(app, elicitation=lambda params: Confirmation(confirm=True)) as client:
+        task = await client.call_tool_as_task("asks")
+        result = await client.task_result(task["taskId"])
+        assert result["content"][0]["text"] == "confirmed"
+        assert (await client.get_task(task["taskId"]))["status"] == "completed"
+
+
+# -- known faults ---------------------------------------------------------------------------
+@pytest.mark.parametrize("era", ["legacy", "modern"])
+async def test_b09_a_task_keeps_the_request_principal_and_dependencies(era: str) -> None:
+    """B09 (fastmcp #3095): a tool run as a task still gets its request's dependencies and principal."""
+    app = build_app(mcp_settings(), authenticated=True)
+    headers = {"X-User": "alice", "X-Tenant": "acme", "Authorization": "Bearer token-a"}
+    client = modern(app, headers=headers) if era == "modern" else McpTestClient(app, headers=headers)
+    async with client:
+        task_id = (await client.call_tool_as_task("whoami"))["taskId"]
+        if era == "modern":
+            result = (await client.wait_task(task_id))["result"]
+        else:
+            result = await client.task_result(task_id)
+        assert result["structuredContent"] == {"token": "Bearer token-a", "subject": "alice", "tenant": "acme"}
+
+
 # -- the official client: task tools still called normally ---------------------------------
 @pytest.fixture(scope="module")
 def served() -> Iterator[str]:
@@ -263,3 +292,52 @@ async def test_official_client_calls_task_tools_normally(served: str, mode: str)
             result = await client.call_tool("sleeper", {"seconds": 0})
             assert result.content[0].text == "slept 0 s on one"  # type: ignore[union-attr]
             assert (await client.call_tool("plain", {})).content[0].text == "plain"  # type: ignore[union-attr]
+
+
+# -- docs/tasks.md: its code is this test's -------------------------------------------------
+DOC_FENCE = re.compile(r'^```(\w*)(?: title="([^"]+)")?\n(.*?)^```', re.DOTALL | re.MULTILINE)
+VOLATILE = {"taskId": "<id>", "createdAt": "<time>", "lastUpdatedAt": "<time>"}
+
+
+def _normal(value: Any) -> Any:
+    """``value`` with ids and times replaced and the serverInfo ``_meta`` left out."""
+    if isinstance(value, dict):
+        out = {
+            k: VOLATILE.get(k, _normal(v))
+            for k, v in value.items()
+            if k != "_meta" or set(v) != {"io.modelcontextprotocol/serverInfo"}
+        }
+        return out
+    if isinstance(value, list):
+        return [_normal(v) for v in value]
+    return value
+
+
+async def test_the_tasks_guide_shows_what_the_example_answers() -> None:
+    from examples import tasks as example
+
+    blocks = {
+        title: (lang, code) for lang, title, code in DOC_FENCE.findall((ROOT / "docs" / "tasks.md").read_text(encoding="utf-8"))
+    }
+    assert blocks["examples/tasks.py"][1] == (ROOT / "examples" / "tasks.py").read_text(encoding="utf-8")
+    shown = {title: json.loads(code) for title, (lang, code) in blocks.items() if lang == "json"}
+    seen: dict[str, Any] = {}
+    async with McpTestClient(example.app, era="modern", client_capabilities={"elicitation": {}, **TASKS_CAPABILITY}) as client:
+        created = (await client.request("tools/call", {"name": "build_report", "arguments": {"pages": 3}})).result
+        seen["2026: tools/call build_report"] = created
+        seen["2026: tasks/get, completed"] = await client.wait_task(created["taskId"])
+        purge = await client.call_tool_as_task("purge")
+        seen["2026: tasks/get, input_required"] = await client.wait_task(purge["taskId"], until="input_required")
+        await client.update_task(purge["taskId"], {"elicit-1": {"action": "accept", "content": {"confirm": True}}})
+        assert (await client.wait_task(purge["taskId"]))["result"]["content"][0]["text"] == "archive purged"
+    async with McpTestClient(example.app) as legacy:
+        task = await legacy.call_tool_as_task("build_report", {"pages": 3}, ttl_ms=600_000)  # the result's "task"
+        seen["2025: tools/call build_report with task"] = {"task": task}
+        result = await legacy.task_result(task["taskId"])
+        result["_meta"]["io.modelcontextprotocol/related-task"]["taskId"] = "<id>"
+        seen["2025: tasks/result"] = result
+    assert set(shown) == set(seen)
+    for title, value in shown.items():
+        if title == "2025: tasks/result":
+            value["_meta"]["io.modelcontextprotocol/related-task"]["taskId"] = "<id>"
+        assert _normal(value) == _normal(seen[title]), title

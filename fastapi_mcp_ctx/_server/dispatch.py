@@ -57,7 +57,7 @@ from ..settings import McpSettings
 from ..state import ContextState
 from .call_prep import PRINCIPAL_SCOPE_KEY, CallPreparation, echo
 from .outcomes import PreparedCall, error_reply, json_reply
-from .task_calls import call_owner, serve_task_method, task_call, task_capabilities, task_methods
+from .task_calls import call_owner, legacy_result_run, serve_task_method, task_call, task_capabilities, task_methods
 from .telemetry import Telemetry
 
 __all__ = ["Dispatcher"]
@@ -247,6 +247,12 @@ class Dispatcher(CallPreparation):
                 )
             if message.method.startswith("tasks/") and self.tasks is not None:
                 owner = call_owner(request.scope.get(PRINCIPAL_SCOPE_KEY), session, envelope)
+                if message.method == "tasks/result":  # 2025: blocks, asking the task's questions on its stream
+                    run = legacy_result_run(self.tasks, owner, message.params.get("taskId"), self.settings.task_poll_interval_ms / 1000)
+                    return self._prepare(
+                        message, envelope, request, session, signal if signal is not None else CancelSignal(), back_channel,
+                        run=run, operation="tasks/result", logger_name="tasks", private_scope=False,
+                    )  # fmt: skip
                 result = await serve_task_method(self.tasks, message.method, message.params, envelope, owner, self.settings)
                 return Reply(result_message(message.id, self._finish(result, envelope)))
             if message.method in CALL_METHODS and self.features is not None:

@@ -8,10 +8,12 @@ a task tool's ``tools/call`` the client opted into to :func:`task_call`.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping
+import logging
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from fastapi.background import BackgroundTasks
+from starlette.requests import Request
 
 from .._context.cancel_signal import CancelSignal
 from .._handlers.tool_def import ToolDef
@@ -21,6 +23,7 @@ from .._tasks.wire import (
     EXTENSION,
     LEGACY_METHODS,
     MODERN_METHODS,
+    RELATED_TASK,
     declares_extension,
     legacy_capability,
     legacy_created,
@@ -37,11 +40,14 @@ from .._transport.streams import Outbound, Reply
 from .._wire.envelope import RequestEnvelope
 from .._wire.jsonrpc import result_message
 from ..auth import Principal
+from ..context import Context
 from ..errors import InvalidParamsError, McpError
 from ..settings import McpSettings
 from .outcomes import PreparedCall, error_reply
 
-__all__ = ["call_owner", "serve_task_method", "task_call", "task_capabilities", "task_methods"]
+__all__ = ["call_owner", "legacy_result_run", "serve_task_method", "task_call", "task_capabilities", "task_methods"]
+
+logger = logging.getLogger("fastapi_mcp_ctx")
 
 
 def call_owner(principal: Principal | None, session: SessionRecord | None, envelope: RequestEnvelope) -> str:
@@ -132,9 +138,47 @@ async def serve_task_method(
         return legacy_list(await engine.store.list(owner), params.get("cursor"), settings.page_size)
     if method == "tasks/get":
         return legacy_task(await engine.get(owner, task_id))
-    if method == "tasks/result":
+    if method == "tasks/result":  # without a stream to ask on (the dispatcher serves it with legacy_result_run)
         return legacy_result(await wait_terminal(engine.get, owner, task_id, settings.task_poll_interval_ms / 1000))
     record = await engine.get(owner, task_id)
     if record.terminal:
         raise InvalidParamsError(f"Cannot cancel task: it is already {record.status}", reason="task_terminal")
     return legacy_task(await engine.cancel(owner, task_id))
+
+
+def legacy_result_run(
+    engine: TaskEngine, owner: str, task_id: Any, poll_seconds: float
+) -> Callable[[Context, Request, BackgroundTasks], Awaitable[dict[str, Any]]]:
+    """2025 ``tasks/result`` as a call (its ``run``): it blocks until the task is terminal and,
+    while the task is ``input_required``, sends each pending input request to the client on
+    this request's stream (``_meta["io.modelcontextprotocol/related-task"]``), recording the
+    answer as ``tasks/update`` would (spec 2025-11-25 ``basic/utilities/tasks`` §Input Required
+    Status). Raises as :func:`~.._tasks.wire.legacy_result` and ``TaskNotFoundError``."""
+
+    async def relay(context: Context, key: str, entry: Mapping[str, Any], found: str) -> None:
+        params = {**dict(entry.get("params") or {}), "_meta": {RELATED_TASK: {"taskId": found}}}
+        try:
+            answer = await context.send_request(str(entry.get("method")), params)
+        except McpError as exc:  # the task's own question times out: its handler decides
+            logger.info("tasks/result could not ask the client for task %s (%s): %s", found, key, exc.message)
+            return
+        await engine.update(owner, found, {key: answer})
+
+    async def run(context: Context, request: Request, background: BackgroundTasks) -> dict[str, Any]:
+        asked: dict[str, asyncio.Task[None]] = {}
+        delay = 0.05
+        try:
+            while True:
+                record = await engine.get(owner, task_id)
+                if record.terminal:
+                    return legacy_result(record)
+                for key, entry in record.input_requests.items():
+                    if key not in asked:
+                        asked[key] = asyncio.create_task(relay(context, key, entry, record.task_id))
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, poll_seconds)
+        finally:
+            for waiting in asked.values():
+                waiting.cancel()
+
+    return run
