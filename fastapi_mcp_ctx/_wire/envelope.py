@@ -64,6 +64,10 @@ NAME_MEMBER: Final[dict[str, str]] = {
     "tasks/update": "taskId",
     "tasks/cancel": "taskId",
 }
+NAME_OPTIONAL: Final = frozenset({"tasks/get", "tasks/update", "tasks/cancel"})
+"""Methods whose ``Mcp-Name`` is checked when sent but tolerated when missing: the tasks
+extension's routing header, which the official ``mcp`` client (2.3.0, under FastMCP's task
+client) does not send yet."""
 
 _SENTINEL: Final = re.compile(r"^=\?base64\?(.*)\?=\Z", re.DOTALL)
 _TRACEPARENT: Final = re.compile(r"^([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})\Z")
@@ -327,8 +331,9 @@ def read_modern_envelope(
             header_name = headers.get("mcp-name")
             body_name = params.get(member)
             if header_name is None:
-                raise HeaderMismatchError(f"Missing Mcp-Name header (it mirrors params.{member})")
-            if decode_header_value(header_name) != body_name:
+                if method not in NAME_OPTIONAL:
+                    raise HeaderMismatchError(f"Missing Mcp-Name header (it mirrors params.{member})")
+            elif decode_header_value(header_name) != body_name:
                 raise HeaderMismatchError(f"mcp-name header does not match the request body's '{member}' parameter")
     if not isinstance(version, str):
         raise InvalidParamsError(f"params._meta['{META_VERSION}'] must be a string")
