@@ -341,3 +341,12 @@ async def test_the_tasks_guide_shows_what_the_example_answers() -> None:
         if title == "2025: tasks/result":
             value["_meta"]["io.modelcontextprotocol/related-task"]["taskId"] = "<id>"
         assert _normal(value) == _normal(seen[title]), title
+
+
+async def test_memory_tasks_under_several_workers_are_refused(monkeypatch: pytest.MonkeyPatch, app: Any) -> None:
+    """``serve --workers 2`` with the memory store: a task would be unknown to the other worker."""
+    monkeypatch.setenv("FASTAPI_MCP_CTX_SERVE_WORKERS", "2")
+    async with modern(app) as client:
+        with pytest.raises(McpResponseError) as refused:
+            await client.call_tool_as_task("sleeper", {"seconds": 0})
+        assert refused.value.http_status == 500 and "MCP_SESSION_STORE_URL=redis://" in refused.value.message

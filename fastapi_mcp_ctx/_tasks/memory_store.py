@@ -10,7 +10,8 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping
 
-from ..errors import TaskQuotaExceededError
+from ..backends._per_process import served_workers
+from ..errors import ConfigurationError, TaskQuotaExceededError
 from .records import ACTIVE, LOST_ERROR, TaskRecord, TaskStatus, new_fields
 
 __all__ = ["MemoryTaskStore", "wall_clock_ms"]
@@ -57,6 +58,12 @@ class MemoryTaskStore:
             del fields[name]
 
     async def create(self, task_id: str, owner: str, ttl_ms: int, poll_ms: int, lease_ms: int, max_per_owner: int) -> TaskRecord:
+        workers = served_workers()
+        if workers > 1:  # a task made here would be unknown to the other workers' tasks/get
+            raise ConfigurationError(
+                f"Tasks are kept in this process's memory, but `serve --workers {workers}` runs {workers} processes: "
+                "set MCP_SESSION_STORE_URL=redis://host:port/db so every worker (and replica) shares them"
+            )
         now = self.clock()
         self._purge(now)
         if sum(1 for o, _ in self._records if o == owner) >= max_per_owner:
