@@ -3,6 +3,7 @@ tool saw (started, cancelled) is recorded in ``EVENTS`` (per process)."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 from typing import Any
 
@@ -61,6 +62,14 @@ def build_app(settings: McpSettings | None = None, *, authenticated: bool = Fals
         """Asks a confirmation inside the task."""
         answer = await ctx.elicit("Go on?", Confirmation)
         return "confirmed" if answer.data is not None and answer.data.confirm else "declined"
+
+    @router.tool(task="optional")
+    async def asks_two(ctx: Context = Depends(mcp_context)) -> str:
+        """Asks two confirmations at once (two inputRequests pending together)."""
+        first, second = await asyncio.gather(
+            ctx.elicit("First?", Confirmation, key="one"), ctx.elicit("Second?", Confirmation, key="two")
+        )
+        return f"{bool(first.data and first.data.confirm)} {bool(second.data and second.data.confirm)}"
 
     @router.tool(task="optional")
     async def whoami(token: str | None = Depends(bearer), ctx: Context = Depends(mcp_context)) -> dict[str, Any]:
