@@ -179,7 +179,9 @@ class McpRouter(ToolRoutes, FeatureRoutes, APIRouter):
             shutdown=self.shutdown_coordinator, sealer=self.request_state, features=self.features,
         )
         self.relay.bind(live=self.live, pending=self.pending, streams=self.streams, notifier=self.notifier)
-        self.tasks = TaskEngine(task_store(conf, self.replica_stores.link), conf, self.shutdown_coordinator, self.relay.forward_task)
+        self.tasks = TaskEngine(
+            task_store(conf, self.replica_stores.link), conf, self.shutdown_coordinator, self.relay.forward_task, self.notifier.task_changed
+        )
         self.dispatcher.tasks = self.tasks  # tool(task=...): the tasks/* methods of both eras (_tasks)
         self.relay.bind_tasks(self.tasks.on_relay)
         self.endpoint = McpEndpoint(

@@ -13,8 +13,9 @@ from typing import Any
 
 import anyio
 import pytest
-from conftest import mcp_settings
+from conftest import asgi_exchange, mcp_settings, modern_meta
 from mcp import Client
+from notify_app import SUB, frames, listen_headers, wait_frames
 from serving import uvicorn_thread
 from tasks_app import Confirmation, build_app, events, ready
 
@@ -350,3 +351,44 @@ async def test_memory_tasks_under_several_workers_are_refused(monkeypatch: pytes
         with pytest.raises(McpResponseError) as refused:
             await client.call_tool_as_task("sleeper", {"seconds": 0})
         assert refused.value.http_status == 500 and "MCP_SESSION_STORE_URL=redis://" in refused.value.message
+
+
+# -- notifications/tasks on subscriptions/listen (2026) -------------------------------------
+def listen_request(request_id: Any, task_ids: list[str], capabilities: dict[str, Any]) -> bytes:
+    body = {"_meta": modern_meta(capabilities=capabilities), "notifications": {"taskIds": task_ids}}
+    return json.dumps({"jsonrpc": "2.0", "id": request_id, "method": "subscriptions/listen", "params": body}).encode()
+
+
+async def test_listen_for_a_task_hears_its_status_and_other_owners_hear_nothing() -> None:
+    app = build_app(mcp_settings(), authenticated=True)
+    alice = {"x-user": "alice", "x-tenant": "acme"}
+    async with modern(app, headers=alice) as client:
+        task_id = (await client.call_tool_as_task("asks"))["taskId"]
+        await client.wait_task(task_id, until="input_required")
+        own = asgi_exchange(
+            app, "POST", headers={**listen_headers(), **alice}, body_chunks=[listen_request("l1", [task_id], TASKS_CAPABILITY)]
+        )
+        guess = asgi_exchange(
+            app,
+            "POST",
+            headers={**listen_headers(), "x-user": "mallory", "x-tenant": "acme"},
+            body_chunks=[listen_request("l2", [task_id], TASKS_CAPABILITY)],
+        )
+        async with own as mine, guess as theirs:
+            await wait_frames(mine, 1)
+            await wait_frames(theirs, 1)
+            assert frames(mine)[0]["params"]["notifications"] == {"taskIds": [task_id]}
+            await client.update_task(task_id, {"elicit-1": {"action": "accept", "content": {"confirm": True}}})
+            await client.wait_task(task_id)
+            await mine.wait_for(lambda e: any(f.get("params", {}).get("status") == "completed" for f in frames(e)), 10)
+            heard = frames(mine)
+        statuses = [f["params"]["status"] for f in heard[1:] if f.get("method") == "notifications/tasks"]
+        assert statuses[-1] == "completed" and heard[-1]["params"]["result"]["content"][0]["text"] == "confirmed"
+        assert all(f["params"]["taskId"] == task_id and f["params"]["_meta"][SUB] == "l1" for f in heard[1:])
+        assert [f.get("method") for f in frames(theirs)] == ["notifications/subscriptions/acknowledged"]
+
+
+async def test_listen_for_tasks_without_the_extension_is_refused(app: Any) -> None:
+    async with asgi_exchange(app, "POST", headers=listen_headers(), body_chunks=[listen_request(1, ["t"], {})]) as refused:
+        await refused.wait_for(lambda e: e.done.is_set())
+    assert json.loads(refused.body)["error"]["code"] == -32021

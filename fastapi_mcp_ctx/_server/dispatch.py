@@ -30,7 +30,7 @@ from .._handlers.features import CALL_METHODS, Features, per_caller
 from .._handlers.registry import ToolRegistry
 from .._handlers.resolve import run_tool
 from .._tasks.engine import TaskEngine
-from .._tasks.wire import task_request
+from .._tasks.wire import declares_extension, missing_extension, task_request
 from .._transport.listen import ListenResponse, parse_filter
 from .._transport.notifications import Notifier
 from .._transport.pending import PendingRequests
@@ -192,7 +192,7 @@ class Dispatcher(CallPreparation):
         json_ok: bool = request.scope.get(JSON_OK_SCOPE_KEY, True)
         if message.method == "subscriptions/listen" and envelope.era == "modern":
             try:
-                return await self._listen(message, headers, request.scope.get(PRINCIPAL_SCOPE_KEY))
+                return await self._listen(message, headers, request.scope.get(PRINCIPAL_SCOPE_KEY), envelope)
             except McpError as exc:
                 return json_reply(error_reply(message.id, exc, envelope.era), headers, json_ok=json_ok)
         channel = BackChannel.http(self.pending, era=envelope.era, session_id=session.id if session else None, sse_allowed=sse_allowed)
@@ -310,18 +310,25 @@ class Dispatcher(CallPreparation):
             return {}
         raise MethodNotFoundError(data={"method": echo(method)})
 
-    async def _listen(self, message: JsonRpcRequest, headers: Mapping[str, str], principal: Principal | None) -> Response:
+    async def _listen(
+        self, message: JsonRpcRequest, headers: Mapping[str, str], principal: Principal | None, envelope: RequestEnvelope
+    ) -> Response:
         """2026 ``subscriptions/listen``: ``-32601`` when the application declared nothing to
-        listen for (B52), else the stream of the caller's tenant (see ``_transport.listen``)."""
+        listen for (B52), else the stream of the caller's tenant (see ``_transport.listen``);
+        ``notifications.taskIds`` (tasks extension) needs the extension declared (-32021)."""
         notifier = self.notifier
-        if notifier is None or not notifier.served.any:
+        tasks = self.tasks is not None and self.registry.any_task()
+        if notifier is None or not (notifier.served.any or tasks):
             raise MethodNotFoundError(data={"method": message.method})
         tenant, owner = (principal.tenant_id, principal.owner_key) if principal is not None else ("default", None)
-        listen_filter = parse_filter(message.params, notifier.served)
+        listen_filter = parse_filter(message.params, notifier.served, tasks=tasks)
+        if listen_filter.task_ids and not declares_extension(envelope.client_capabilities):
+            raise missing_extension("notifications.taskIds")
         if self.features is not None:  # each URI needs its resource's scopes, as 2025 resources/subscribe (403)
             for uri in listen_filter.resource_uris:
                 self.features.authorize_watch(uri, "modern", principal, self.settings, unknown_ok=True)
-        stream = await notifier.open_listen(message.id, listen_filter, tenant_id=tenant, owner=owner)
+        task_owner = call_owner(principal, None, envelope) if listen_filter.task_ids else None
+        stream = await notifier.open_listen(message.id, listen_filter, tenant_id=tenant, owner=owner, task_owner=task_owner)
         return ListenResponse(stream, notifier.hub, keepalive_seconds=self.settings.keepalive_seconds, headers=headers)
 
     def _tools_list(self, cursor: Any, envelope: RequestEnvelope) -> dict[str, Any]:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Final
 
 from .._context.call_state import CallState
@@ -35,10 +36,14 @@ class TaskChannel:
     Args:
         store / owner / task_id: where the task's record is.
         poll_seconds: the longest wait between two reads of the record.
+        asked: called once a question is recorded (the engine publishes the status).
     """
 
-    def __init__(self, store: TaskStore, owner: str, task_id: str, poll_seconds: float) -> None:
+    def __init__(
+        self, store: TaskStore, owner: str, task_id: str, poll_seconds: float, asked: Callable[[], Awaitable[None]] | None = None
+    ) -> None:
         self._store = store
+        self._on_ask = asked
         self._owner = owner
         self._task_id = task_id
         self._poll = poll_seconds
@@ -65,6 +70,8 @@ class TaskChannel:
         entry = json.dumps({"method": method, "params": params or {}}, separators=(",", ":"))
         if not await self._store.ask(self._owner, self._task_id, key, entry):
             raise NoBackChannelError(method, "the task has ended")
+        if self._on_ask is not None:  # input_required: listeners hear it (notifications/tasks)
+            await self._on_ask()
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         while True:

@@ -43,6 +43,7 @@ from ..errors import ServerShuttingDownError, TaskFailedError, TaskNotFoundError
 from ..settings import McpSettings
 from .channel import TaskChannel
 from .records import TaskRecord, TaskStatus, TaskStore
+from .wire import detailed_params
 
 __all__ = ["TaskEngine", "TaskHandle", "TaskStart"]
 
@@ -53,6 +54,8 @@ SERVER_INFO_KEY: Final = "io.modelcontextprotocol/serverInfo"
 CANCELLED_BY_CLIENT: Final = "cancelled by the client (tasks/cancel)"
 
 Publish = Callable[[dict[str, Any]], Awaitable[None]]
+Notify = Callable[[str, dict[str, Any]], Awaitable[None]]
+"""``(owner, DetailedTask params)``: publish a task's ``notifications/tasks`` (``Notifier.task_changed``)."""
 
 
 async def _drop(message: dict[str, Any]) -> None:
@@ -116,15 +119,22 @@ class TaskEngine:
         settings: ``task_*`` settings.
         shutdown: the router's coordinator: no task starts once it began; running ones get the grace.
         publish: broadcast to the other replicas (``Relay.forward_task``), or None (one process).
+        notify: publish a status change to listen streams (``Notifier.task_changed``), or None.
     """
 
     def __init__(
-        self, store: TaskStore, settings: McpSettings, shutdown: ShutdownCoordinator | None = None, publish: Publish | None = None
+        self,
+        store: TaskStore,
+        settings: McpSettings,
+        shutdown: ShutdownCoordinator | None = None,
+        publish: Publish | None = None,
+        notify: Notify | None = None,
     ) -> None:
         self.store = store
         self.settings = settings
         self.shutdown = shutdown
         self.publish = publish
+        self.notify = notify
         self.lease_ms = int(settings.task_lease_seconds * 1000)
         self._running: dict[str, _Running] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -147,6 +157,7 @@ class TaskEngine:
         if not record.terminal and await self.store.cancel(owner, record.task_id):
             await self._tell(record.task_id, "cancel")
             record = await self.get(owner, task_id)
+            await self.changed(owner, record)
         return record
 
     async def update(self, owner: str, task_id: Any, responses: Mapping[str, Any]) -> list[str]:
@@ -159,7 +170,20 @@ class TaskEngine:
             raise TaskNotFoundError(data={"taskId": record.task_id[:256]})
         if taken:
             await self._tell(record.task_id, "wake")
+            await self.changed(owner, record.task_id)
         return taken
+
+    async def changed(self, owner: str, task: TaskRecord | str) -> None:
+        """Publish the task's status to the listen streams naming it (``notifications/tasks``,
+        the ``DetailedTask`` as ``tasks/get`` answers it); a failure is logged, the record stays."""
+        if self.notify is None:
+            return
+        try:
+            record = task if isinstance(task, TaskRecord) else await self.store.get(owner, task)
+            if record is not None:
+                await self.notify(owner, detailed_params(record))
+        except Exception as exc:  # listeners poll tasks/get anyway (the notification is a MAY)
+            logger.warning("could not publish the status of a task: %s", exc)
 
     async def _tell(self, task_id: str, op: str) -> None:
         if self.on_relay({"t": task_id, "op": op}) or self.publish is None:
@@ -199,7 +223,9 @@ class TaskEngine:
         )
 
     def _attach(self, record: TaskRecord, owner: str, state: CallState, signal: CancelSignal) -> None:
-        channel = TaskChannel(self.store, owner, record.task_id, self.lease_ms / 3000)
+        channel = TaskChannel(
+            self.store, owner, record.task_id, self.lease_ms / 3000, lambda: self.changed(owner, record.task_id)
+        )
         state.task = TaskHandle(record.task_id, self, owner)
         state.task_starter = None
         state.back_channel = channel
@@ -281,6 +307,7 @@ class TaskEngine:
             if state.task is None:
                 return reply
             await self._finish(state.task.task_id, owner, reply, signal)
+            await self.changed(owner, state.task.task_id)
             if reply is not None and "result" in reply.message and signal.reason is None:
                 await run_background(background)
             return None

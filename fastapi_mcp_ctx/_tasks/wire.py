@@ -135,6 +135,13 @@ def modern_detailed(record: TaskRecord) -> dict[str, Any]:
     return shape
 
 
+def detailed_params(record: TaskRecord) -> dict[str, Any]:
+    """The params of a 2026 ``notifications/tasks``: the ``DetailedTask`` without ``resultType``."""
+    shape = modern_detailed(record)
+    del shape["resultType"]
+    return shape
+
+
 def legacy_task(record: TaskRecord) -> dict[str, Any]:
     """2025-11-25 ``Task``."""
     return {**_base(record), "ttl": record.ttl_ms, "pollInterval": record.poll_ms}

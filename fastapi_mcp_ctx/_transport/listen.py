@@ -45,6 +45,8 @@ from .streams import SSE_HEADERS, sse_frame
 __all__ = [
     "LIST_CHANGED_METHODS",
     "SUBSCRIPTION_ID_KEY",
+    "TASK_METHOD",
+    "TASK_OWNER_KEY",
     "TENANT_KEY",
     "ChangeKind",
     "ListenFilter",
@@ -62,6 +64,10 @@ ACK_METHOD: Final = "notifications/subscriptions/acknowledged"
 UPDATED_METHOD: Final = "notifications/resources/updated"
 TENANT_KEY: Final = "fastapi_mcp_ctx.tenant"
 """Bus-only member of a notification published for one tenant (never sent on the wire)."""
+TASK_METHOD: Final = "notifications/tasks"
+"""A task's status (tasks extension, SEP-2663 §Task Status Notifications), to the streams naming it."""
+TASK_OWNER_KEY: Final = "fastapi_mcp_ctx.task_owner"
+"""Bus-only member of a task notification: the task's owner (``_tasks.records.owner_key``)."""
 LIST_CHANGED_METHODS: Final[dict[ChangeKind, str]] = {
     "tools": "notifications/tools/list_changed",
     "prompts": "notifications/prompts/list_changed",
@@ -99,17 +105,21 @@ class ListenFilter:
     list_changed: frozenset[ChangeKind] = frozenset()
     resource_uris: tuple[str, ...] = ()
     _uri_set: frozenset[str] = field(default=frozenset(), repr=False, compare=False)
+    task_ids: tuple[str, ...] = ()
+    """``notifications.taskIds`` (tasks extension): ``notifications/tasks`` of these tasks."""
 
     @property
     def empty(self) -> bool:
         """Nothing honoured: the stream is acknowledged and answered at once (B52)."""
-        return not self.list_changed and not self.resource_uris
+        return not self.list_changed and not self.resource_uris and not self.task_ids
 
     def acknowledged(self) -> dict[str, Any]:
         """The ``notifications`` member of the acknowledgement (wire field names)."""
         ack: dict[str, Any] = {_FILTER_FIELDS[kind]: True for kind in _FILTER_FIELDS if kind in self.list_changed}
         if self.resource_uris:
             ack["resourceSubscriptions"] = list(self.resource_uris)
+        if self.task_ids:
+            ack["taskIds"] = list(self.task_ids)
         return ack
 
     def admits(self, message: Mapping[str, Any]) -> bool:
@@ -118,6 +128,10 @@ class ListenFilter:
         kind = _KIND_OF_METHOD.get(method) if isinstance(method, str) else None
         if kind is not None:
             return kind in self.list_changed
+        if method == TASK_METHOD:
+            params = message.get("params")
+            task_id: object = params.get("taskId") if isinstance(params, Mapping) else None  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
+            return isinstance(task_id, str) and task_id in self.task_ids
         if method == UPDATED_METHOD:
             params = message.get("params")
             uri: object = params.get("uri") if isinstance(params, Mapping) else None  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
@@ -125,8 +139,9 @@ class ListenFilter:
         return False
 
 
-def parse_filter(params: Mapping[str, Any], served: Served) -> ListenFilter:
-    """The honoured filter of a ``subscriptions/listen`` request.
+def parse_filter(params: Mapping[str, Any], served: Served, *, tasks: bool = False) -> ListenFilter:
+    """The honoured filter of a ``subscriptions/listen`` request (``tasks``: task tools are
+    served, so ``notifications.taskIds`` is honoured).
 
     Raises:
         InvalidParamsError: ``notifications`` missing or not an object, a ``*ListChanged``
@@ -146,17 +161,25 @@ def parse_filter(params: Mapping[str, Any], served: Served) -> ListenFilter:
             raise InvalidParamsError(f"notifications.{name} must be a boolean")
         if value and kind in served.list_changed:
             kinds.add(kind)
-    uris: tuple[str, ...] = ()
-    requested = notifications.get("resourceSubscriptions")
-    if requested is not None:
-        if not isinstance(requested, list) or not all(isinstance(u, str) and u for u in requested):  # pyright: ignore[reportUnknownVariableType]
-            raise InvalidParamsError("notifications.resourceSubscriptions must be a list of resource URIs (strings)")
-        listed: list[str] = requested  # pyright: ignore[reportUnknownVariableType]
-        if len(listed) > MAX_RESOURCE_URIS:
-            raise InvalidParamsError(f"notifications.resourceSubscriptions lists more than {MAX_RESOURCE_URIS} URIs")
-        if served.resources_subscribe:
-            uris = tuple(dict.fromkeys(listed))
-    return ListenFilter(frozenset(kinds), uris, frozenset(normalize_uri(u) for u in uris))
+    requested = _strings(notifications, "resourceSubscriptions", "resource URIs")
+    uris = tuple(dict.fromkeys(requested)) if served.resources_subscribe else ()
+    named = _strings(notifications, "taskIds", "task ids")
+    task_ids = tuple(dict.fromkeys(named)) if tasks else ()
+    return ListenFilter(frozenset(kinds), uris, frozenset(normalize_uri(u) for u in uris), task_ids)
+
+
+def _strings(notifications: Mapping[str, Any], name: str, what: str) -> list[str]:
+    """``notifications[name]``: a list of at most :data:`MAX_RESOURCE_URIS` non-empty strings
+    ([] when absent); ``InvalidParamsError`` otherwise."""
+    value = notifications.get(name)
+    if value is None:
+        return []
+    if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):  # pyright: ignore[reportUnknownVariableType]
+        raise InvalidParamsError(f"notifications.{name} must be a list of {what} (strings)")
+    listed: list[str] = value  # pyright: ignore[reportUnknownVariableType]
+    if len(listed) > MAX_RESOURCE_URIS:
+        raise InvalidParamsError(f"notifications.{name} lists more than {MAX_RESOURCE_URIS} {what}")
+    return listed
 
 
 def _tag(message: Mapping[str, Any], subscription_id: RequestId) -> dict[str, Any]:
@@ -176,9 +199,11 @@ class ListenStream:
         *,
         tenant_id: str | None = "default",
         owner: str | None = None,
+        task_owner: str | None = None,
     ) -> None:
         self.tenant_id = tenant_id
         self.owner = owner
+        self.task_owner = task_owner
         self.request_id = request_id
         self.filter = listen_filter
         self.buffer_size = buffer_size
@@ -195,6 +220,8 @@ class ListenStream:
             return False
         if TENANT_KEY in message and message[TENANT_KEY] != self.tenant_id:
             return False  # another tenant's resource
+        if TASK_OWNER_KEY in message and message[TASK_OWNER_KEY] != self.task_owner:
+            return False  # another owner's task (its id named by a guess)
         try:
             self._send.send_nowait(_tag(message, self.request_id))
         except anyio.WouldBlock:
@@ -262,7 +289,13 @@ class ListenHub:
         return len(self._streams)
 
     def open(
-        self, request_id: RequestId, listen_filter: ListenFilter, *, tenant_id: str | None = "default", owner: str | None = None
+        self,
+        request_id: RequestId,
+        listen_filter: ListenFilter,
+        *,
+        tenant_id: str | None = "default",
+        owner: str | None = None,
+        task_owner: str | None = None,
     ) -> ListenStream:
         """Register a new stream of ``tenant_id`` / ``owner`` (finished at once when its filter is empty).
 
@@ -284,7 +317,7 @@ class ListenHub:
                 retry_after=5,
                 reason="too_many_streams",
             )
-        stream = ListenStream(request_id, listen_filter, self._buffer, tenant_id=tenant_id, owner=owner)
+        stream = ListenStream(request_id, listen_filter, self._buffer, tenant_id=tenant_id, owner=owner, task_owner=task_owner)
         self._streams.add(stream)
         if listen_filter.empty:
             stream.finish("closed")

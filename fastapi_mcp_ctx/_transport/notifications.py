@@ -41,7 +41,18 @@ from .._wire.jsonrpc import RequestId, dumps, notification_message
 from .._wire.uris import normalize_uri
 from ..context import get_request_context
 from .bus import EVENTS_CHANNEL, MessageBus, Unsubscribe, encode_message, session_channel, session_prefix
-from .listen import LIST_CHANGED_METHODS, TENANT_KEY, UPDATED_METHOD, ChangeKind, ListenFilter, ListenHub, ListenStream, Served
+from .listen import (
+    LIST_CHANGED_METHODS,
+    TASK_METHOD,
+    TASK_OWNER_KEY,
+    TENANT_KEY,
+    UPDATED_METHOD,
+    ChangeKind,
+    ListenFilter,
+    ListenHub,
+    ListenStream,
+    Served,
+)
 from .subscriptions import ResourceSubscriptions
 
 __all__ = ["BROADCAST_MARK", "CALLER", "Notifier", "Recorder", "served_from", "tenant_scope"]
@@ -264,7 +275,7 @@ class Notifier:
                 self._events = await self.bus.subscribe(EVENTS_CHANNEL, self._on_event)
 
     def _on_event(self, message: dict[str, Any]) -> None:
-        if message.get("method") != UPDATED_METHOD:  # 2025 resource updates go per session
+        if message.get("method") not in (UPDATED_METHOD, TASK_METHOD):  # 2025 resource updates go per session; tasks to listen only
             for stream in tuple(self._gets.values()):
                 stream.offer(message)
         self.hub.deliver(message)
@@ -295,13 +306,20 @@ class Notifier:
         return detach
 
     async def open_listen(
-        self, request_id: RequestId, listen_filter: ListenFilter, *, tenant_id: str | None = "default", owner: str | None = None
-    ) -> ListenStream:
+        self, request_id: RequestId, listen_filter: ListenFilter, *, tenant_id: str | None = "default", owner: str | None = None,
+        task_owner: str | None = None,
+    ) -> ListenStream:  # fmt: skip
         """Open a listen stream of ``tenant_id`` (``owner``: the principal's owner key, None when
-        anonymous) fed from the bus (see :meth:`ListenHub.open` for errors)."""
+        anonymous; ``task_owner``: whose tasks it may hear of) fed from the bus (see
+        :meth:`ListenHub.open` for errors)."""
         if not listen_filter.empty:
             await self._ensure_events()
-        return self.hub.open(request_id, listen_filter, tenant_id=tenant_id, owner=owner)
+        return self.hub.open(request_id, listen_filter, tenant_id=tenant_id, owner=owner, task_owner=task_owner)
+
+    async def task_changed(self, owner: str, params: dict[str, Any]) -> None:
+        """Publish a task's ``notifications/tasks`` (its ``DetailedTask``) to the listen streams of
+        every replica that named it and belong to ``owner`` (never to 2025 GET streams)."""
+        await self.bus.publish(EVENTS_CHANNEL, {"jsonrpc": "2.0", "method": TASK_METHOD, "params": params, TASK_OWNER_KEY: owner})
 
     async def session_ended(self, session_id: str) -> None:
         """Forget the resource subscriptions of an ended 2025 session."""
