@@ -97,3 +97,7 @@ def events() -> list[str]:
 def ready(app: Any) -> McpRouter:
     """The app's router."""
     return app.state.router
+
+
+app = build_app()
+"""The app for ``python -m fastapi_mcp_ctx._stdio tasks_app:app`` (tests/test_tasks.py)."""

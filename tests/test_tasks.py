@@ -392,3 +392,26 @@ async def test_listen_for_tasks_without_the_extension_is_refused(app: Any) -> No
     async with asgi_exchange(app, "POST", headers=listen_headers(), body_chunks=[listen_request(1, ["t"], {})]) as refused:
         await refused.wait_for(lambda e: e.done.is_set())
     assert json.loads(refused.body)["error"]["code"] == -32021
+
+
+async def test_tasks_over_stdio_in_both_eras(tmp_path: Path) -> None:
+    """The same engine on stdio (the dispatcher's transport-neutral serve): 2025 and 2026."""
+    from stdio_wire import spawn
+
+    async with spawn(tmp_path, app="tasks_app:app") as server:
+        await server.initialize("2025-11-25")
+        created = await server.request("tools/call", {"name": "sleeper", "arguments": {"seconds": 0}, "task": {"ttl": 60_000}}, 2)
+        task_id = created["result"]["task"]["taskId"]
+        result = await server.request("tasks/result", {"taskId": task_id}, 3)
+        assert result["result"]["content"][0]["text"] == "slept 0 s on one"
+    async with spawn(tmp_path, app="tasks_app:app") as server:  # a 2026 connection
+        meta = modern_meta(capabilities=TASKS_CAPABILITY)
+        modern_created = await server.request("tools/call", {"name": "sleeper", "arguments": {"seconds": 0}, "_meta": meta}, 4)
+        assert modern_created["result"]["resultType"] == "task"
+        modern_id = modern_created["result"]["taskId"]
+        with anyio.fail_after(10):
+            while (got := await server.request("tasks/get", {"taskId": modern_id, "_meta": meta}, 5))["result"][
+                "status"
+            ] != "completed":
+                await anyio.sleep(0.02)
+        assert got["result"]["result"]["content"][0]["text"] == "slept 0 s on one"
