@@ -103,3 +103,24 @@ def test_every_key_of_a_task_shares_its_owners_hash_tag() -> None:
     tag = record[record.index("{") : record.index("}") + 1]
     assert tag == index[index.index("{") : index.index("}") + 1] and len(tag) == 34
     assert store._rec("another owner", "id-1") != record  # pyright: ignore[reportPrivateUsage]
+
+
+def test_the_ended_records_kept_per_replica_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    from fastapi_mcp_ctx._tasks.records import TaskRecord
+    from fastapi_mcp_ctx._tasks.redis_store import _Ended  # pyright: ignore[reportPrivateUsage]
+
+    now = [1_800_000_000.0]
+    monkeypatch.setattr("fastapi_mcp_ctx._tasks.redis_store.time.time", lambda: now[0])
+    ended = _Ended(max_records=2, max_bytes=1600)
+
+    def done(task_id: str) -> TaskRecord:
+        return TaskRecord(task_id, "o", "completed", 1_800_000_000_000, 1_800_000_000_000, 60_000, 1000, result={"content": []})
+
+    for task_id in ("t1", "t2", "t3"):
+        ended.put(done(task_id), 10)
+    assert ended.get("o", "t1") is None and ended.get("o", "t3") is not None  # the oldest went first
+    assert ended.get("other owner", "t3") is None
+    ended.put(done("big"), 101)  # over a sixteenth of the byte budget: read from Redis each time
+    assert ended.get("o", "big") is None
+    now[0] += 60.0  # createdAt + ttlMs reached
+    assert ended.get("o", "t3") is None

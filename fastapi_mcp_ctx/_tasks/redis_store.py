@@ -10,7 +10,10 @@ touches one slot::
 
 Every step is one Lua script on Redis's clock (``TIME``), so replicas with skewed clocks agree
 on leases and expiry; a record is found only under its owner's tag, so another owner's task id is
-simply absent. The record and its result are written before the caller is answered (the
+simply absent. An ended task never changes again (spec: terminal states are final), so each
+replica keeps the last ended records it read (:class:`_Ended`: at most 4096 of them and 16 MiB
+of results, each until its ``createdAt + ttlMs`` on this replica's clock): polling a finished
+task costs no Redis round trip. The record and its result are written before the caller is answered (the
 ``tools/call`` creating it, the end of the run); with Redis persistence (AOF ``everysec`` or
 ``always``) an acknowledged result survives a Redis restart. Failures raise
 :class:`~fastapi_mcp_ctx.errors.StateUnavailableError` (503), never "not found".
@@ -18,6 +21,8 @@ simply absent. The record and its result are written before the caller is answer
 
 from __future__ import annotations
 
+import time
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
@@ -144,6 +149,37 @@ _LIVE = Script(
 )
 
 
+class _Ended:
+    """The ended records this replica read last, bounded in number and in bytes (module docstring)."""
+
+    def __init__(self, max_records: int = 4096, max_bytes: int = 16 * 1024 * 1024) -> None:
+        self._records: OrderedDict[tuple[str, str], tuple[int, int, TaskRecord]] = OrderedDict()
+        self._max_records, self._max_bytes, self._bytes = max_records, max_bytes, 0
+
+    def get(self, owner: str, task_id: str) -> TaskRecord | None:
+        entry = self._records.get((owner, task_id))
+        if entry is None:
+            return None
+        if entry[0] <= time.time() * 1000:  # its TTL elapsed: Redis deleted it too
+            self._drop((owner, task_id))
+            return None
+        self._records.move_to_end((owner, task_id))
+        return entry[2]
+
+    def put(self, record: TaskRecord, size: int) -> None:
+        key = (record.owner, record.task_id)
+        if key in self._records or size > self._max_bytes // 16:
+            return
+        self._records[key] = (record.created_ms + record.ttl_ms, size, record)
+        self._bytes += size
+        while len(self._records) > self._max_records or self._bytes > self._max_bytes:
+            self._drop(next(iter(self._records)))
+
+    def _drop(self, key: tuple[str, str]) -> None:
+        _, size, _ = self._records.pop(key)
+        self._bytes -= size
+
+
 def _pairs(flat: Sequence[Any]) -> dict[str, str]:
     return {str(flat[i]): str(flat[i + 1]) for i in range(0, len(flat), 2)}
 
@@ -154,6 +190,7 @@ class RedisTaskStore:
     def __init__(self, link: RedisLink) -> None:
         self._link = link
         self._ns = link.namespace
+        self._ended = _Ended()
 
     def _rec(self, owner: str, task_id: str) -> str:
         return f"{self._ns}task:{{{owner_hash(owner)}}}:{task_id}"
@@ -178,13 +215,19 @@ class RedisTaskStore:
         return TaskRecord(task_id, owner, "working", int(now), int(now), ttl_ms, poll_ms)
 
     async def get(self, owner: str, task_id: str) -> TaskRecord | None:
+        ended = self._ended.get(owner, task_id)
+        if ended is not None:
+            return ended
         flat = await self._run(_GET, owner, task_id)
         if not flat:
             return None
         fields = _pairs(flat)
         if fields.get("owner") != owner:  # a hash collision across owners: still not theirs
             return None
-        return TaskRecord.from_fields(task_id, fields)
+        record = TaskRecord.from_fields(task_id, fields)
+        if record.terminal:
+            self._ended.put(record, sum(len(v) for v in fields.values()))
+        return record
 
     async def list(self, owner: str) -> list[TaskRecord]:
         ids = await self._link.eval(_WHAT, _LIVE, [self._index(owner)], [])
