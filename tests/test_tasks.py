@@ -242,6 +242,9 @@ async def test_legacy_task_lifecycle(app: Any) -> None:
 
 async def test_legacy_refusals(app: Any) -> None:
     async with McpTestClient(app) as client:
+        with pytest.raises(McpResponseError) as not_a_task:
+            await client.call_tool_as_task("plain")  # no execution.taskSupport: -32601 (SHOULD)
+        assert not_a_task.value.code == -32601
         with pytest.raises(McpResponseError) as required:
             await client.call_tool("only_task", {})
         assert required.value.code == -32601

@@ -397,6 +397,11 @@ class Dispatcher(CallPreparation):
         ttl: int | bool | None = False
         if tool.task is not None and self.tasks is not None:  # a task tool: the client's opt-in decides (_tasks.wire)
             ttl = task_request(tool.task, envelope.era, params, envelope.client_capabilities, self.settings, name)
+        elif envelope.era == "legacy" and params.get("task") is not None:  # spec 2025-11-25 tasks §Tool-Level Negotiation
+            raise MethodNotFoundError(
+                f"Tool {echo(name)!r} does not run as a task (no execution.taskSupport): call it without params.task",
+                data={"method": "tools/call"},
+            )
         prepared = self._prepare(
             message, envelope, request, session, signal, back_channel,
             run=run, operation=f"tools/call:{name}", logger_name=name, private_scope=tool.dependant is not None, tool=tool,
