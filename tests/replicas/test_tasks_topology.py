@@ -14,7 +14,7 @@ import anyio
 import httpx
 
 from .topology import Topology
-from .wire import MODERN, modern_headers
+from .wire import MODERN, initialize, legacy_headers, modern_headers, result_of
 
 EXT = "io.modelcontextprotocol/tasks"
 LEASE_SECONDS = 15.0
@@ -119,3 +119,24 @@ async def test_a_redis_restart_keeps_an_acknowledged_result(topo: Topology, http
             except AssertionError:  # 503 while the replicas reconnect
                 await anyio.sleep(0.2)
     assert after["status"] == "completed" and after["result"] == task["result"]
+
+
+async def test_a_2025_task_in_a_session_is_read_and_awaited_through_the_balancer(topo: Topology, http: httpx.AsyncClient) -> None:
+    session = await initialize(http, topo.url)
+
+    async def legacy(method: str, params: dict[str, Any], request_id: int) -> tuple[dict[str, Any], str]:
+        body = {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
+        response = await http.post(topo.url, json=body, headers=legacy_headers(session))
+        message = await result_of(response)
+        assert "result" in message, message
+        return message["result"], response.headers.get("x-served-by", "?")
+
+    created, _ = await legacy("tools/call", {"name": "report", "arguments": {"seconds": 0.5}, "task": {"ttl": 60_000}}, 1)
+    task_id = created["task"]["taskId"]
+    served = {(await legacy("tasks/get", {"taskId": task_id}, 2 + i))[1] for i in range(4)}
+    assert served == {"a", "b"}
+    result, _ = await legacy("tasks/result", {"taskId": task_id}, 9)  # blocks until completed, on either replica
+    assert result["structuredContent"]["seconds"] == 0.5
+    assert result["_meta"]["io.modelcontextprotocol/related-task"] == {"taskId": task_id}
+    listed, _ = await legacy("tasks/list", {}, 10)
+    assert [t["taskId"] for t in listed["tasks"]] == [task_id]
