@@ -99,5 +99,9 @@ def ready(app: Any) -> McpRouter:
     return app.state.router
 
 
-app = build_app()
-"""The app for ``python -m fastapi_mcp_ctx._stdio tasks_app:app`` (tests/test_tasks.py)."""
+def __getattr__(name: str) -> Any:
+    """``tasks_app:app``, for ``python -m fastapi_mcp_ctx._stdio`` (tests/test_tasks.py): built on
+    first access, so importing the module's helpers builds no router."""
+    if name == "app":
+        return build_app()
+    raise AttributeError(name)

@@ -418,3 +418,15 @@ async def test_tasks_over_stdio_in_both_eras(tmp_path: Path) -> None:
             ] != "completed":
                 await anyio.sleep(0.02)
         assert got["result"]["result"]["content"][0]["text"] == "slept 0 s on one"
+
+
+async def test_b60_stdio_exits_on_eof_with_a_task_running(tmp_path: Path) -> None:
+    """B60: a running task (a 60 s sleep) does not keep a stdio server alive after stdin's EOF."""
+    from stdio_wire import spawn
+
+    async with spawn(tmp_path, app="tasks_app:app") as server:
+        await server.initialize("2025-11-25")
+        created = await server.request("tools/call", {"name": "sleeper", "arguments": {"seconds": 60}, "task": {}}, 2)
+        assert created["result"]["task"]["status"] == "working"
+        await server.close_stdin()
+        assert await server.wait(timeout=30) == 0
