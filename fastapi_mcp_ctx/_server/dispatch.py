@@ -30,7 +30,7 @@ from .._handlers.features import CALL_METHODS, Features, per_caller
 from .._handlers.registry import ToolRegistry
 from .._handlers.resolve import run_tool
 from .._tasks.engine import TaskEngine
-from .._tasks.wire import declares_extension, missing_extension, task_request
+from .._tasks.wire import declares_extension, missing_extension
 from .._transport.listen import ListenResponse, parse_filter
 from .._transport.notifications import Notifier
 from .._transport.pending import PendingRequests
@@ -57,7 +57,7 @@ from ..settings import McpSettings
 from ..state import ContextState
 from .call_prep import PRINCIPAL_SCOPE_KEY, CallPreparation, echo
 from .outcomes import PreparedCall, error_reply, json_reply
-from .task_calls import call_owner, legacy_result_run, serve_task_method, task_call, task_capabilities, task_methods
+from .task_calls import as_task, call_owner, legacy_result_run, serve_task_method, task_call, task_capabilities, task_methods
 from .telemetry import Telemetry
 
 __all__ = ["Dispatcher"]
@@ -394,14 +394,7 @@ class Dispatcher(CallPreparation):
         async def run(context: Context, call_request: Request, background: BackgroundTasks) -> dict[str, Any]:
             return await run_tool(tool, arguments, context, call_request, background, message.out_of_range)  # pyright: ignore[reportUnknownArgumentType]
 
-        ttl: int | bool | None = False
-        if tool.task is not None and self.tasks is not None:  # a task tool: the client's opt-in decides (_tasks.wire)
-            ttl = task_request(tool.task, envelope.era, params, envelope.client_capabilities, self.settings, name)
-        elif envelope.era == "legacy" and params.get("task") is not None:  # spec 2025-11-25 tasks §Tool-Level Negotiation
-            raise MethodNotFoundError(
-                f"Tool {echo(name)!r} does not run as a task (no execution.taskSupport): call it without params.task",
-                data={"method": "tools/call"},
-            )
+        ttl = as_task(tool, envelope, params, self.settings) if self.tasks is not None else False  # the client's opt-in
         prepared = self._prepare(
             message, envelope, request, session, signal, back_channel,
             run=run, operation=f"tools/call:{name}", logger_name=name, private_scope=tool.dependant is not None, tool=tool,
@@ -409,4 +402,4 @@ class Dispatcher(CallPreparation):
         if ttl is False or self.tasks is None:
             return prepared
         owner = call_owner(request.scope.get(PRINCIPAL_SCOPE_KEY), session, envelope)
-        return task_call(self.tasks, prepared, tool, owner, None if ttl is True else ttl, lambda result: self._finish(result, envelope))
+        return task_call(self.tasks, prepared, tool, owner, ttl, lambda result: self._finish(result, envelope))

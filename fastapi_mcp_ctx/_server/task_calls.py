@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
+from typing import Any, Literal
 
 from fastapi.background import BackgroundTasks
 from starlette.requests import Request
@@ -33,6 +33,7 @@ from .._tasks.wire import (
     missing_extension,
     modern_created,
     modern_detailed,
+    task_request,
     wait_terminal,
 )
 from .._transport.sessions import SessionRecord
@@ -41,11 +42,11 @@ from .._wire.envelope import RequestEnvelope
 from .._wire.jsonrpc import result_message
 from ..auth import Principal
 from ..context import Context
-from ..errors import InvalidParamsError, McpError
+from ..errors import InvalidParamsError, McpError, MethodNotFoundError
 from ..settings import McpSettings
 from .outcomes import PreparedCall, error_reply
 
-__all__ = ["call_owner", "legacy_result_run", "serve_task_method", "task_call", "task_capabilities", "task_methods"]
+__all__ = ["as_task", "call_owner", "legacy_result_run", "serve_task_method", "task_call", "task_capabilities", "task_methods"]
 
 logger = logging.getLogger("fastapi_mcp_ctx")
 
@@ -58,6 +59,25 @@ def call_owner(principal: Principal | None, session: SessionRecord | None, envel
     if envelope.era == "legacy" and session is not None:
         return owner_key(None, None, f"session:{session.id}")
     return owner_key(None, None, None)
+
+
+def as_task(tool: ToolDef, envelope: RequestEnvelope, params: Mapping[str, Any], settings: McpSettings) -> int | Literal[False] | None:
+    """Whether this ``tools/call`` runs as a task: ``False`` (a plain call), else its ``ttlMs``
+    (None: the default). See :func:`~.._tasks.wire.task_request` for a task tool's rules.
+
+    Raises:
+        MethodNotFoundError: 2025, ``params.task`` for a tool without ``execution.taskSupport``
+            (-32601, spec 2025-11-25 ``basic/utilities/tasks`` §Tool-Level Negotiation).
+        MissingCapabilityError / TaskTtlError: as ``task_request``.
+    """
+    if tool.task is not None:
+        return task_request(tool.task, envelope.era, params, envelope.client_capabilities, settings, tool.name)
+    if envelope.era == "legacy" and params.get("task") is not None:
+        raise MethodNotFoundError(
+            f"Tool {tool.name!r} does not run as a task (no execution.taskSupport): call it without params.task",
+            data={"method": "tools/call"},
+        )
+    return False
 
 
 def task_methods(era: str) -> frozenset[str]:
