@@ -56,6 +56,7 @@ from ..settings import McpSettings
 from .authn import AuthOutcome, refusal, resolve_principal
 from .batch import BatchHooks, serve_batch
 from .batch_core import starts_batch
+from .claim import claim_lean_paths
 from .dispatch import JSON_OK_SCOPE_KEY, PRINCIPAL_SCOPE_KEY, Dispatcher
 from .gcfreeze import freeze_startup_objects
 from .http import BODY_SCOPE_KEY, HEADERS_SCOPE_KEY, accepted, read_body, refuse_content_coding, reject_repeated, screen_headers
@@ -205,6 +206,7 @@ class McpEndpoint:
         announce_process_key(self.settings)
         ensure_root_routes(app, self.metadata_routes)
         install_pointer(app)  # a later lost MCP request's 404 names this path (lost_requests)
+        claim_lean_paths(app)  # the router hands a dependency-free MCP path to its route directly (claim)
         if path is None:
             path = next((p for p, route in flat_routes(getattr(app, "routes", [])) if p and getattr(route, "endpoint", None) == self.handle), self.settings.path)
         announce_admission(self.settings, self._authenticate is not None, path)
