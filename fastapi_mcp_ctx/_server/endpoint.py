@@ -125,10 +125,6 @@ class McpEndpoint:
         self.door = FrontDoor(settings, self.gate, authenticate, self._challenge)  # transport, body, authentication
         self.metadata_routes = metadata_routes(settings, scopes)  # RFC 9728, served at the app's root
 
-    async def handle(self, request: Request) -> Response:
-        """The route's endpoint: one MCP HTTP request of either era."""
-        return await self._endpoint(request)
-
     def screen(self, scope: Scope) -> Response | None:
         """The route's first look at an HTTP request (``LeanRoute.handle``), before FastAPI solves
         any app, router or route dependency: the 431 header bound and a repeated ``Host``,
@@ -172,7 +168,9 @@ class McpEndpoint:
             path = next((p for p, route in flat_routes(getattr(app, "routes", [])) if p and getattr(route, "endpoint", None) == self.handle), self.settings.path)
         announce_admission(self.settings, self._authenticate is not None, path)
 
-    async def _endpoint(self, request: Request) -> Response:
+    async def handle(self, request: Request) -> Response:
+        """The route's endpoint: one MCP HTTP request of either era, through the front door
+        (``front_door.py``) to the session gate or the dispatcher."""
         if not self._log_checked:
             self.start(request.app, request.scope.get("path", self.settings.path))
         self.shutdown_coordinator.first_use()
