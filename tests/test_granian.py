@@ -21,6 +21,7 @@ from pathlib import Path
 import anyio
 import pytest
 from mcp import Client
+from serving import stop_process
 
 ROOT = Path(__file__).resolve().parents[1]
 MODES = ["legacy", "2026-07-28"]
@@ -65,12 +66,7 @@ def server_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
                 time.sleep(0.1)
         yield f"http://127.0.0.1:{port}/mcp"
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=15)
+        stop_process(proc)
 
 
 @pytest.mark.parametrize("mode", MODES)
