@@ -1,7 +1,7 @@
 """The official MCP client (``mcp`` 2.3.0) against the quickstart app served by Granian, both eras.
 
 Granian (an ASGI server written in Rust, ``docs/deployment.md``) is not a dependency: the test
-runs where an interpreter with ``granian`` installed is given as ``MCP_TEST_GRANIAN_PYTHON`` (the
+runs where an interpreter with ``granian`` installed is given as ``TEST_GRANIAN_PYTHON`` (the
 benchmark venv has it: ``bench/requirements.txt``) or the running one has it, and is skipped
 otherwise. Granian serves ``examples.quickstart:app`` in a child process on 127.0.0.1; the client
 lists the tools, calls ``add``, gets ``count_to``'s progress in order and reads its own session.
@@ -28,7 +28,7 @@ MODES = ["legacy", "2026-07-28"]
 
 
 def _granian_python() -> str | None:
-    given = os.environ.get("MCP_TEST_GRANIAN_PYTHON")
+    given = os.environ.get("TEST_GRANIAN_PYTHON")
     if given:
         return given
     return sys.executable if importlib.util.find_spec("granian") is not None else None
@@ -44,7 +44,7 @@ def _free_port() -> int:
 def server_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     python = _granian_python()
     if python is None:
-        pytest.skip("granian is not installed (set MCP_TEST_GRANIAN_PYTHON to an interpreter that has it)")
+        pytest.skip("granian is not installed (set TEST_GRANIAN_PYTHON to an interpreter that has it)")
     port = _free_port()
     log = tmp_path_factory.mktemp("granian") / "granian.log"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)}
