@@ -81,22 +81,23 @@ class RouterClaim:
         self._claims = lean_claims(self._routes)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and _TELEMETRY_SCOPE_KEY not in scope:
+        if scope["type"] == "http":
             routes = self._router.routes
             if routes is not self._routes or len(routes) != self._count:
                 self.refresh()
             path: str = scope["path"]
-            root_path: str = scope.get("root_path", "")
+            root_path: str | None = scope.get("root_path")
             if root_path and path.startswith(root_path) and path[len(root_path) : len(root_path) + 1] == "/":
                 path = path[len(root_path) :]  # Starlette's route path under a mount (get_route_path)
             claim = self._claims.get(path)
-            if claim is not None and scope["method"] in claim[1]:
+            if claim is not None and scope["method"] in claim[1] and _TELEMETRY_SCOPE_KEY not in scope:
                 route = claim[0]
                 if "router" not in scope:
                     scope["router"] = self._router
                 scope["route"] = route
                 scope["endpoint"] = route.endpoint
-                scope["path_params"] = dict(scope.get("path_params") or {})
+                params = scope.get("path_params")
+                scope["path_params"] = dict(params) if params else {}
                 await route.serve_directly(scope, receive, send)
                 return
         await self._next(scope, receive, send)

@@ -183,8 +183,7 @@ class McpEndpoint:
         method = request.scope["method"]
         admission = Admission()
         try:
-            await self.door.admit(request, admission)  # transport checks, bounded body read, authentication
-            headers = admission.headers
+            headers = await self.door.admit(request, admission)  # transport checks, bounded body read, authentication
             if method == "POST":
                 response = await self._post(request, headers)
             elif method == "GET":

@@ -23,7 +23,6 @@ read and the authentication (the session lookup follows in the endpoint). Every 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
 from starlette.requests import Request
@@ -55,9 +54,9 @@ def body_request_id(body: bytes | None) -> Any:
     return message.id if isinstance(message, JsonRpcRequest) else None
 
 
-@dataclass(slots=True)
 class Admission:
-    """What the front door learnt of one request before its method is served.
+    """What the front door learnt of one request before its method is served (a plain class:
+    made per request with nothing to initialise, each stage sets what it learnt).
 
     Attributes:
         headers: the request's headers, decoded once (the route's screen).
@@ -66,7 +65,7 @@ class Admission:
             final response, a refusal's included), None when it did not run.
     """
 
-    headers: HeaderMap = field(default_factory=HeaderMap)
+    headers: HeaderMap | None = None
     principal: Principal | None = None
     outcome: AuthOutcome | None = None
 
@@ -127,9 +126,10 @@ class FrontDoor:
             security = self._loopback
         security.check(headers)
 
-    async def admit(self, request: Request, admission: Admission) -> None:
+    async def admit(self, request: Request, admission: Admission) -> HeaderMap:
         """Stages 2-4 for ``request``, filling ``admission`` as they go (the body and the
-        principal also go into the scope, where dependencies and tools find them).
+        principal also go into the scope, where dependencies and tools find them); returns the
+        request's headers.
 
         Raises:
             McpError: 431, 421/403 (Host/Origin), 400 (a repeated header), 413/408 (the body),
@@ -155,7 +155,7 @@ class FrontDoor:
                     raise
         authenticate, gate = self._authenticate, self._gate
         if authenticate is None and gate is None:
-            return
+            return headers
         try:
             if authenticate is None:  # the gate: MCP_AUTH_MODE=jwt/oauth, or unset (local only)
                 principal = await gate.admit(request, headers)  # pyright: ignore[reportOptionalMemberAccess]
@@ -171,6 +171,7 @@ class FrontDoor:
         if principal is not None:
             admission.principal = principal
             scope[PRINCIPAL_SCOPE_KEY] = principal
+        return headers
 
     @staticmethod
     def negotiate(request: Request, headers: HeaderMap) -> bool:
