@@ -21,7 +21,8 @@ the ceiling answering them as ``bench/servers/fastapi_ceiling.py`` does. The Fas
 ``Depends(get_db)`` and ``Header()`` for d (a dependency-free one for a), answering the same bytes.
 The project app is ``app.include_router(McpRouter(...))`` as in the harness's ``project_ref.py``;
 ``PROFILE_DIRECT_ROUTE=1`` puts the router's route on the app itself instead (what FastAPI's
-``include_router`` dispatch costs). Each call runs in a task of its own, as uvicorn runs each
+``include_router`` dispatch costs); ``PROFILE_ROUTE_VARIANT=starlette|outer`` measures two of the
+lean route's alternatives (:func:`_variant_app`). Each call runs in a task of its own, as uvicorn runs each
 request, on uvloop when installed. Each figure is the median of ``--rounds`` rounds of
 ``--calls`` sequential calls. ``PYTHONPATH=<a copy of another checkout>`` profiles that one.
 """
@@ -99,11 +100,42 @@ def project_app(session_mode: str = "stateless") -> FastAPI:
     router.resource(NOTE_URI, mime_type="text/plain")(note)  # r, rm (as examples/bench_app.py)
     router.prompt()(greet)  # g, gm
     app = FastAPI(openapi_url=None, docs_url=None, redoc_url=None)
-    if os.environ.get("PROFILE_DIRECT_ROUTE"):  # experiment: the route on the app itself, no include_router
+    variant = os.environ.get("PROFILE_ROUTE_VARIANT", "direct" if os.environ.get("PROFILE_DIRECT_ROUTE") else "")
+    if variant == "direct":  # experiment: the route on the app itself, no include_router
         app.router.routes.extend(router.routes)
+    elif variant in ("starlette", "outer"):  # experiments (bench/README.md, the lean route's alternatives)
+        return _variant_app(app, router, variant)
     else:
         app.include_router(router)
     return app
+
+
+def _variant_app(app: FastAPI, router: McpRouter, variant: str) -> Any:
+    """``starlette``: a plain Starlette ``Route`` with an ASGI endpoint on the app (what
+    ``include_router`` would rebuild without the include-level dependencies); ``outer``: an ASGI
+    callable around the whole app claiming the path (before the app's middleware)."""
+    from starlette.routing import Route
+
+    from fastapi_mcp_ctx._fastapi_compat import LeanRoute
+
+    lean = next(r for r in router.routes if isinstance(r, LeanRoute))
+    lean.endpoint.__self__.start(app, "/mcp")  # type: ignore[attr-defined]  # what the first request would do
+    app.router.middleware_stack = app.router.app  # no claim: the variant's own path only
+    if variant == "starlette":
+        class Endpoint:  # an instance, not a function: Starlette calls it as an ASGI app
+            async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+                await lean.serve_directly(scope, receive, send)
+
+        app.router.routes.append(Route("/mcp", Endpoint(), methods=["POST", "GET", "DELETE"]))
+        return app
+
+    async def outer(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and scope["path"] == "/mcp":
+            await lean.serve_directly(scope, receive, send)
+            return
+        await app(scope, receive, send)
+
+    return outer
 
 
 _dumps = json.JSONEncoder(separators=(",", ":")).encode

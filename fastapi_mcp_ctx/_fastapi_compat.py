@@ -46,6 +46,7 @@ __all__ = [
     "build_dependant",
     "call_kind",
     "dependency_of",
+    "flat_route_entries",
     "flat_routes",
     "is_dependency_parameter",
     "is_request_type",
@@ -292,6 +293,22 @@ class LeanRoute(APIRoute):
                 return
         await super().handle(scope, receive, send)
 
+    async def serve_directly(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Serve an HTTP request the app's router matched to this route when FastAPI's request
+        handling has nothing to do (no dependency, no body bound: ``_server.claim``): the screen,
+        then the endpoint on a ``Request`` of ``scope``, its response sent. An exception the
+        endpoint raises reaches the app's exception handlers (``ExceptionMiddleware``) as from
+        FastAPI's handling."""
+        screen = self._screen
+        if screen is not None:
+            refused = screen(scope)
+            if refused is not None:
+                await refused(scope, receive, send)
+                return
+        scope[LEAN_SCOPE_KEY] = True  # nothing read the body before the endpoint
+        response = await self.endpoint(Request(scope, receive, send))
+        await response(scope, receive, send)
+
     def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
         if self._has_http_dependencies():
             return super().get_route_handler()
@@ -332,3 +349,34 @@ def flat_routes(routes: Sequence[BaseRoute]) -> Iterator[tuple[str | None, BaseR
         return
     for context in iterate(routes):
         yield context.path, context.original_route
+
+
+@dataclass(frozen=True, slots=True)
+class RouteEntry:
+    """One route of an app as FastAPI serves it, included routers flattened.
+
+    Attributes:
+        path: the full path (prefixes joined), None for a route without one (``Host``).
+        route: the route object registered (a ``LeanRoute``, a ``Mount``...).
+        dependencies: the dependencies FastAPI runs for it: app-, include- and route-level.
+        max_body_size: FastAPI >= 0.160's body bound of the route or its inclusion (None: none).
+    """
+
+    path: str | None
+    route: BaseRoute
+    dependencies: Sequence[Any]
+    max_body_size: int | None
+
+
+def flat_route_entries(routes: Sequence[BaseRoute]) -> Iterator[RouteEntry]:
+    """:func:`flat_routes` with each route's effective dependencies and body bound (what the
+    including routers add on FastAPI >= 0.160; copied into the route itself before)."""
+    iterate: Any = getattr(fastapi_routing, "iter_route_contexts", None)
+    if iterate is None:
+        for route in routes:
+            yield RouteEntry(getattr(route, "path", None), route, getattr(route, "dependencies", None) or (), None)
+        return
+    for context in iterate(routes):  # a RouteContext reads its attributes from the effective route
+        dependencies: Any = getattr(context, "dependencies", None) or ()
+        max_body_size: Any = getattr(context, "max_body_size", None)
+        yield RouteEntry(context.path, context.original_route, dependencies, max_body_size)

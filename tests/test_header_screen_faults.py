@@ -65,7 +65,7 @@ async def test_two_authorization_headers_are_refused_not_split_between_gate_and_
 async def test_the_431_header_bound_comes_before_the_apps_dependencies_on_the_mcp_route() -> None:
     """``MCP_MAX_REQUEST_HEADER_BYTES`` is checked "before anything reads one" (endpoint.py) so a
     4 MB ``Authorization`` is never decoded; but ``FastAPI(dependencies=[...])`` (and router- /
-    include-level ones) are solved by the route before ``McpEndpoint._endpoint`` runs: an app's
+    include-level ones) are solved by the route before ``McpEndpoint.handle`` runs: an app's
     own token dependency receives the 200 KB header, then the 431 is sent."""
     from conftest import make_router, open_client  # noqa: PLC0415
     from fastapi import Header  # noqa: PLC0415

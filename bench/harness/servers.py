@@ -90,10 +90,38 @@ def free_port() -> int:
 
 
 def cpu_ticks(pid: int) -> int:
-    """utime + stime of a process (all threads), in clock ticks (``/proc/<pid>/stat``)."""
+    """utime + stime of a process (all threads) and of its live child processes (Granian serves in
+    a worker process), in clock ticks (``/proc/<pid>/stat``)."""
     with open(f"/proc/{pid}/stat") as f:
         fields = f.read().rsplit(")", 1)[1].split()
-    return int(fields[11]) + int(fields[12])
+    ticks = int(fields[11]) + int(fields[12])
+    for child in _children(pid):
+        try:
+            ticks += cpu_ticks(child)
+        except OSError:
+            pass  # exited meanwhile
+    return ticks
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as f:
+            return [int(c) for c in f.read().split()]
+    except OSError:
+        return []
+
+
+ASGI_SERVER = os.environ.get("BENCH_ASGI_SERVER", "uvicorn")
+"""``uvicorn`` (default: httptools + uvloop) or ``granian`` (``--interface asgi``, one worker, uvloop): every
+server of a run, the ceiling included, is served by it."""
+
+
+def server_command(python: str, app: str, port: int) -> list[str]:
+    """The command serving ``app`` on loopback ``port`` with :data:`ASGI_SERVER`, access log off."""
+    if ASGI_SERVER == "granian":
+        return [python, "-m", "granian", "--interface", "asgi", "--host", HOST, "--port", str(port), "--workers", "1",
+                "--loop", "uvloop", "--log-level", "warning", "--no-ws", app]  # fmt: skip
+    return [python, "-m", "uvicorn", app, "--host", HOST, "--port", str(port), "--no-access-log", "--log-level", "warning"]
 
 
 def rss_kb(pid: int) -> int | None:
@@ -123,9 +151,8 @@ class ServerProcess:
         return self.proc.pid
 
     def spawn(self, base_env: dict[str, str], cpu: int | None) -> None:
-        """Start uvicorn (pinned to ``cpu`` with taskset when given); :meth:`wait_listening` waits for it."""
-        cmd = [self.python, "-m", "uvicorn", self.spec.app, "--host", HOST, "--port", str(self.port),
-               "--no-access-log", "--log-level", "warning"]  # fmt: skip
+        """Start the server (:data:`ASGI_SERVER`, pinned to ``cpu`` with taskset when given); :meth:`wait_listening` waits for it."""
+        cmd = server_command(self.python, self.spec.app, self.port)
         if cpu is not None:
             cmd = ["taskset", "-c", str(cpu), *cmd]
         env = {**os.environ, **base_env, **self.env, "PYTHONUNBUFFERED": "1"}

@@ -1,10 +1,12 @@
 """The Streamable HTTP exchange of both eras on one path: POST, GET and DELETE.
 
 ``McpRouter`` (registration and the public methods) mounts one :class:`McpEndpoint` as its
-route. The endpoint runs the transport checks (Host/Origin, repeated headers, Content-Type,
-Accept, the bounded body read), ``authenticate=``, picks the era (``_wire.envelope.choose_era``,
-DESIGN.md decision 2), gates 2025 sessions (``initialize``, ``Mcp-Session-Id``, the GET stream,
-DELETE: ``session_gate.py``) and hands each request to the :class:`~fastapi_mcp_ctx._server.dispatch.Dispatcher`.
+route (served by the app's router directly when it has no dependency: ``claim.py``). A request
+goes through the front door in one pass (``front_door.py``: the route's header screen, transport
+checks, the bounded body read, authentication, POST negotiation, the frame and the era), then
+its era's envelope and, in the 2025 era, its session (``session_gate.py``: ``initialize``,
+``Mcp-Session-Id``, the GET stream, DELETE), and the :class:`~fastapi_mcp_ctx._server.dispatch.Dispatcher`
+gets the message, its envelope and its session.
 
 Spec: 2025-11-25 ``basic/transports`` (Streamable HTTP, sessions) and 2026-07-28
 ``basic/transports/streamable-http`` (single exchange, required headers).
@@ -23,7 +25,6 @@ from starlette.responses import Response
 from starlette.types import Scope
 
 from .._auth.gate import announce_admission, build_gate
-from .._auth.host_rules import TransportSecurity, is_loopback_host, loopback_security
 from .._auth.resource_metadata import challenge, ensure_root_routes, metadata_routes
 from .._auth.sealing import announce_process_key
 from .._context.logger import install_default_handler
@@ -38,27 +39,26 @@ from .._wire.envelope import (
     HeaderMap,
     RequestEnvelope,
     check_legacy_version,
-    choose_era,
     read_legacy_envelope,
     read_modern_envelope,
 )
-from .._wire.jsonrpc import JsonRpcNotification, JsonRpcRequest, JsonRpcResponse, parse_message, request_id_of
+from .._wire.jsonrpc import JsonRpcNotification, JsonRpcRequest, JsonRpcResponse, request_id_of
 from ..errors import (
     InvalidRequestError,
     MalformedAnswerError,
     McpError,
     NotAcceptableError,
     StateUnavailableError,
-    UnsupportedMediaTypeError,
     UnsupportedVersionError,
 )
 from ..settings import McpSettings
-from .authn import AuthOutcome, refusal, resolve_principal
 from .batch import BatchHooks, serve_batch
 from .batch_core import starts_batch
-from .dispatch import JSON_OK_SCOPE_KEY, PRINCIPAL_SCOPE_KEY, Dispatcher
+from .claim import claim_lean_paths
+from .dispatch import Dispatcher
+from .front_door import Admission, FrontDoor, frame
 from .gcfreeze import freeze_startup_objects
-from .http import BODY_SCOPE_KEY, HEADERS_SCOPE_KEY, accepted, read_body, refuse_content_coding, reject_repeated, screen_headers
+from .http import BODY_SCOPE_KEY, HEADERS_SCOPE_KEY, screen_headers
 from .lost_requests import install_pointer
 from .outcomes import error_reply, json_reply
 from .session_gate import SESSION_HEADER, SessionGate, error_response
@@ -69,17 +69,6 @@ Lifespan = Callable[[Any], AbstractAsyncContextManager[Any]]
 
 logger = logging.getLogger("fastapi_mcp_ctx")
 
-
-
-def _body_request_id(body: bytes | None) -> Any:
-    """The id of the JSON-RPC request in ``body``, or None (no body, not a request, unparsable)."""
-    if not body:
-        return None
-    try:
-        message = parse_message(body)
-    except McpError:
-        return None
-    return message.id if isinstance(message, JsonRpcRequest) else None
 
 
 class McpEndpoint:
@@ -117,9 +106,7 @@ class McpEndpoint:
         self._authenticate = authenticate
         self.authenticate: Any = authenticate  # the dependant, or None; the stdio transport runs it too (_stdio.session)
         self.relay = relay if relay is not None else Relay(notifier.bus)  # forwarding between replicas
-        self._loopback = loopback_security()
         self._log_checked = False
-        self._configured_security = self._security_from_settings()
         self.session_gate = SessionGate(
             settings=settings, sessions=sessions, live=live, dispatcher=dispatcher, streams=streams, notifier=notifier,
             shutdown_coordinator=shutdown_coordinator, pending=pending, relay=self.relay,
@@ -135,11 +122,8 @@ class McpEndpoint:
         self.gate = build_gate(settings, authenticate is not None, scopes)  # MCP_AUTH_MODE (None: nothing to run)
         bearer_mode = settings.auth_mode in ("jwt", "oauth") or settings.resource_url is not None
         self._challenge = challenge(settings) if bearer_mode else None  # authenticate='s 401: Bearer only in a bearer mode
+        self.door = FrontDoor(settings, self.gate, authenticate, self._challenge)  # transport, body, authentication
         self.metadata_routes = metadata_routes(settings, scopes)  # RFC 9728, served at the app's root
-
-    async def handle(self, request: Request) -> Response:
-        """The route's endpoint: one MCP HTTP request of either era."""
-        return await self._endpoint(request)
 
     def screen(self, scope: Scope) -> Response | None:
         """The route's first look at an HTTP request (``LeanRoute.handle``), before FastAPI solves
@@ -151,32 +135,6 @@ class McpEndpoint:
         except McpError as exc:
             return error_response(exc, None)
         return None
-
-    # -- transport security --------------------------------------------------------------
-    def _security_from_settings(self) -> TransportSecurity | None:
-        s = self.settings
-        if s.dns_rebinding_protection is False:
-            return TransportSecurity(enabled=False)
-        if s.allowed_hosts is not None or s.allowed_origins is not None:
-            base = self._loopback
-            return TransportSecurity(
-                enabled=True,
-                allowed_hosts=(*base.allowed_hosts, *(h.lower() for h in s.allowed_hosts or ())),
-                allowed_origins=(*base.allowed_origins, *(o.lower() for o in s.allowed_origins or ())),
-                any_loopback_ip=True,
-            )
-        if s.dns_rebinding_protection is True:
-            return self._loopback
-        return None
-
-    def _check_transport(self, request: Request, headers: HeaderMap) -> None:
-        security = self._configured_security
-        if security is None:
-            server = request.scope.get("server")
-            if not server or not is_loopback_host(str(server[0])):
-                return
-            security = self._loopback
-        security.check(headers)
 
     # -- HTTP ----------------------------------------------------------------------------
     def lifespan(self, original: Lifespan) -> Lifespan:
@@ -205,14 +163,16 @@ class McpEndpoint:
         announce_process_key(self.settings)
         ensure_root_routes(app, self.metadata_routes)
         install_pointer(app)  # a later lost MCP request's 404 names this path (lost_requests)
+        claim_lean_paths(app)  # the router hands a dependency-free MCP path to its route directly (claim)
         if path is None:
             path = next((p for p, route in flat_routes(getattr(app, "routes", [])) if p and getattr(route, "endpoint", None) == self.handle), self.settings.path)
         announce_admission(self.settings, self._authenticate is not None, path)
 
-    async def _endpoint(self, request: Request) -> Response:
+    async def handle(self, request: Request) -> Response:
+        """The route's endpoint: one MCP HTTP request of either era, through the front door
+        (``front_door.py``) to the session gate or the dispatcher."""
         if not self._log_checked:
             self.start(request.app, request.scope.get("path", self.settings.path))
-        outcome: AuthOutcome | None = None
         self.shutdown_coordinator.first_use()
         if not self.relay.started:  # this replica's bus channels, at first use (after any fork)
             try:
@@ -221,38 +181,9 @@ class McpEndpoint:
             except StateUnavailableError:  # the deadline passed: forwarding starts at a later request
                 logger.warning("the replica bus did not answer within MCP_SESSION_STORE_DEADLINE_SECONDS")
         method = request.scope["method"]
+        admission = Admission()
         try:
-            headers: HeaderMap | None = request.scope.get(HEADERS_SCOPE_KEY)  # the route's screen built it
-            if headers is None:  # served by another route than LeanRoute: screened here (431 first)
-                headers = screen_headers(request.scope["headers"], self.settings.max_request_header_bytes)
-            self._check_transport(request, headers)
-            if headers.repeated and method != "POST":
-                reject_repeated(headers.repeated)
-            if method == "POST":  # read once, bounded; dependencies and tools get it replayed
-                request.scope[BODY_SCOPE_KEY] = await read_body(
-                    request, headers, self.settings.max_body_bytes, self.settings.body_timeout_seconds
-                )
-                if headers.repeated:  # before authentication: a gate and an app never read two copies
-                    try:
-                        reject_repeated(headers.repeated)
-                    except McpError as exc:
-                        exc.request_id = _body_request_id(request.scope[BODY_SCOPE_KEY])  # type: ignore[attr-defined]
-                        raise
-            if self._authenticate is not None or self.gate is not None:
-                try:
-                    if self._authenticate is None:  # the gate: MCP_AUTH_MODE=jwt/oauth, or unset (local only)
-                        principal = await self.gate.admit(request, headers)  # pyright: ignore[reportOptionalMemberAccess]
-                    else:
-                        outcome = await resolve_principal(self._authenticate, request, self._challenge)
-                        principal = outcome.principal
-                        if principal is None:
-                            raise refusal(self._challenge)
-                except McpError as exc:  # the body was read: the refusal echoes its id
-                    if request_id_of(exc) is None:
-                        exc.request_id = _body_request_id(request.scope.get(BODY_SCOPE_KEY))  # type: ignore[attr-defined]
-                    raise
-                if principal is not None:
-                    request.scope[PRINCIPAL_SCOPE_KEY] = principal
+            headers = await self.door.admit(request, admission)  # transport checks, bounded body read, authentication
             if method == "POST":
                 response = await self._post(request, headers)
             elif method == "GET":
@@ -263,29 +194,20 @@ class McpEndpoint:
             response = error_response(exc, request_id_of(exc))
         except ClientDisconnect:
             return Response(status_code=400)
-        if outcome is not None:
-            outcome.apply(response)
+        if admission.outcome is not None:
+            admission.outcome.apply(response)
         return response
 
     async def _post(self, request: Request, headers: HeaderMap) -> Response:
-        content_type = headers.get("content-type", "")
-        if not content_type.split(";", 1)[0].strip().lower() == "application/json":
-            raise UnsupportedMediaTypeError()
-        if "content-encoding" in headers:  # RFC 9110 §15.5.16: a coding this server does not decode
-            refuse_content_coding(request.scope["headers"])
-        json_ok, sse_allowed = accepted(headers)
-        request.scope[JSON_OK_SCOPE_KEY] = json_ok
-        if not (json_ok or sse_allowed):
-            raise NotAcceptableError()
-        if starts_batch(request.scope[BODY_SCOPE_KEY]):  # an array: served in 2025-03-26 sessions only (batch.py)
+        sse_allowed = self.door.negotiate(request, headers)  # Content-Type, Content-Encoding, Accept
+        body: bytes = request.scope[BODY_SCOPE_KEY]
+        if starts_batch(body):  # an array: served in 2025-03-26 sessions only (batch.py)
             return await serve_batch(self._batch_hooks(request.scope), request, headers, sse_allowed)
         try:
-            message = parse_message(request.scope[BODY_SCOPE_KEY])
+            message, era = frame(body, headers)  # the JSON-RPC message and its era
         except MalformedAnswerError as exc:
             await self._fail_waiter(exc, request, headers)
             raise
-        params = message.params if not isinstance(message, JsonRpcResponse) else None
-        era = choose_era(headers, params)
         if era == "modern":
             return await self._post_modern(message, request, headers, sse_allowed)
         return await self._post_legacy(message, request, headers, sse_allowed)

@@ -34,30 +34,46 @@ class Rest(Generic[T]):
             try:
                 sent = yield pending
             except GeneratorExit:
-                steps.close()
+                _close(steps)
                 raise
             except BaseException as exc:  # noqa: BLE001 - delivered into the awaitable, as await does
+                throw: Any = getattr(steps, "throw", None)
+                if throw is None:  # a plain iterator (``yield from`` raises here too)
+                    _close(steps)
+                    raise
                 try:
-                    pending = steps.throw(exc)
+                    pending = throw(exc)
                 except StopIteration as done:
                     return done.value  # pyright: ignore[reportUnknownVariableType, reportUnknownMemberType]
             else:
                 try:
-                    pending = steps.send(sent)
+                    pending = _advance(steps, sent)
                 except StopIteration as done:
                     return done.value  # pyright: ignore[reportUnknownVariableType, reportUnknownMemberType]
 
     def close(self) -> None:
         """Abandon the awaitable (it is closed as if its awaiting task had been)."""
-        self._steps.close()
+        _close(self._steps)
+
+
+def _advance(steps: Any, value: Any) -> Any:
+    """One step with ``value`` sent, as ``yield from`` does: ``__next__`` for None (all an
+    awaitable's iterator must have: Granian's ``receive()`` gives no ``send``), else ``send``."""
+    return next(steps) if value is None else steps.send(value)
+
+
+def _close(steps: Any) -> None:
+    close: Any = getattr(steps, "close", None)
+    if close is not None:
+        close()
 
 
 def first_step(awaitable: Awaitable[T]) -> tuple[T, None] | tuple[None, Rest[T]]:
     """``(result, None)`` when ``awaitable`` finished without suspending, else ``(None, rest)``:
     ``await rest`` (once, in the same task) for the result. Exceptions of the first step propagate."""
-    steps: Generator[Any, Any, T] = awaitable.__await__()
+    steps: Generator[Any, Any, T] = awaitable.__await__()  # any iterator: a coroutine's, or a server's own awaitable
     try:
-        pending = steps.send(None)
+        pending = next(steps)
     except StopIteration as done:
         return done.value, None  # pyright: ignore[reportUnknownVariableType, reportUnknownMemberType]
     return None, Rest(steps, pending)

@@ -1,0 +1,118 @@
+"""The app's router hands the MCP path to the endpoint directly (DESIGN.md decision 12).
+
+FastAPI serves a request through its router: every route's ``matches`` in turn (on FastAPI >= 0.160
+an included router is one entry, matched lazily, and matched twice: ``matches`` then ``handle``),
+then the route's own request handling (a ``Request``, two exit stacks, an exception wrapper). For the
+MCP endpoint with no dependency to run, that is work for nothing. :func:`claim_lean_paths` wraps the
+app's router's ``middleware_stack`` (inside the app's middleware, exception handlers and exit stack,
+which keep seeing every request) with a :class:`RouterClaim`: a dict lookup of the request's route
+path, then :meth:`~fastapi_mcp_ctx._fastapi_compat.LeanRoute.serve_directly`.
+
+A path is claimed only where FastAPI would have picked that route and done nothing but call it
+(anything else goes through the router as before, FastAPI's handling unchanged):
+
+* the route is a ``LeanRoute`` whose effective dependencies (app-, include- and route-level) are
+  none and which has no FastAPI body bound (``max_body_size``);
+* no route before it could match its path (a path parameter, a ``Mount`` prefix, a ``Host``);
+* the router has no middleware of its own (``APIRouter(middleware=...)``, a router body bound);
+* per request: an HTTP request whose method the route serves, FastAPI's own telemetry off for it.
+
+The claims are computed again when the router's route list changes (a route added after start-up).
+Installed by ``McpEndpoint.start`` (at the app's start-up or first request), once per router.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Coroutine, Sequence
+from typing import Any, Final
+
+from starlette.routing import BaseRoute, Host, Mount, WebSocketRoute, compile_path
+from starlette.types import Receive, Scope, Send
+
+from .._fastapi_compat import LeanRoute, flat_route_entries
+
+__all__ = ["RouterClaim", "claim_lean_paths", "lean_claims"]
+
+ASGIApp = Callable[[Scope, Receive, Send], Coroutine[Any, Any, None]]
+Claims = dict[str, tuple[LeanRoute, frozenset[str]]]
+_TELEMETRY_SCOPE_KEY: Final = "fastapi.telemetry"  # FastAPI >= 0.160 native telemetry: it records the matched route
+
+
+def lean_claims(routes: Sequence[BaseRoute]) -> Claims:
+    """``{route path: (LeanRoute, methods)}`` of the dependency-free MCP routes among ``routes``
+    (included routers flattened) that no earlier route could take."""
+    claims: Claims = {}
+    earlier: list[Any] = []  # compiled path patterns of the routes before
+    for entry in flat_route_entries(routes):
+        route, path = entry.route, entry.path
+        if isinstance(route, WebSocketRoute):
+            continue  # never matches an HTTP request
+        if path is None or isinstance(route, Host):
+            break  # a route matched by something else than its path: nothing after it is claimed
+        if (
+            isinstance(route, LeanRoute)
+            and not entry.dependencies
+            and entry.max_body_size is None
+            and path not in claims
+            and not any(pattern.match(path) for pattern in earlier)
+        ):
+            claims[path] = (route, frozenset(route.methods or ()))
+        earlier.append(compile_path(path.rstrip("/") + "/{path:path}" if isinstance(route, Mount) else path)[0])
+    return claims
+
+
+class RouterClaim:
+    """The router's ``middleware_stack``: claimed paths to their route, the rest to ``next_app``
+    (the router's own ``app``)."""
+
+    __slots__ = ("_claims", "_count", "_next", "_router", "_routes")
+
+    def __init__(self, router: Any, next_app: ASGIApp) -> None:
+        self._router = router
+        self._next = next_app
+        self._routes: list[BaseRoute] = router.routes
+        self._count = len(self._routes)
+        self._claims = lean_claims(self._routes)
+
+    def refresh(self) -> None:
+        """Compute the claims again from the router's routes."""
+        self._routes = self._router.routes
+        self._count = len(self._routes)
+        self._claims = lean_claims(self._routes)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            routes = self._router.routes
+            if routes is not self._routes or len(routes) != self._count:
+                self.refresh()
+            path: str = scope["path"]
+            root_path: str | None = scope.get("root_path")
+            if root_path and path.startswith(root_path) and path[len(root_path) : len(root_path) + 1] == "/":
+                path = path[len(root_path) :]  # Starlette's route path under a mount (get_route_path)
+            claim = self._claims.get(path)
+            if claim is not None and scope["method"] in claim[1] and _TELEMETRY_SCOPE_KEY not in scope:
+                route = claim[0]
+                if "router" not in scope:
+                    scope["router"] = self._router
+                scope["route"] = route
+                scope["endpoint"] = route.endpoint
+                params = scope.get("path_params")
+                scope["path_params"] = dict(params) if params else {}
+                await route.serve_directly(scope, receive, send)
+                return
+        await self._next(scope, receive, send)
+
+
+def claim_lean_paths(app: Any) -> None:
+    """Install (or refresh) the :class:`RouterClaim` of ``app``'s router; an app without a
+    Starlette router, or whose router has middleware of its own, is left as it is."""
+    router: Any = getattr(app, "router", None)
+    stack: Any = getattr(router, "middleware_stack", None)
+    if isinstance(stack, RouterClaim):
+        stack.refresh()
+        return
+    if stack is None or stack != getattr(router, "app", None) or not isinstance(getattr(router, "routes", None), list):
+        return
+    claim = RouterClaim(router, stack)
+    if claim._claims:  # pyright: ignore[reportPrivateUsage]
+        router.middleware_stack = claim
