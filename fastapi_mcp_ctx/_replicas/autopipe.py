@@ -32,13 +32,12 @@ from collections.abc import Callable, Sequence
 from typing import Any, Final, cast
 
 from redis.asyncio.connection import ConnectionPool
-from redis.asyncio.retry import Retry
-from redis.backoff import NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import NoScriptError, RedisError
 
 from ..backends._loops import PerLoop
 from ..backends._redis_client import Script as _Script
+from ..backends._redis_url import RedisTarget
 from ..errors import StateUnavailableError
 
 __all__ = ["MAX_BATCH", "KeyBatcher"]
@@ -53,7 +52,7 @@ class KeyBatcher:
     """One multi-key script, auto-pipelined per event loop (see the module docstring).
 
     Args:
-        url: the Redis URL (``redis://`` / ``rediss://``).
+        target: the Redis deployment (one server, or a sentinel group's master; not a cluster).
         script: the Lua script: ``KEYS[1]`` = ``fixed_key``, ``KEYS[2..]`` the batch, returning
             an array of one answer per batch key.
         fixed_key: the script's first key (shared by every batch).
@@ -66,7 +65,7 @@ class KeyBatcher:
 
     def __init__(
         self,
-        url: str,
+        target: RedisTarget,
         script: _Script,
         *,
         fixed_key: str,
@@ -85,11 +84,10 @@ class KeyBatcher:
         self.timeout = timeout
         self.max_batch = max_batch
         self.round_trips = 0  # sent batches (every attempt), for tests and benchmarks
-        from_url = cast("Callable[..., ConnectionPool]", getattr(ConnectionPool, "from_url"))
         # No socket timeout on the connection: one asyncio deadline per round trip instead
         # (redis-py would wrap each write in wait_for, a task per command); no retry of its own.
         def factory() -> ConnectionPool:
-            return from_url(url, decode_responses=True, socket_connect_timeout=timeout, socket_timeout=None, retry=Retry(NoBackoff(), 0))
+            return target.pool(timeout=timeout)
 
         factory()  # parses the URL now (no I/O)
         self._lanes: PerLoop[_Lane] = PerLoop(lambda: _Lane(self, factory(), connections), _Lane.aclose)
@@ -177,6 +175,8 @@ class _Lane:
             while True:
                 b.round_trips += 1
                 try:
+                    if not conn.is_connected:  # connect() itself: a sentinel's connection asks where the master is
+                        await conn.connect()
                     await conn.send_packed_command(conn.pack_command(*command), check_health=False)
                     answers: Any = await conn.read_response()
                 except NoScriptError:  # script cache flushed (restart, SCRIPT FLUSH): EVAL caches it

@@ -23,11 +23,8 @@ number) a :class:`~fastapi_mcp_ctx.errors.ConfigurationError`.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Final
-from urllib.parse import urlsplit
-
-from redis.exceptions import RedisError
 
 from ..backends._loops import PerLoop
 from ..backends._redis_client import LoopClient as _Client
@@ -36,6 +33,7 @@ from ..backends._redis_client import Slots as _Slots
 from ..backends._redis_client import client_from_url as _client_from_url
 from ..backends._redis_client import refusal as _refusal
 from ..backends._redis_client import server_text as _server_text
+from ..backends._redis_url import RedisTarget, parse_redis_url
 from ..errors import ConfigurationError, StateUnavailableError
 from .autopipe import KeyBatcher
 
@@ -49,13 +47,10 @@ BLOCK_SECONDS: Final = 5.0
 Script = _Script
 
 
-def _db_of(url: str) -> int:
-    path = urlsplit(url).path.strip("/")
-    return int(path) if path.isdigit() else 0
-
 
 class RedisLink:
-    """The clients of one ``MCP_SESSION_STORE_URL`` (``redis://…`` / ``rediss://…``).
+    """The clients of one ``MCP_SESSION_STORE_URL`` (``redis://…``, ``rediss://…``,
+    ``redis+cluster://…``, ``redis+sentinel://…``: :mod:`..backends._redis_url`).
 
     Args:
         url: the Redis URL (parsed now: a malformed one raises ``ValueError`` here).
@@ -69,17 +64,17 @@ class RedisLink:
         self, url: str, *, namespace: str = "mcp:", timeout: float = 2.0, max_connections: int = 64, pool_timeout: float = 5.0
     ) -> None:
         self.url = url
+        self.target: RedisTarget = parse_redis_url(url)  # no I/O
         self.namespace = namespace
-        self.db = _db_of(url)
+        self.db = self.target.db
         self.timeout = timeout
-        _client_from_url(url, timeout, 1)  # parses the URL now (no I/O)
         self._commands: PerLoop[_Client] = PerLoop(
             lambda: _Client(_client_from_url(url, timeout, max_connections), True, _Slots(max_connections, pool_timeout)),
             _Client.aclose,
         )
         self._batchers: list[KeyBatcher] = []
         self._blocking: PerLoop[_Client] = PerLoop(
-            lambda: _Client(_client_from_url(url, timeout + BLOCK_SECONDS, 2**31), True, _Slots(2**31 - 1, pool_timeout)),
+            lambda: _Client(_client_from_url(url, timeout + BLOCK_SECONDS, 2**16), True, _Slots(2**31 - 1, pool_timeout)),
             _Client.aclose,
         )
 
@@ -101,33 +96,30 @@ class RedisLink:
         logger.warning("redis %s unavailable: %s: %s", what, type(exc).__name__, _server_text(exc))
         return StateUnavailableError(f"The {what} (redis) is unavailable, retry later")
 
-    async def call(self, what: str, *args: Any) -> Any:
-        """Run one command (``what`` names the store in errors).
+    async def attempt(self, what: str, work: Callable[[_Client], Awaitable[Any]], *, idempotent: bool) -> Any:
+        """``await work(client)`` on this loop's command client, once more after a broken
+        connection or a failover reply when ``idempotent`` (never otherwise: a command whose
+        reply was lost may have run, and must not run twice); errors as :meth:`call`."""
+        return await self._commands.get().attempt(work, lambda exc: self.unavailable(exc, what), idempotent=idempotent)
+
+    async def call(self, what: str, *args: Any, idempotent: bool = True) -> Any:
+        """Run one command (``what`` names the store in errors); retried once when ``idempotent``.
 
         Raises:
             StateUnavailableError: Redis cannot be reached. ConfigurationError: Redis refuses.
         """
-        c = self._commands.get()
-        async with c.slots:
-            try:
-                return await c.exec(*args)
-            except (RedisError, OSError) as exc:
-                raise self.unavailable(exc, what) from exc
+        return await self.attempt(what, lambda c: c.exec(*args), idempotent=idempotent)
 
-    async def eval(self, what: str, script: _Script, keys: Sequence[str], args: Sequence[str | int]) -> Any:
-        """Run a Lua script (EVALSHA, EVAL after a script-cache flush); errors as :meth:`call`."""
-        c = self._commands.get()
-        async with c.slots:
-            try:
-                return await c.eval(script, keys, args)
-            except (RedisError, OSError) as exc:
-                raise self.unavailable(exc, what) from exc
+    async def eval(self, what: str, script: _Script, keys: Sequence[str], args: Sequence[str | int], *, idempotent: bool) -> Any:
+        """Run a Lua script (EVALSHA, EVAL after a script-cache flush); errors as :meth:`call`.
+        ``idempotent``: running it twice leaves what running it once does (then one retry)."""
+        return await self.attempt(what, lambda c: c.eval(script, keys, args), idempotent=idempotent)
 
     def batcher(self, what: str, script: _Script, *, fixed_key: str, argv: Sequence[str | int]) -> KeyBatcher:
         """A :class:`~.autopipe.KeyBatcher` of ``script`` on this deployment (closed by :meth:`aclose`);
         its failures are translated as :meth:`call`'s (``what`` names the store)."""
         batcher = KeyBatcher(
-            self.url, script, fixed_key=fixed_key, argv=argv, translate=lambda exc: self.unavailable(exc, what), timeout=self.timeout
+            self.target, script, fixed_key=fixed_key, argv=argv, translate=lambda exc: self.unavailable(exc, what), timeout=self.timeout
         )
         self._batchers.append(batcher)
         return batcher

@@ -80,15 +80,17 @@ local function add(meta, stream, data, has, maxlen, age)
 end
 """
 
-# catch_up(meta, stream, bmeta, bstream, maxlen, age, ttl): the kept broadcasts after the GET stream's bm
+# catch_up(meta, stream, maxlen, age, ttl): the kept broadcasts after the GET stream's bm, read
+# through b_range(bm, n) / b_last() (the broadcast log's keys, or on a cluster the copy the
+# client read from the log's own slot: see _broadcasts)
 _CATCH = """
-local function catch_up(meta, stream, bmeta, bstream, maxlen, age, ttl)
+local function catch_up(meta, stream, maxlen, age, ttl)
   local m = redis.call('HMGET', meta, 'end', 'bm')
   if m[1] ~= '0' then return 0 end
   local bm = tonumber(m[2] or '0')
   local n = 0
   local cutoff = now - tonumber(age)
-  for _, e in ipairs(redis.call('XRANGE', bstream, '(' .. bm .. '-18446744073709551615', '+', 'COUNT', maxlen)) do
+  for _, e in ipairs(b_range(bm, maxlen)) do
     local id = e[1]
     local dash = string.find(id, '-')
     if tonumber(string.sub(id, dash + 1)) >= cutoff then
@@ -97,7 +99,7 @@ local function catch_up(meta, stream, bmeta, bstream, maxlen, age, ttl)
     end
     bm = tonumber(string.sub(id, 1, dash - 1))
   end
-  local last = tonumber(redis.call('HGET', bmeta, 'seq') or '0')
+  local last = b_last()
   if last > bm then bm = last end
   redis.call('HSET', meta, 'bm', bm)
   redis.call('PEXPIRE', meta, ttl)
@@ -106,34 +108,66 @@ local function catch_up(meta, stream, bmeta, bstream, maxlen, age, ttl)
 end
 """
 
-# KEYS: meta, stream, set, bmeta, bstream, pointer, follows meta, follows stream
+# The broadcast log as catch_up reads it, with one Redis: its two keys are the script's last two.
+_FROM_KEYS = """
+local function b_range(bm, n)
+  return redis.call('XRANGE', KEYS[#KEYS], '(' .. bm .. '-18446744073709551615', '+', 'COUNT', n)
+end
+local function b_last() return tonumber(redis.call('HGET', KEYS[#KEYS - 1], 'seq') or '0') end
+"""
+
+# On a cluster: ARGV after the script's own (from index F + 1) is the log as the client read it:
+# id, data pairs, then the last sequence.
+_FROM_ARGV = """
+local B_LAST = tonumber(ARGV[#ARGV])
+local function b_range(bm, n)
+  local out = {}
+  for i = F + 1, #ARGV - 1, 2 do
+    local id = ARGV[i]
+    if tonumber(string.sub(id, 1, string.find(id, '-') - 1)) > bm and #out < tonumber(n) then
+      out[#out + 1] = {id, {'d', ARGV[i + 1]}}
+    end
+  end
+  return out
+end
+local function b_last() return B_LAST end
+"""
+
+
+def _pair(body: str, fixed_argv: int) -> tuple[Script, Script]:
+    """The script reading the broadcast log from its keys (one Redis) and its cluster twin
+    reading the copy passed after its ``fixed_argv`` own arguments."""
+    return Script(_NOW + _ADD + _FROM_KEYS + _CATCH + body), Script(
+        _NOW + _ADD + _FROM_ARGV.replace("F + 1", str(fixed_argv + 1)) + _CATCH + body
+    )
+
+
+# KEYS: meta, stream, set, pointer, follows meta, follows stream[, bmeta, bstream]
 # ARGV: ttl_ms, session:stream, lost, lease_ms, get_stream, follows, max_events, max_age_ms, ended_ttl_ms,
 #       the pointer (stream id, 16 characters, then the tenant tag)
-_OPEN = Script(
-    _NOW
-    + _ADD
-    + _CATCH
-    + """
-if ARGV[5] == '1' and ARGV[6] == '1' and redis.call('HGET', KEYS[7], 'end') == '0' then
-  catch_up(KEYS[7], KEYS[8], KEYS[4], KEYS[5], ARGV[7], ARGV[8], ARGV[1])
-  local seq = redis.call('HGET', KEYS[7], 'seq')
-  redis.call('HSET', KEYS[7], 'end', 1)
-  redis.call('XADD', KEYS[8], (tonumber(seq) + 1) .. '-0', 'x', '1')
-  redis.call('PEXPIRE', KEYS[7], ARGV[9])
-  redis.call('PEXPIRE', KEYS[8], ARGV[9])
+_OPEN, _OPEN_C = _pair(
+    """
+if ARGV[5] == '1' and ARGV[6] == '1' and redis.call('HGET', KEYS[5], 'end') == '0' then
+  catch_up(KEYS[5], KEYS[6], ARGV[7], ARGV[8], ARGV[1])
+  local seq = redis.call('HGET', KEYS[5], 'seq')
+  redis.call('HSET', KEYS[5], 'end', 1)
+  redis.call('XADD', KEYS[6], (tonumber(seq) + 1) .. '-0', 'x', '1')
+  redis.call('PEXPIRE', KEYS[5], ARGV[9])
+  redis.call('PEXPIRE', KEYS[6], ARGV[9])
 end
 redis.call('DEL', KEYS[1], KEYS[2])
 redis.call('HSET', KEYS[1], 'seq', 0, 'end', 0)
 if ARGV[3] ~= '' then redis.call('HSET', KEYS[1], 'lost', ARGV[3], 'until', now + tonumber(ARGV[4])) end
 if ARGV[5] == '1' then
-  redis.call('HSET', KEYS[1], 'bm', redis.call('HGET', KEYS[4], 'seq') or 0)
-  redis.call('SET', KEYS[6], ARGV[10], 'PX', ARGV[1])
+  redis.call('HSET', KEYS[1], 'bm', b_last())
+  redis.call('SET', KEYS[4], ARGV[10], 'PX', ARGV[1])
 end
 redis.call('PEXPIRE', KEYS[1], ARGV[1])
 redis.call('SADD', KEYS[3], ARGV[2])
 redis.call('PEXPIRE', KEYS[3], ARGV[1])
 return 1
-"""
+""",
+    10,
 )
 
 # KEYS: meta, stream, set, pointer; ARGV: data, has_data, last, max_events, max_age_ms, live_ttl_ms, ended_ttl_ms, broadcast
@@ -193,28 +227,26 @@ return 0
 # KEYS: bmeta, bstream; ARGV: data, max_events, max_age_ms
 _BROADCAST = Script(_NOW + _ADD + "return add(KEYS[1], KEYS[2], ARGV[1], '1', ARGV[2], ARGV[3])\n")
 
-# KEYS: meta, stream, bmeta, bstream; ARGV: max_events, max_age_ms, live_ttl_ms
-_CATCH_UP = Script(_NOW + _ADD + _CATCH + "return catch_up(KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[1], ARGV[2], ARGV[3])\n")
+# KEYS: meta, stream[, bmeta, bstream]; ARGV: max_events, max_age_ms, live_ttl_ms
+_CATCH_UP, _CATCH_UP_C = _pair("return catch_up(KEYS[1], KEYS[2], ARGV[1], ARGV[2], ARGV[3])\n", 3)
 
-# KEYS: pointer, bmeta, bstream; ARGV: meta prefix, stream prefix, session id, data, max_events, max_age_ms, live_ttl_ms,
-#       tenant tag. The broadcasts the stream has not taken go first (emission order kept).
-_TO_GET = Script(
-    _NOW
-    + _ADD
-    + _CATCH
-    + """
+# KEYS: pointer[, bmeta, bstream]; ARGV: meta prefix, stream prefix, session id (tagged), data, max_events, max_age_ms,
+#       live_ttl_ms, tenant tag. The broadcasts the stream has not taken go first (emission order kept).
+_TO_GET, _TO_GET_C = _pair(
+    """
 local pointer = redis.call('GET', KEYS[1])
 if not pointer or string.sub(pointer, 17) ~= ARGV[8] then return 0 end
 local sid = string.sub(pointer, 1, 16)
 local meta, stream = ARGV[1] .. ARGV[3] .. ':' .. sid, ARGV[2] .. ARGV[3] .. ':' .. sid
 if redis.call('HGET', meta, 'end') ~= '0' then return 0 end
-catch_up(meta, stream, KEYS[2], KEYS[3], ARGV[5], ARGV[6], ARGV[7])
+catch_up(meta, stream, ARGV[5], ARGV[6], ARGV[7])
 add(meta, stream, ARGV[4], '1', ARGV[5], ARGV[6])
 redis.call('PEXPIRE', meta, ARGV[7])
 redis.call('PEXPIRE', stream, ARGV[7])
 redis.call('PEXPIRE', KEYS[1], ARGV[7])
 return 1
-"""
+""",
+    8,
 )
 
 # KEYS: meta, stream; ARGV: ended_ttl_ms
@@ -249,6 +281,34 @@ return #ids
 )
 
 
+# KEYS: meta, stream; ARGV: the exclusive start id, count. {seq or 0, end or 0, then id, field, value of each entry}
+_PAGE_OF = Script(
+    """
+local m = redis.call('HMGET', KEYS[1], 'seq', 'end')
+local out = {m[1] or 0, m[2] or 0}
+if not m[1] then return out end
+for _, e in ipairs(redis.call('XRANGE', KEYS[2], ARGV[1], '+', 'COUNT', ARGV[2])) do
+  out[#out + 1] = e[1]
+  out[#out + 1] = e[2][1]
+  out[#out + 1] = e[2][2]
+end
+return out
+"""
+)
+
+# KEYS: bmeta, bstream; ARGV: count. {last seq or 0, then id, data of each kept broadcast}
+_LOG = Script(
+    """
+local out = {redis.call('HGET', KEYS[1], 'seq') or 0}
+for _, e in ipairs(redis.call('XRANGE', KEYS[2], '-', '+', 'COUNT', ARGV[1])) do
+  out[#out + 1] = e[1]
+  out[#out + 1] = e[2][2]
+end
+return out
+"""
+)
+
+
 def _ms(seconds: float) -> int:
     return max(1, round(seconds * 1000))
 
@@ -275,17 +335,36 @@ class RedisEventStore:
         self.max_events = max_events
         self.age_ms = _ms(max_age_seconds)
         self.live_ms = _ms(max(live_seconds, max_age_seconds))
-        ns = link.namespace
+        ns, tag = link.namespace, link.target.tag
+        self._tag = tag
+        self._cluster = link.target.sharded
         self._meta = f"{ns}em:"
         self._stream = f"{ns}ev:"
         self._set = f"{ns}es:"
         self._pointer = f"{ns}eg:"
-        self._bmeta = f"{ns}ebm"
-        self._bstream = f"{ns}eb"
+        # one Redis: <ns>ebm / <ns>eb; a cluster: <ns>{eb}m / <ns>{eb}, one slot of their own
+        self._bstream = f"{ns}{tag('eb')}"
+        self._bmeta = f"{self._bstream}m"
+
+    def _tail(self, key: StreamKey) -> str:
+        return f"{self._tag(key.session_id)}:{key.stream_id}"
 
     def _keys(self, key: StreamKey) -> tuple[str, str]:
-        tail = f"{key.session_id}:{key.stream_id}"
+        tail = self._tail(key)
         return self._meta + tail, self._stream + tail
+
+    async def _broadcasts(self) -> list[str | int]:
+        """On a cluster, the broadcast log read from its own slot (``id, data`` pairs, then the
+        last sequence), passed to the session slot's script; with one Redis, nothing (the
+        script reads the log's keys itself)."""
+        flat = cast("list[Any]", await self.link.eval(_WHAT, _LOG, [self._bmeta, self._bstream], [self.max_events], idempotent=True))
+        return [*flat[1:], int(flat[0] or 0)]
+
+    async def _run(self, single: Script, cluster: Script, keys: list[str], args: list[str | int], *, idempotent: bool) -> Any:
+        """``single`` with the broadcast log's keys appended, or on a cluster ``cluster`` with the log's copy."""
+        if self._cluster:
+            return await self.link.eval(_WHAT, cluster, keys, [*args, *await self._broadcasts()], idempotent=idempotent)
+        return await self.link.eval(_WHAT, single, [*keys, self._bmeta, self._bstream], args, idempotent=idempotent)
 
     async def open(
         self, key: StreamKey, *, lost: bytes | None = None, lease_seconds: float = 0.0, get_stream: str | None = None, follows: StreamKey | None = None
@@ -293,13 +372,13 @@ class RedisEventStore:
         meta, stream = self._keys(key)
         after = follows if get_stream is not None and follows is not None else key
         follows_meta, follows_stream = self._keys(after)
-        await self.link.eval(
-            _WHAT,
+        await self._run(
             _OPEN,
-            [meta, stream, self._set + key.session_id, self._bmeta, self._bstream, self._pointer + key.session_id, follows_meta, follows_stream],
+            _OPEN_C,
+            [meta, stream, self._set + self._tag(key.session_id), self._pointer + self._tag(key.session_id), follows_meta, follows_stream],
             [
                 self.live_ms,
-                f"{key.session_id}:{key.stream_id}",
+                self._tail(key),
                 "" if lost is None else lost.decode(),
                 _ms(lease_seconds),
                 "" if get_stream is None else "1",
@@ -309,32 +388,35 @@ class RedisEventStore:
                 self.age_ms,
                 key.stream_id + (get_stream or ""),
             ],
+            idempotent=True,  # the stream starts again empty: once or twice, the same
         )
 
     async def hold(self, key: StreamKey, lease_seconds: float) -> None:
         meta, _ = self._keys(key)
-        await self.link.eval(_WHAT, _HOLD, [meta], [_ms(lease_seconds)])
+        await self.link.eval(_WHAT, _HOLD, [meta], [_ms(lease_seconds)], idempotent=True)
 
     async def end_lapsed(self, key: StreamKey) -> float | None:
         meta, stream = self._keys(key)
-        left = int(await self.link.eval(_WHAT, _LAPSE, [meta, stream], [self.age_ms]))
+        left = int(await self.link.eval(_WHAT, _LAPSE, [meta, stream], [self.age_ms], idempotent=True))
         return None if left < 0 else left / 1000
 
     async def broadcast(self, data: bytes) -> int:
-        return int(await self.link.eval(_WHAT, _BROADCAST, [self._bmeta, self._bstream], [data.decode(), self.max_events, self.age_ms]))
+        return int(
+            await self.link.eval(_WHAT, _BROADCAST, [self._bmeta, self._bstream], [data.decode(), self.max_events, self.age_ms], idempotent=False)
+        )
 
     async def catch_up(self, key: StreamKey) -> int:
         meta, stream = self._keys(key)
-        return int(
-            await self.link.eval(_WHAT, _CATCH_UP, [meta, stream, self._bmeta, self._bstream], [self.max_events, self.age_ms, self.live_ms])
-        )
+        # idempotent: the stream's bm says which broadcasts it took already
+        return int(await self._run(_CATCH_UP, _CATCH_UP_C, [meta, stream], [self.max_events, self.age_ms, self.live_ms], idempotent=True))
 
     async def to_get_stream(self, session_id: str, data: bytes, *, tenant: str) -> bool:
-        done = await self.link.eval(
-            _WHAT,
+        done = await self._run(
             _TO_GET,
-            [self._pointer + session_id, self._bmeta, self._bstream],
-            [self._meta, self._stream, session_id, data.decode(), self.max_events, self.age_ms, self.live_ms, tenant],
+            _TO_GET_C,
+            [self._pointer + self._tag(session_id)],
+            [self._meta, self._stream, self._tag(session_id), data.decode(), self.max_events, self.age_ms, self.live_ms, tenant],
+            idempotent=False,
         )
         return int(done) == 1
 
@@ -343,7 +425,7 @@ class RedisEventStore:
         seq = await self.link.eval(
             _WHAT,
             _APPEND,
-            [meta, stream, self._set + key.session_id, self._pointer + key.session_id],
+            [meta, stream, self._set + self._tag(key.session_id), self._pointer + self._tag(key.session_id)],
             [
                 "" if data is None else data.decode(),
                 "0" if data is None else "1",
@@ -354,6 +436,7 @@ class RedisEventStore:
                 self.age_ms,
                 broadcast,
             ],
+            idempotent=bool(broadcast),  # a broadcast's copy is kept once (bm); any other event twice would repeat it
         )
         if int(seq) < 0:
             raise UnknownStreamError(key.stream_id)
@@ -361,20 +444,14 @@ class RedisEventStore:
 
     async def end(self, key: StreamKey) -> None:
         meta, stream = self._keys(key)
-        await self.link.eval(_WHAT, _END, [meta, stream], [self.age_ms])
+        await self.link.eval(_WHAT, _END, [meta, stream], [self.age_ms], idempotent=True)
 
     async def _snapshot(self, key: StreamKey, after: int) -> EventPage | None:
         """The page after ``after`` (None: nothing follows yet and the stream runs on)."""
         meta, stream = self._keys(key)
-        c = self.link.commands()
-        async with c.slots:
-            try:
-                pipe: Any = c.redis.pipeline(transaction=True)
-                pipe.hmget(meta, "seq", "end")
-                pipe.xread({stream: f"{after}-{_MAX}"}, count=_PAGE)
-                state, found = await pipe.execute()
-            except (RedisError, OSError) as exc:
-                raise self.link.unavailable(exc, _WHAT) from exc
+        flat = cast("list[Any]", await self.link.eval(_WHAT, _PAGE_OF, [meta, stream], [f"({after}-{_MAX}", _PAGE], idempotent=True))
+        state = [flat[0] or None, flat[1] or None]
+        found = [(None, [(flat[i], {flat[i + 1]: flat[i + 2]}) for i in range(2, len(flat), 3)])]
         seq_raw, end_raw = cast("list[str | None]", state)
         if seq_raw is None:
             raise UnknownStreamError(key.stream_id)
@@ -413,7 +490,8 @@ class RedisEventStore:
                 return page
 
     async def drop_session(self, session_id: str) -> None:
-        await self.link.eval(_WHAT, _DROP, [self._set + session_id, self._pointer + session_id], [self._meta, self._stream])
+        tagged = self._tag(session_id)
+        await self.link.eval(_WHAT, _DROP, [self._set + tagged, self._pointer + tagged], [self._meta, self._stream], idempotent=True)
 
     async def ping(self) -> None:
         """Raise :class:`~fastapi_mcp_ctx.errors.StateUnavailableError` when Redis is unreachable."""

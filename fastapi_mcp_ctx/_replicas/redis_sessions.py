@@ -25,11 +25,14 @@ Fails closed: every Redis failure raises :class:`~fastapi_mcp_ctx.errors.StateUn
 
 from __future__ import annotations
 
+import contextlib
 import json
 import secrets
-from typing import Any, Final
+from collections.abc import Callable
+from typing import Any, Final, cast
 
 from .._transport.sessions import OwnerQuotaExceeded, SessionRecord
+from ..errors import McpError
 from .link import RedisLink, Script
 
 __all__ = ["RedisLeases", "RedisSessionStore"]
@@ -162,6 +165,80 @@ return redis.call('HSET', KEYS[1], ARGV[1], '1')
 )
 
 
+# On a cluster (hash tags: a session's record and lease on one slot, each counting set on its
+# own) the steps that touched the record and the counting sets at once are split: the counting
+# sets are reserved first (_RESERVE, one per set), the record written after (_CREATE_ONE), and
+# a reservation is taken back when a later step refuses. A lookup or a renewal refreshes the
+# record on its slot and, when it did, the counting sets after it (_BUMP: best effort; an entry
+# not refreshed only lets the cap count a live session as gone once its old expiry passed).
+
+# KEYS: set; ARGV: max ('' none), idle_ms, id, expire the set ('1' / ''). Returns now, or -1 when full.
+_RESERVE = Script(
+    _NOW
+    + """
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+if ARGV[1] ~= '' and redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[1]) then return -1 end
+redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), ARGV[3])
+if ARGV[4] == '1' then redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
+return now
+"""
+)
+
+# KEYS: rec; ARGV: json, owner, idle_ms
+_CREATE_ONE = Script(
+    """
+if redis.call('EXISTS', KEYS[1]) == 1 then return -3 end
+redis.call('HSET', KEYS[1], 'r', ARGV[1], 'o', ARGV[2])
+redis.call('PEXPIRE', KEYS[1], ARGV[3])
+return 1
+"""
+)
+
+# KEYS: rec; ARGV: idle_ms, slack_ms. {json or 0, owner, now when refreshed else 0}
+_GET_ONE = Script(
+    """
+local r = redis.call('HGET', KEYS[1], 'r')
+if not r then return {0, '', 0} end
+if redis.call('PTTL', KEYS[1]) >= tonumber(ARGV[1]) - tonumber(ARGV[2]) then return {r, '', 0} end
+local t = redis.call('TIME')
+redis.call('PEXPIRE', KEYS[1], ARGV[1])
+return {r, redis.call('HGET', KEYS[1], 'o') or '', t[1] * 1000 + math.floor(t[2] / 1000)}
+"""
+)
+
+# KEYS: set; ARGV: score, id, idle_ms, expire the set ('1' / '')
+_BUMP = Script(
+    """
+redis.call('ZADD', KEYS[1], 'XX', ARGV[1], ARGV[2])
+if ARGV[4] == '1' then redis.call('PEXPIRE', KEYS[1], ARGV[3]) end
+return 1
+"""
+)
+
+# KEYS: rec, lease. {1, owner} when the record was there, else 0
+_DELETE_ONE = Script(
+    """
+local owner = redis.call('HGET', KEYS[1], 'o')
+redis.call('DEL', KEYS[2])
+if not owner then return 0 end
+redis.call('DEL', KEYS[1])
+return {1, owner}
+"""
+)
+
+# KEYS: lease, rec; ARGV: token, lease_ms, idle_ms. {1, owner, now} or 0 when the lease was lost
+_RENEW_ONE = Script(
+    """
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+if redis.call('EXISTS', KEYS[2]) == 0 then return 0 end
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+redis.call('PEXPIRE', KEYS[2], ARGV[3])
+local t = redis.call('TIME')
+return {1, redis.call('HGET', KEYS[2], 'o') or '', t[1] * 1000 + math.floor(t[2] / 1000)}
+"""
+)
+
+
 def _ms(seconds: float) -> int:
     return max(1, round(seconds * 1000))
 
@@ -194,13 +271,25 @@ def _record_of(session_id: str, raw: str) -> SessionRecord:
 
 
 class _Keys:
-    __slots__ = ("all", "lease", "own", "rec")
+    """The key names; on a cluster a session's keys share the hash tag ``{<id>}``, an owner's set ``{<owner>}``."""
 
-    def __init__(self, namespace: str) -> None:
+    __slots__ = ("all", "lease", "own", "rec", "tag")
+
+    def __init__(self, namespace: str, tag: Callable[[str], str]) -> None:
+        self.tag = tag
         self.rec = f"{namespace}ses:"
         self.all = f"{namespace}ses.all"
         self.own = f"{namespace}ses.own:"
         self.lease = f"{namespace}lease:"
+
+    def record(self, session_id: str) -> str:
+        return self.rec + self.tag(session_id)
+
+    def lease_of(self, session_id: str) -> str:
+        return self.lease + self.tag(session_id)
+
+    def owner(self, owner: str) -> str:
+        return self.own + self.tag(owner)
 
 
 class RedisSessionStore:
@@ -221,12 +310,18 @@ class RedisSessionStore:
         self.slack_ms = _ms(min(idle_seconds / 20, 30.0))  # the idle timer restarts at most this late
         self.max_sessions = max_sessions
         self.max_per_owner = max_per_owner
-        self.keys = k = _Keys(link.namespace)
-        self._lookups = link.batcher(_WHAT, _GET, fixed_key=k.all, argv=[self.idle_ms, self.slack_ms, k.own, len(k.rec)])
+        self.keys = k = _Keys(link.namespace, link.target.tag)
+        self.cluster = link.target.sharded
+        # one Redis: the lookups of concurrent requests in one script call; a cluster: one per lookup, on its slot
+        self._lookups = (
+            None if self.cluster else link.batcher(_WHAT, _GET, fixed_key=k.all, argv=[self.idle_ms, self.slack_ms, k.own, len(k.rec)])
+        )
 
     async def create(self, record: SessionRecord) -> None:
         """Store a new record. Raises ``OverflowError`` (full), :class:`OwnerQuotaExceeded`,
         ``StateUnavailableError`` (Redis down)."""
+        if self.cluster:
+            return await self._create_split(record)
         k = self.keys
         owner = record.owner or ""
         limit = "" if self.max_per_owner is None else str(self.max_per_owner)
@@ -235,14 +330,56 @@ class RedisSessionStore:
             _CREATE,
             [k.rec + record.id, k.all, k.own + owner],
             [_record_json(record), owner, self.idle_ms, self.max_sessions, limit, record.id],
+            idempotent=False,
         )
+        self._created(record, int(now))
+
+    def _created(self, record: SessionRecord, now: int) -> None:
         if now == -1:
             raise OverflowError("Too many open sessions")
         if now == -2 and record.owner is not None and self.max_per_owner is not None:
             raise OwnerQuotaExceeded(record.owner, self.max_per_owner)
         if now == -3:  # 128 random bits collided: never in practice, refuse rather than overwrite
             raise OverflowError("Session id collision")
-        record.created_at = record.last_seen = int(now) / 1000
+        record.created_at = record.last_seen = now / 1000
+
+    async def _create_split(self, record: SessionRecord) -> None:
+        """:meth:`create` on a cluster: reserve a place in each counting set, then write the record."""
+        k, owner, sid = self.keys, record.owner or "", record.id
+        now = int(await self.link.eval(_WHAT, _RESERVE, [k.all], [self.max_sessions, self.idle_ms, sid, ""], idempotent=True))
+        if now < 0:
+            return self._created(record, -1)
+        taken = [k.all]
+        try:
+            if owner:
+                limit = "" if self.max_per_owner is None else self.max_per_owner
+                mine = int(await self.link.eval(_WHAT, _RESERVE, [k.owner(owner)], [limit, self.idle_ms, sid, "1"], idempotent=True))
+                if mine < 0:
+                    await self._unreserve(taken, sid)
+                    return self._created(record, -2)
+                taken.append(k.owner(owner))
+            done = int(
+                await self.link.eval(_WHAT, _CREATE_ONE, [k.record(sid)], [_record_json(record), owner, self.idle_ms], idempotent=False)
+            )
+        except McpError:
+            await self._unreserve(taken, sid)
+            raise
+        if done < 0:
+            await self._unreserve(taken, sid)
+        self._created(record, done if done < 0 else now)
+
+    async def _unreserve(self, sets: list[str], session_id: str) -> None:
+        for key in sets:  # best effort: an entry left behind expires with its score
+            with contextlib.suppress(McpError):
+                await self.link.call(_WHAT, "ZREM", key, session_id)
+
+    async def bump(self, session_id: str, owner: str, now: int) -> None:
+        """On a cluster, after a refresh of the record: the counting sets' entries, best effort."""
+        score = now + self.idle_ms
+        sets = [(self.keys.all, "")] + ([(self.keys.owner(owner), "1")] if owner else [])
+        for key, expire in sets:
+            with contextlib.suppress(McpError):
+                await self.link.eval(_WHAT, _BUMP, [key], [score, session_id, self.idle_ms, expire], idempotent=True)
 
     async def get(self, session_id: str) -> SessionRecord | None:
         """The record (its idle expiry restarted on every replica), None when unknown or expired.
@@ -250,18 +387,36 @@ class RedisSessionStore:
         Raises:
             StateUnavailableError: Redis cannot be reached (never None: fail closed).
         """
-        raw = await self._lookups.run(self.keys.rec + session_id)  # with the other lookups of this moment
+        if self._lookups is not None:
+            raw = await self._lookups.run(self.keys.rec + session_id)  # with the other lookups of this moment
+            return _record_of(session_id, raw) if isinstance(raw, str) else None
+        found = cast(
+            "list[Any]",
+            await self.link.eval(_WHAT, _GET_ONE, [self.keys.record(session_id)], [self.idle_ms, self.slack_ms], idempotent=True),
+        )
+        raw, owner, now = found
+        if int(now or 0):
+            await self.bump(session_id, str(owner), int(now))
         return _record_of(session_id, raw) if isinstance(raw, str) else None
 
     async def update(self, record: SessionRecord) -> None:
         """Persist changed fields (``log_level``) of a live record; a gone one stays gone."""
-        await self.link.eval(_WHAT, _UPDATE, [self.keys.rec + record.id], [_record_json(record)])
+        await self.link.eval(_WHAT, _UPDATE, [self.keys.record(record.id)], [_record_json(record)], idempotent=True)
 
     async def delete(self, session_id: str) -> bool:
         """End a session (its lease too); False when it was unknown."""
         k = self.keys
-        n = await self.link.eval(_WHAT, _DELETE, [k.rec + session_id, k.all, k.lease + session_id], [session_id, k.own])
-        return n == 1
+        if not self.cluster:
+            n = await self.link.eval(
+                _WHAT, _DELETE, [k.rec + session_id, k.all, k.lease + session_id], [session_id, k.own], idempotent=True
+            )
+            return n == 1
+        found = await self.link.eval(_WHAT, _DELETE_ONE, [k.record(session_id), k.lease_of(session_id)], [], idempotent=True)
+        if not isinstance(found, list):
+            return False
+        owner = str(cast("list[Any]", found)[1])
+        await self._unreserve([k.all, *([k.owner(owner)] if owner else [])], session_id)
+        return True
 
     async def ping(self) -> None:
         """Raise :class:`~fastapi_mcp_ctx.errors.StateUnavailableError` when Redis is unreachable."""
@@ -293,29 +448,39 @@ class RedisLeases:
         """Take the session's GET lease for ``token``; False when another holder has it
         (``force``: a resume takes it over regardless)."""
         k = self.store.keys
-        n = await self.link.eval(_WHAT, _ACQUIRE, [k.lease + session_id, k.rec + session_id], [token, self.lease_ms, "1" if force else ""])
-        return n == 1
+        keys = [k.lease_of(session_id), k.record(session_id)]
+        return await self.link.eval(_WHAT, _ACQUIRE, keys, [token, self.lease_ms, "1" if force else ""], idempotent=True) == 1
 
     async def renew(self, session_id: str, token: str) -> bool:
         """Extend ``token``'s lease and the session's idle expiry; False when the lease was lost."""
         k = self.store.keys
+        if self.store.cluster:
+            found = await self.link.eval(
+                _WHAT, _RENEW_ONE, [k.lease_of(session_id), k.record(session_id)], [token, self.lease_ms, self.store.idle_ms], idempotent=True
+            )
+            if not isinstance(found, list):
+                return False
+            _, owner, now = cast("list[Any]", found)
+            await self.store.bump(session_id, str(owner), int(now))
+            return True
         n = await self.link.eval(
             _WHAT,
             _RENEW,
             [k.lease + session_id, k.rec + session_id, k.all],
             [token, self.lease_ms, self.store.idle_ms, session_id, k.own],
+            idempotent=True,
         )
         return n == 1
 
     async def release(self, session_id: str, token: str) -> None:
         """Give the lease up (only when ``token`` still holds it)."""
-        await self.link.eval(_WHAT, _RELEASE, [self.store.keys.lease + session_id], [token])
+        await self.link.eval(_WHAT, _RELEASE, [self.store.keys.lease_of(session_id)], [token], idempotent=True)
 
     async def note_get_stream(self, session_id: str, stream_id: str) -> None:
         """Record that ``stream_id`` is a GET stream of the session (so any replica resuming it
         continues on the session's current GET stream once it is replayed)."""
-        await self.link.eval(_WHAT, _NOTE, [self.store.keys.rec + session_id], [f"g:{stream_id}"])
+        await self.link.eval(_WHAT, _NOTE, [self.store.keys.record(session_id)], [f"g:{stream_id}"], idempotent=True)
 
     async def is_get_stream(self, session_id: str, stream_id: str) -> bool:
         """Whether ``stream_id`` was opened as a GET stream of the session (on any replica)."""
-        return bool(await self.link.call(_WHAT, "HEXISTS", self.store.keys.rec + session_id, f"g:{stream_id}"))
+        return bool(await self.link.call(_WHAT, "HEXISTS", self.store.keys.record(session_id), f"g:{stream_id}"))

@@ -4,9 +4,9 @@
 ==========================================  =================================================
 ``memory://`` (default)                     in this process: :class:`MemorySessionStore`,
                                             :class:`MemoryEventStore`, :class:`MemoryBus`
-``redis://host:port/db``, ``rediss://…``    shared by every replica: :mod:`.redis_sessions`,
-                                            :mod:`.redis_events`, :mod:`.redis_bus`,
-                                            :mod:`.redis_subscriptions`
+``redis://host:port/db``, ``rediss://…``,   shared by every replica: :mod:`.redis_sessions`,
+``redis+cluster://…``,                      :mod:`.redis_events`, :mod:`.redis_bus`,
+``redis+sentinel://…``                      :mod:`.redis_subscriptions`
 ==========================================  =================================================
 
 No I/O happens here (the Redis pools connect on first use, one per event loop). A ``redis://``
@@ -27,6 +27,7 @@ from .._transport.events import EventStore, MemoryEventStore
 from .._transport.leases import LocalLeases, StreamLeases
 from .._transport.sessions import MemorySessionStore, SessionStore
 from .._transport.subscriptions import MemoryResourceSubscriptions, ResourceSubscriptions
+from ..backends import REDIS_SCHEMES
 from ..backends.memory import MemoryBackend
 from ..errors import ConfigurationError, McpError
 from ..settings import McpSettings
@@ -80,10 +81,11 @@ def replica_stores(settings: McpSettings, *, pinned: Callable[[str], bool]) -> R
             LocalLeases(),
             MemoryResourceSubscriptions(),
         )
-    if scheme not in ("redis", "rediss"):
+    if scheme not in REDIS_SCHEMES:
         raise ConfigurationError(
             f"MCP_SESSION_STORE_URL: unsupported scheme {scheme or '(none)'!r}; use memory:// (one process) "
-            "or redis://host:port/db (several replicas)"
+            "or redis://host:port/db, redis+cluster://host:port[,host:port…] or "
+            "redis+sentinel://host:port[,host:port…]/master-name/db (several replicas)"
         )
     try:
         from .link import RedisLink
