@@ -25,6 +25,13 @@ PATIENCE = LEASE_SECONDS + 15
 """Seconds a test waits for what must come once a lease lapsed (the lease plus a wide margin)."""
 
 
+
+@pytest.fixture(scope="module")
+def deployment() -> str:
+    """One Redis of the topology's own: these tests restart it and read its keys directly."""
+    return "single"
+
+
 def resume_headers(session: str, last_event_id: str) -> dict[str, str]:
     headers = legacy_headers(session, accept="text/event-stream")
     headers["last-event-id"] = last_event_id

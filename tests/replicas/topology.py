@@ -142,6 +142,31 @@ class RedisServer:
 
 
 @dataclass
+class SharedRedis:
+    """A deployment of ``scripts/services.sh`` (the cluster, the sentinel group: issue 21) the
+    topology uses instead of a Redis of its own; never stopped by the tests (a failover test
+    kills a node itself and ``services.sh start`` brings it back)."""
+
+    kind: str
+    base_url: str
+
+    def url(self, db: int = 0) -> str:
+        if self.kind == "sentinel":
+            return self.base_url.rsplit("/", 1)[0] + f"/{db}"
+        return self.base_url  # a cluster has database 0 only: the stores' key prefixes keep them apart
+
+    @property
+    def running(self) -> bool:
+        return True
+
+    def start(self) -> None:
+        return None
+
+    def stop(self) -> None:
+        raise AssertionError("the shared cluster / sentinel group is not stopped by a test (see test_failover.py)")
+
+
+@dataclass
 class Replica:
     """One uvicorn process serving the example app on its own port."""
 
@@ -238,7 +263,7 @@ http {{
 class Topology:
     """What :func:`topology` started. ``url`` is the MCP endpoint through the proxy."""
 
-    redis: RedisServer
+    redis: RedisServer | SharedRedis
     replicas: list[Replica]
     nginx: Nginx
     env: dict[str, str]
@@ -283,7 +308,7 @@ def wait_ready(base: str, timeout: float = START_SECONDS) -> None:
     raise RuntimeError(f"{base}/mcp/ready not 200 within {timeout} s: {last}")
 
 
-def replica_env(redis: RedisServer) -> dict[str, str]:
+def replica_env(redis: RedisServer | SharedRedis) -> dict[str, str]:
     """The environment of every replica: this process's, minus any MCP_* setting, plus the
     settings all replicas must share (the same values on each)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("MCP_") or k.startswith("MCP_TEST_")}
@@ -300,15 +325,24 @@ def replica_env(redis: RedisServer) -> dict[str, str]:
 
 
 @contextmanager
-def topology(names: tuple[str, ...] = ("a", "b")) -> Iterator[Topology]:
-    """Start Redis, a replica per name and nginx; stop them all (by their own pids) on exit."""
+def topology(names: tuple[str, ...] = ("a", "b"), deployment: str = "single") -> Iterator[Topology]:
+    """Start Redis, a replica per name and nginx; stop them all (by their own pids) on exit.
+
+    ``deployment``: ``"single"`` (a Redis of the topology's own), ``"cluster"`` or
+    ``"sentinel"`` (the shared ones of ``scripts/services.sh``, issue 21)."""
     with tempfile.TemporaryDirectory(prefix="mcp-topology-") as tmp, ExitStack() as stack:
         base = Path(tmp)
         base.chmod(0o755)  # nginx's workers (user nobody when started as root) read under the prefix
-        (base / "redis").mkdir()
-        redis = RedisServer(base / "redis")
-        redis.start()
-        stack.callback(redis.stop)
+        redis: RedisServer | SharedRedis
+        if deployment == "single":
+            (base / "redis").mkdir()
+            redis = RedisServer(base / "redis")
+            redis.start()
+            stack.callback(redis.stop)
+        else:
+            from replica_app import deployment_url
+
+            redis = SharedRedis(deployment, deployment_url(deployment))
         env = replica_env(redis)
         replicas = [Replica(name, env, base / f"replica-{name}.log") for name in names]
         for replica in replicas:
