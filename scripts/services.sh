@@ -162,9 +162,11 @@ start_cluster() {
     local base port; base="$(svc_base redis-cluster redis)"
     for port in $(cluster_ports); do
         # appendonly: a node killed with kill -9 comes back with what it acknowledged
-        # the cluster bus port is the data port - 10000 (port + 10000, the default, is past 65535)
+        # the cluster bus port is the data port - 10000 (port + 10000, the default, is past 65535);
+        # require-full-coverage no: a master down with no replica to promote stops its slots only
         start_node "$base" "$port" --cluster-enabled yes --cluster-config-file nodes.conf --cluster-port $((port - 10000)) \
-            --cluster-node-timeout "$CLUSTER_NODE_TIMEOUT_MS" --appendonly yes --save ""
+            --cluster-node-timeout "$CLUSTER_NODE_TIMEOUT_MS" --cluster-require-full-coverage no \
+            --appendonly yes --save ""
     done
     # shellcheck disable=SC2046
     wait_ports "redis cluster node" $(cluster_ports)

@@ -26,6 +26,8 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Final
 
+from redis.exceptions import RedisError
+
 from ..backends._loops import PerLoop
 from ..backends._redis_client import LoopClient as _Client
 from ..backends._redis_client import Script as _Script
@@ -33,7 +35,7 @@ from ..backends._redis_client import Slots as _Slots
 from ..backends._redis_client import client_from_url as _client_from_url
 from ..backends._redis_client import refusal as _refusal
 from ..backends._redis_client import server_text as _server_text
-from ..backends._redis_url import RedisTarget, parse_redis_url
+from ..backends._redis_url import RedisTarget, check_deployment, parse_redis_url
 from ..errors import ConfigurationError, StateUnavailableError
 from .autopipe import KeyBatcher
 
@@ -46,6 +48,26 @@ BLOCK_SECONDS: Final = 5.0
 
 Script = _Script
 
+
+
+async def _loaded(c: _Client) -> Any:
+    """The cluster client with its slot map loaded (LoopClient.attempt loads it first)."""
+    return c.redis
+
+
+def _slot_ranges(cluster: Any) -> dict[str, str]:
+    """Each master's slots as ``a-b,c-d`` (from the client's slot map)."""
+    owners: dict[str, list[tuple[int, int]]] = {}
+    for slot in range(16384):
+        nodes: list[Any] = cluster.nodes_manager.slots_cache.get(slot) or []
+        if not nodes:
+            continue
+        spans = owners.setdefault(str(nodes[0].name), [])
+        if spans and spans[-1][1] == slot - 1:
+            spans[-1] = (spans[-1][0], slot)
+        else:
+            spans.append((slot, slot))
+    return {name: ",".join(f"{a}-{b}" for a, b in spans) for name, spans in owners.items()}
 
 
 class RedisLink:
@@ -125,8 +147,54 @@ class RedisLink:
         return batcher
 
     async def ping(self) -> None:
-        """One PING. Raises as :meth:`call`."""
-        await self.call("session store", "PING")
+        """One PING (on a cluster, one per master: raises only when every master is down).
+        Raises as :meth:`call`."""
+        if not self.target.sharded:
+            await self.call("session store", "PING")
+            return
+        shards = await self.shards()
+        if shards and all(v.startswith("unavailable") for v in shards.values()):
+            raise StateUnavailableError("The session store (redis cluster) is unavailable: no master answers, retry later")
+
+    async def check(self) -> None:
+        """:meth:`ping`, and refuse a ``redis://`` URL that names a node of a Redis Cluster.
+
+        Raises:
+            ConfigurationError: the URL should be ``redis+cluster://…``. Else as :meth:`call`.
+        """
+        await self.ping()
+        target = self.target
+        problem = await self.attempt("session store", lambda c: check_deployment(target, c.exec), idempotent=True)
+        if problem is not None:
+            logger.error("redis session store misconfigured: %s", problem)
+            raise ConfigurationError(f"MCP_SESSION_STORE_URL: {problem}")
+
+    async def shards(self) -> dict[str, str]:
+        """On a cluster, each master (``host:port``) and whether it answers a PING within
+        ``timeout`` s: ``"ok, slots 0-5460"`` or ``"unavailable: …, slots …"`` (the sessions,
+        streams and tenants hashed to those slots get 503 + ``Retry-After`` meanwhile). ``{}``
+        on one Redis or a sentinel group. A master that did not answer makes the next call
+        reload the slot map (a failover promotes its replica)."""
+        if not self.target.sharded:
+            return {}
+        import asyncio
+
+        cluster: Any = await self.attempt("session store", _loaded, idempotent=True)
+        ranges = _slot_ranges(cluster)
+        report: dict[str, str] = {}
+
+        async def one(node: Any) -> None:
+            slots = ranges.get(node.name, "none")
+            try:
+                async with asyncio.timeout(self.timeout):
+                    await cluster.execute_command("PING", target_nodes=node)
+                report[node.name] = f"ok, slots {slots}"
+            except (RedisError, OSError, TimeoutError) as exc:
+                cluster._initialize = True  # reload the slot map on the next command
+                report[node.name] = f"unavailable: {_server_text(exc)}, slots {slots}"
+
+        await asyncio.gather(*(one(n) for n in cluster.get_primaries()))
+        return dict(sorted(report.items()))
 
     async def aclose(self) -> None:
         """Close this loop's pools (and ask other loops to close theirs); the next call reconnects."""

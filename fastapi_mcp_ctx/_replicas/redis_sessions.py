@@ -422,6 +422,11 @@ class RedisSessionStore:
         """Raise :class:`~fastapi_mcp_ctx.errors.StateUnavailableError` when Redis is unreachable."""
         await self.link.ping()
 
+    async def check(self) -> None:
+        """For ``router.check()``: :meth:`ping`, and a ``ConfigurationError`` when a
+        ``redis://`` URL names a node of a Redis Cluster (use ``redis+cluster://``)."""
+        await self.link.check()
+
 
 class RedisLeases:
     """The one-GET-stream-per-session rule across replicas (see the module docstring).

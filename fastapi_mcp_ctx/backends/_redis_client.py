@@ -30,7 +30,7 @@ from redis.exceptions import (
 )
 
 from ..errors import StateUnavailableError
-from ._redis_url import parse_redis_url, retryable
+from ._redis_url import PLAIN_URL_ON_CLUSTER, parse_redis_url, retryable
 
 __all__ = ["RETRY_PAUSE", "LoopClient", "Script", "Slots", "client_from_url", "refusal", "server_text"]
 
@@ -164,6 +164,8 @@ def refusal(exc: BaseException) -> str | None:
     text = str(exc)
     if text.split(" ", 1)[0].upper() in _TRANSIENT_REPLIES:
         return None
+    if text.split(" ", 1)[0].upper() in ("MOVED", "ASK"):
+        return PLAIN_URL_ON_CLUSTER
     if "DB index is out of range" in text:
         return "the database number in MCP_STORAGE_URL (redis://host:port/N) is beyond the server's `databases` setting"
     return "Redis answers an error to every command: check MCP_STORAGE_URL, the server's version (Lua scripting, GETDEL) and its configuration"

@@ -36,7 +36,7 @@ from redis.exceptions import BusyLoadingError, ClusterDownError, RedisError, Res
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-__all__ = ["CLUSTER_SCHEMES", "SENTINEL_SCHEMES", "RedisTarget", "parse_redis_url", "retryable"]
+__all__ = ["CLUSTER_SCHEMES", "PLAIN_URL_ON_CLUSTER", "SENTINEL_SCHEMES", "RedisTarget", "check_deployment", "parse_redis_url", "retryable"]
 
 Kind = Literal["single", "cluster", "sentinel"]
 
@@ -192,6 +192,22 @@ def parse_redis_url(url: str) -> RedisTarget:
         ssl=scheme.startswith("rediss"),
         sentinel_password=sentinel_password,
     )
+
+
+PLAIN_URL_ON_CLUSTER: Final = (
+    "the URL names one node of a Redis Cluster (INFO cluster: cluster_enabled:1) with redis://; keys on the other "
+    "nodes' slots would fail (MOVED): use redis+cluster://host:port[,host:port…] (docs/deployment.md)"
+)
+
+
+async def check_deployment(target: RedisTarget, exec_: Callable[..., Any]) -> str | None:
+    """What is wrong with using ``target`` as it is named, or None: a ``redis://`` URL of a
+    cluster node (``exec_`` runs one command on the deployment)."""
+    if target.kind != "single":
+        return None
+    info: Any = await exec_("INFO", "cluster")
+    enabled = str(cast("dict[str, Any]", info).get("cluster_enabled")) == "1" if isinstance(info, dict) else "cluster_enabled:1" in str(info)
+    return PLAIN_URL_ON_CLUSTER if enabled else None
 
 
 def retryable(exc: BaseException) -> bool:

@@ -45,7 +45,7 @@ from ..errors import ConfigurationError, StateUnavailableError
 from . import _redis_scripts as scripts
 from ._loops import OneLoop, PerLoop
 from ._redis_client import LoopClient, Script, Slots, client_from_url, refusal, server_text
-from ._redis_url import parse_redis_url
+from ._redis_url import check_deployment, parse_redis_url
 from .base import prefix_upper_bound
 
 __all__ = ["RedisBackend"]
@@ -117,7 +117,8 @@ class RedisBackend:
         self._loops: PerLoop[LoopClient] = PerLoop(self._open, LoopClient.aclose)
         self._vp = f"{namespace}v:"
         self._idx = f"{namespace}idx"
-        self._sharded = url is not None and parse_redis_url(url).sharded
+        self._target = None if url is None else parse_redis_url(url)
+        self._sharded = self._target is not None and self._target.sharded
         self._set = Script(scripts.SET)
         self._set_many = Script(scripts.SET_MANY)
         self._take = Script(scripts.TAKE)
@@ -228,8 +229,19 @@ class RedisBackend:
         return sorted(rows)[:limit] if len(groups) > 1 else rows
 
     async def check(self) -> None:
-        """See :meth:`StateBackend.check` (one PING; on a cluster, every master)."""
+        """See :meth:`StateBackend.check` (one PING; on a cluster, every master).
+
+        Raises:
+            ConfigurationError: also when a ``redis://`` URL names a node of a Redis Cluster
+                (use ``redis+cluster://``).
+        """
         await self._run(lambda c: c.exec("PING"))
+        if self._target is not None:
+            target = self._target
+            problem = await self._run(lambda c: check_deployment(target, c.exec))
+            if problem is not None:
+                logger.error("redis state backend misconfigured: %s", problem)
+                raise ConfigurationError(f"MCP_STORAGE_URL: {problem}")
 
     # -- key groups: one Redis has one; a cluster one per tenant (see the module docstring)
     def _group(self, key: str) -> str:
