@@ -175,6 +175,7 @@ class Replica:
     log: Path
     port: int = field(default_factory=free_port)
     proc: subprocess.Popen[bytes] | None = None
+    app: str = APP
 
     @property
     def base(self) -> str:
@@ -191,7 +192,7 @@ class Replica:
     def start(self) -> None:
         out = self.log.open("ab")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "uvicorn", APP, "--host", "127.0.0.1", "--port", str(self.port), "--no-access-log",
+            [sys.executable, "-m", "uvicorn", self.app, "--host", "127.0.0.1", "--port", str(self.port), "--no-access-log",
              "--proxy-headers", "--forwarded-allow-ips", "127.0.0.1", "--timeout-graceful-shutdown", "3"],
             cwd=ROOT, env={**self.env, "REPLICA_NAME": self.name},
             stdin=subprocess.DEVNULL, stdout=out, stderr=out,
@@ -325,7 +326,7 @@ def replica_env(redis: RedisServer | SharedRedis) -> dict[str, str]:
 
 
 @contextmanager
-def topology(names: tuple[str, ...] = ("a", "b"), deployment: str = "single") -> Iterator[Topology]:
+def topology(names: tuple[str, ...] = ("a", "b"), deployment: str = "single", app: str = APP) -> Iterator[Topology]:
     """Start Redis, a replica per name and nginx; stop them all (by their own pids) on exit.
 
     ``deployment``: ``"single"`` (a Redis of the topology's own), ``"cluster"`` or
@@ -344,7 +345,7 @@ def topology(names: tuple[str, ...] = ("a", "b"), deployment: str = "single") ->
 
             redis = SharedRedis(deployment, deployment_url(deployment))
         env = replica_env(redis)
-        replicas = [Replica(name, env, base / f"replica-{name}.log") for name in names]
+        replicas = [Replica(name, env, base / f"replica-{name}.log", app=app) for name in names]
         for replica in replicas:
             replica.start()
             stack.callback(replica.stop)
