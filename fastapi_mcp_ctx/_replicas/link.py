@@ -26,13 +26,12 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Final
 
-from redis.exceptions import RedisError
-
 from ..backends._loops import PerLoop
 from ..backends._redis_client import LoopClient as _Client
 from ..backends._redis_client import Script as _Script
 from ..backends._redis_client import Slots as _Slots
 from ..backends._redis_client import client_from_url as _client_from_url
+from ..backends._redis_client import ping_masters as _ping_masters
 from ..backends._redis_client import refusal as _refusal
 from ..backends._redis_client import server_text as _server_text
 from ..backends._redis_url import RedisTarget, check_deployment, parse_redis_url
@@ -177,24 +176,15 @@ class RedisLink:
         reload the slot map (a failover promotes its replica)."""
         if not self.target.sharded:
             return {}
-        import asyncio
-
-        cluster: Any = await self.attempt("session store", _loaded, idempotent=True)
+        cluster: Any = self.commands().redis
+        if not cluster.nodes_manager.slots_cache:  # never used yet: load the slot map
+            cluster = await self.attempt("session store", _loaded, idempotent=True)
         ranges = _slot_ranges(cluster)
-        report: dict[str, str] = {}
-
-        async def one(node: Any) -> None:
-            slots = ranges.get(node.name, "none")
-            try:
-                async with asyncio.timeout(self.timeout):
-                    await cluster.execute_command("PING", target_nodes=node)
-                report[node.name] = f"ok, slots {slots}"
-            except (RedisError, OSError, TimeoutError) as exc:
-                cluster._initialize = True  # reload the slot map on the next command
-                report[node.name] = f"unavailable: {_server_text(exc)}, slots {slots}"
-
-        await asyncio.gather(*(one(n) for n in cluster.get_primaries()))
-        return dict(sorted(report.items()))
+        answers = await _ping_masters(cluster, self.timeout / 2)  # within the readiness probe's own 2 s
+        return {
+            name: f"ok, slots {ranges.get(name, 'none')}" if why is None else f"unavailable: {why}, slots {ranges.get(name, 'none')}"
+            for name, why in answers.items()
+        }
 
     async def aclose(self) -> None:
         """Close this loop's pools (and ask other loops to close theirs); the next call reconnects."""

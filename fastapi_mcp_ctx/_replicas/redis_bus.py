@@ -319,18 +319,18 @@ class RedisBus:
 
     async def connected(self) -> bool:
         """Whether this loop's subscriber connection is up (starting it when it is not); on a
-        cluster, whether every shard connection of this loop is (and a cluster answers)."""
+        cluster, whether any of this loop's shard connections is (none yet: True)."""
         if self.sharded:
-            shards = self._shards.get()
-            await self.link.ping()
-            subscribers = list(shards.lanes.values())
+            subscribers = list(self._shards.get().lanes.values())
         else:
             subscribers = [self._loops.get()]
-        for subscriber in subscribers:
-            if not subscriber.connected.is_set():
-                with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(self.timeout):
-                        await subscriber.connected.wait()
+        waiting = [s.connected.wait() for s in subscribers if not s.connected.is_set()]
+        if waiting:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(self.timeout):
+                    await asyncio.gather(*waiting)
+        if self.sharded:  # a shard down stops its channels only (readiness names it: shards)
+            return not subscribers or any(s.connected.is_set() for s in subscribers)
         return all(s.connected.is_set() for s in subscribers)
 
     async def aclose(self) -> None:

@@ -494,5 +494,6 @@ class RedisEventStore:
         await self.link.eval(_WHAT, _DROP, [self._set + tagged, self._pointer + tagged], [self._meta, self._stream], idempotent=True)
 
     async def ping(self) -> None:
-        """Raise :class:`~fastapi_mcp_ctx.errors.StateUnavailableError` when Redis is unreachable."""
-        await self.link.call(_WHAT, "PING")
+        """Raise :class:`~fastapi_mcp_ctx.errors.StateUnavailableError` when Redis is unreachable
+        (on a cluster: when no master answers)."""
+        await self.link.ping()

@@ -32,7 +32,7 @@ from redis.exceptions import (
 from ..errors import StateUnavailableError
 from ._redis_url import PLAIN_URL_ON_CLUSTER, parse_redis_url, retryable
 
-__all__ = ["RETRY_PAUSE", "LoopClient", "Script", "Slots", "client_from_url", "refusal", "server_text"]
+__all__ = ["RETRY_PAUSE", "LoopClient", "Script", "Slots", "client_from_url", "ping_masters", "refusal", "server_text"]
 
 RETRY_PAUSE = 0.05
 """Seconds between the failed attempt of an idempotent command and its one retry."""
@@ -136,6 +136,24 @@ async def _initialize(cluster: Any) -> None:
     async with lock:
         if cluster._initialize:
             await cluster.initialize()
+
+
+async def ping_masters(cluster: Any, timeout: float) -> dict[str, str | None]:
+    """On a cluster client (slot map loaded): each master's ``host:port`` → None when it
+    answered a PING within ``timeout`` s, else why not. The slot map is the client's own (a
+    command that fails on a dead master reloads it: a failover promotes its replica)."""
+    report: dict[str, str | None] = {}
+
+    async def one(node: Any) -> None:
+        try:
+            async with asyncio.timeout(timeout):
+                await cluster.execute_command("PING", target_nodes=node)
+            report[str(node.name)] = None
+        except (RedisError, OSError, TimeoutError) as exc:
+            report[str(node.name)] = server_text(exc) if str(exc) else f"no answer within {timeout:g} s"
+
+    await asyncio.gather(*(one(n) for n in cluster.get_primaries()))
+    return dict(sorted(report.items()))
 
 
 # Error replies a retry can outlive: loading a dataset, a busy script, a failover in progress,

@@ -44,7 +44,7 @@ from redis.asyncio import Redis
 from ..errors import ConfigurationError, StateUnavailableError
 from . import _redis_scripts as scripts
 from ._loops import OneLoop, PerLoop
-from ._redis_client import LoopClient, Script, Slots, client_from_url, refusal, server_text
+from ._redis_client import LoopClient, Script, Slots, client_from_url, ping_masters, refusal, server_text
 from ._redis_url import check_deployment, parse_redis_url
 from .base import prefix_upper_bound
 
@@ -235,6 +235,11 @@ class RedisBackend:
             ConfigurationError: also when a ``redis://`` URL names a node of a Redis Cluster
                 (use ``redis+cluster://``).
         """
+        if self._sharded:
+            answers = await self._run(lambda c: ping_masters(c.redis, 1.0))
+            if answers and all(why is not None for why in answers.values()):
+                raise StateUnavailableError("State backend (redis cluster) unavailable: no master answers, retry later")
+            return  # some masters down: only the tenants on their slots fail (see /mcp/ready's shards)
         await self._run(lambda c: c.exec("PING"))
         if self._target is not None:
             target = self._target

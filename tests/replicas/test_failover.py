@@ -231,3 +231,98 @@ async def test_kill_9_of_the_master_holding_a_live_session_under_load(failover_t
         received = {t for _, _, t in reader.events}
         late = [text for when, session, text in pokes if session == reader.session and recovered + 1.0 < when < after - 1.0]
         assert late and set(late) <= received, f"pokes after the recovery that never arrived: {sorted(set(late) - received)}"
+
+
+def _masters(topo: Topology) -> dict[str, tuple[int, int, int]]:
+    """Each master ``host:port`` → (its first slot, its last slot, its pid) (one range each in
+    the cluster services.sh forms)."""
+    host, port = parse_redis_url(topo.env["MCP_SESSION_STORE_URL"]).nodes[0]
+    found: dict[str, tuple[int, int, int]] = {}
+    with Redis(host=host, port=port, decode_responses=True, socket_timeout=5) as r:
+        for start, end, master, *_ in r.execute_command("CLUSTER", "SLOTS"):
+            with Redis(host=str(master[0]), port=int(master[1]), decode_responses=True, socket_timeout=5) as m:
+                found[f"{master[0]}:{master[1]}"] = (int(start), int(end), int(m.info("server")["process_id"]))
+    return found
+
+
+def _replica_of(topo: Topology, master: str) -> Redis:
+    host, port = parse_redis_url(topo.env["MCP_SESSION_STORE_URL"]).nodes[0]
+    with Redis(host=host, port=port, decode_responses=True, socket_timeout=5) as r:
+        for line in str(r.execute_command("CLUSTER", "NODES")).splitlines():
+            parts = line.split()
+            if "slave" in parts[2] and parts[3] == _node_id(r, master):
+                h, p = parts[1].split("@")[0].rsplit(":", 1)
+                return Redis(host=h, port=int(p), decode_responses=True, socket_timeout=5)
+    raise AssertionError(f"no replica of {master}")
+
+
+def _node_id(r: Redis, address: str) -> str:
+    for line in str(r.execute_command("CLUSTER", "NODES")).splitlines():
+        parts = line.split()
+        if parts[1].split("@")[0] == address:
+            return parts[0]
+    raise AssertionError(address)
+
+
+def _wait_not_failing(r: Redis, address: str, seconds: float = 60.0) -> None:
+    import time
+
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        line = next((x for x in str(r.execute_command("CLUSTER", "NODES")).splitlines() if x.split()[1].split("@")[0] == address), "")
+        if line and "fail" not in line.split()[2]:
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"{address} still failing after {seconds} s")
+
+
+async def _status_of_call(http: httpx.AsyncClient, url: str, session: str) -> tuple[int, bool]:
+    token = uuid.uuid4().hex
+    response = await http.post(url, json=call("counted", {"token": token}, request_id=token), headers=legacy_headers(session))
+    return response.status_code, "retry-after" in response.headers
+
+
+async def test_one_shard_down_fails_only_its_sessions_and_ready_names_it(failover_topo: Topology, deployment: str) -> None:
+    if deployment != "cluster":
+        pytest.skip("a sentinel group has one shard")
+    topo = failover_topo
+    masters = _masters(topo)
+    async with httpx.AsyncClient(timeout=httpx.Timeout(30.0)) as http:
+        on: dict[str, str] = {}  # master -> a session whose keys it holds
+        for _ in range(200):
+            if len(on) == len(masters):
+                break
+            session = await initialize(http, topo.url)
+            slot = key_slot(session.encode())
+            on.setdefault(next(m for m, (a, b, _) in masters.items() if a <= slot <= b), session)
+        assert len(on) == 3, on
+        down = sorted(on)[0]
+        pid = masters[down][2]
+        replica = _replica_of(topo, down)
+        replica.config_set("cluster-replica-no-failover", "yes")  # nothing to promote: the shard stays down
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            deadline = anyio.current_time() + NODE_TIMEOUT + 5.0 + ALLOWANCE
+            while True:  # until the victim's session is refused (the shard is seen down)
+                status, retry_after = await _status_of_call(http, topo.url, on[down])
+                if status == 503 or anyio.current_time() > deadline:
+                    break
+                await anyio.sleep(0.2)
+            assert (status, retry_after) == (503, True)
+            for master, session in on.items():
+                if master != down:
+                    assert (await _status_of_call(http, topo.url, session))[0] == 200, master
+            for r in topo.replicas:
+                report = (await http.get(f"{r.base}/mcp/ready", timeout=30.0)).json()
+                assert report["shards"].get(down, "").startswith("unavailable"), report
+                assert all(v.startswith("ok") for k, v in report["shards"].items() if k != down), report
+                assert report["checks"]["sessions"].startswith("degraded") and down in report["checks"]["sessions"], report
+        finally:
+            os.kill(pid, signal.SIGCONT)
+            _wait_not_failing(replica, down)  # else the replica, allowed again, would fail over now
+            replica.config_set("cluster-replica-no-failover", "no")
+            replica.close()
+        deadline = anyio.current_time() + 30.0
+        while (await _status_of_call(http, topo.url, on[down]))[0] != 200:
+            assert anyio.current_time() < deadline, "the shard's sessions did not come back"
+            await anyio.sleep(0.2)
