@@ -21,6 +21,7 @@ from typing import Any
 
 from redis.crc import key_slot
 
+from fastapi_mcp_ctx._replicas.autopipe import KeyBatcher
 from fastapi_mcp_ctx.backends._redis_client import LoopClient, Script
 
 
@@ -53,8 +54,9 @@ class Sent:
 
 @contextmanager
 def one_slot() -> Iterator[Sent]:
-    """Record every script call of every :class:`LoopClient`; a call whose keys map to more
-    than one slot is recorded in ``crossing`` (then raised by the caller's assertion)."""
+    """Record every script call of every :class:`LoopClient` and every lookup of a
+    :class:`KeyBatcher`; a call whose keys map to more than one slot is recorded in
+    ``crossing`` (then raised by the caller's assertion)."""
     sent = Sent()
     original = LoopClient.eval
 
@@ -64,8 +66,20 @@ def one_slot() -> Iterator[Sent]:
             sent.crossing.append((script.sha, list(keys)))
         return await original(self, script, keys, args)
 
+    batched = KeyBatcher.run
+
+    async def recording_batch(self: KeyBatcher, key: str) -> Any:
+        # per key (a cluster): the key alone; else the fixed key with every key of the batch
+        sent.shas.add(self.script.sha)
+        keys = [key] if self.per_key else [self.fixed_key, key]
+        if len({key_slot(k.encode()) for k in keys}) > 1:
+            sent.crossing.append((self.script.sha, keys))
+        return await batched(self, key)
+
     LoopClient.eval = recording  # type: ignore[method-assign]
+    KeyBatcher.run = recording_batch  # type: ignore[method-assign]
     try:
         yield sent
     finally:
         LoopClient.eval = original  # type: ignore[method-assign]
+        KeyBatcher.run = batched  # type: ignore[method-assign]

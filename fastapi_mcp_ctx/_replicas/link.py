@@ -136,11 +136,20 @@ class RedisLink:
         ``idempotent``: running it twice leaves what running it once does (then one retry)."""
         return await self.attempt(what, lambda c: c.eval(script, keys, args), idempotent=idempotent)
 
-    def batcher(self, what: str, script: _Script, *, fixed_key: str, argv: Sequence[str | int]) -> KeyBatcher:
+    def batcher(
+        self, what: str, script: _Script, *, fixed_key: str, argv: Sequence[str | int], node: tuple[str, int] | None = None
+    ) -> KeyBatcher:
         """A :class:`~.autopipe.KeyBatcher` of ``script`` on this deployment (closed by :meth:`aclose`);
-        its failures are translated as :meth:`call`'s (``what`` names the store)."""
+        its failures are translated as :meth:`call`'s (``what`` names the store). ``node``: on a
+        cluster, the master it talks to (one ``EVALSHA`` per key, pipelined)."""
         batcher = KeyBatcher(
-            self.target, script, fixed_key=fixed_key, argv=argv, translate=lambda exc: self.unavailable(exc, what), timeout=self.timeout
+            self.target,
+            script,
+            fixed_key=fixed_key,
+            argv=argv,
+            translate=lambda exc: self.unavailable(exc, what),
+            timeout=self.timeout,
+            node=node,
         )
         self._batchers.append(batcher)
         return batcher

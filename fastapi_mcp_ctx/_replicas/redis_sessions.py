@@ -31,8 +31,12 @@ import secrets
 from collections.abc import Callable
 from typing import Any, Final, cast
 
+from redis.crc import key_slot
+from redis.exceptions import RedisError
+
 from .._transport.sessions import OwnerQuotaExceeded, SessionRecord
 from ..errors import McpError
+from .autopipe import KeyBatcher
 from .link import RedisLink, Script
 
 __all__ = ["RedisLeases", "RedisSessionStore"]
@@ -316,6 +320,7 @@ class RedisSessionStore:
         self._lookups = (
             None if self.cluster else link.batcher(_WHAT, _GET, fixed_key=k.all, argv=[self.idle_ms, self.slack_ms, k.own, len(k.rec)])
         )
+        self._by_master: dict[str, KeyBatcher] = {}  # a cluster: the lookups of each master
 
     async def create(self, record: SessionRecord) -> None:
         """Store a new record. Raises ``OverflowError`` (full), :class:`OwnerQuotaExceeded`,
@@ -390,14 +395,34 @@ class RedisSessionStore:
         if self._lookups is not None:
             raw = await self._lookups.run(self.keys.rec + session_id)  # with the other lookups of this moment
             return _record_of(session_id, raw) if isinstance(raw, str) else None
-        found = cast(
-            "list[Any]",
-            await self.link.eval(_WHAT, _GET_ONE, [self.keys.record(session_id)], [self.idle_ms, self.slack_ms], idempotent=True),
-        )
+        found = cast("list[Any]", await self._lookup_on_its_master(session_id))
         raw, owner, now = found
         if int(now or 0):
             await self.bump(session_id, str(owner), int(now))
         return _record_of(session_id, raw) if isinstance(raw, str) else None
+
+    async def _lookup_on_its_master(self, session_id: str) -> Any:
+        """On a cluster: ``_GET_ONE`` of the record, with the other lookups of this moment that
+        go to the same master (pipelined on a connection of its own: :mod:`.autopipe`). A
+        redirect (``MOVED`` after a failover), an error reply or a broken connection sends it
+        once more through the cluster client, which follows the redirect and reloads its slot map."""
+        key = self.keys.record(session_id)
+        cluster: Any = self.link.commands().redis
+        try:
+            node = cluster.nodes_manager.get_node_from_slot(key_slot(session_id.encode()))
+        except Exception:  # noqa: BLE001 - no slot map yet (first use) or the slot is not covered
+            node = None
+        if node is not None:
+            batcher = self._by_master.get(node.name)
+            if batcher is None:
+                batcher = self._by_master[node.name] = self.link.batcher(
+                    _WHAT, _GET_ONE, fixed_key="", argv=[self.idle_ms, self.slack_ms], node=(node.host, int(node.port))
+                )
+            try:
+                return await batcher.run(key)
+            except (RedisError, McpError):
+                cluster._initialize = True  # the slot map may be stale: the cluster client reloads it
+        return await self.link.eval(_WHAT, _GET_ONE, [key], [self.idle_ms, self.slack_ms], idempotent=True)
 
     async def update(self, record: SessionRecord) -> None:
         """Persist changed fields (``log_level``) of a live record; a gone one stays gone."""

@@ -122,11 +122,12 @@ class RedisTarget:
         common.pop("password")
         return Redis.from_pool(from_url(self.url, max_connections=max_connections, **common))
 
-    def pool(self, *, timeout: float, max_connections: int = 2**31, socket_timeout: float | None = None) -> ConnectionPool:
-        """A connection pool of the single server or of the sentinel group's current master
-        (no I/O; each new connection asks the sentinels where the master is). Not on a cluster."""
-        if self.kind == "cluster":
-            raise ValueError("a Redis Cluster has no single connection pool")
+    def pool(
+        self, *, timeout: float, max_connections: int = 2**31, socket_timeout: float | None = None, node: tuple[str, int] | None = None
+    ) -> ConnectionPool:
+        """A connection pool of the single server, of the sentinel group's current master
+        (no I/O; each new connection asks the sentinels where the master is), or of one node
+        of a cluster (``node``: its host and port)."""
         kw: dict[str, Any] = {
             "decode_responses": True,
             "socket_connect_timeout": timeout,
@@ -134,6 +135,15 @@ class RedisTarget:
             "retry": Retry(NoBackoff(), 0),
             "max_connections": max_connections,
         }
+        if self.kind == "cluster":
+            if node is None:
+                raise ValueError("a Redis Cluster has no single connection pool: name one of its nodes")
+            from redis.asyncio.connection import Connection, SSLConnection
+
+            connection_class = SSLConnection if self.ssl else Connection
+            return ConnectionPool(
+                connection_class=connection_class, host=node[0], port=node[1], username=self.username, password=self.password, **kw
+            )
         if self.kind == "single":
             from_url = cast("Callable[..., ConnectionPool]", getattr(ConnectionPool, "from_url"))
             return from_url(self.url, **kw)
