@@ -216,3 +216,58 @@ async def test_the_sentinel_form_and_one_redis_pass_the_check() -> None:
         await link.check()
         assert await link.shards() == {}
         await link.aclose()
+
+
+# ------------------------------------------------------------------ nothing applied twice (no server)
+
+
+async def test_an_idempotent_command_is_retried_once_any_other_never() -> None:
+    """A broken connection after the command was sent: the reply is lost, the command may have
+    run. Only an idempotent one is sent again (once); an append, a creation or a take answers 503."""
+    import asyncio
+    from types import SimpleNamespace
+
+    from redis.exceptions import ConnectionError as RedisConnectionError
+
+    from fastapi_mcp_ctx.backends._redis_client import LoopClient, Slots
+    from fastapi_mcp_ctx.errors import StateUnavailableError
+
+    client = LoopClient(SimpleNamespace(execute_command=None), False, Slots(4, 1.0))  # type: ignore[arg-type]
+    sent: list[str] = []
+
+    async def breaks(name: str) -> str:
+        sent.append(name)
+        raise RedisConnectionError("Connection closed by server.")
+
+    def unavailable(exc: BaseException) -> Exception:
+        return StateUnavailableError(str(exc))
+
+    for idempotent, times in ((True, 2), (False, 1)):
+        sent.clear()
+        with pytest.raises(StateUnavailableError):
+            await client.attempt(lambda _c: breaks("cmd"), unavailable, idempotent=idempotent)
+        assert sent == ["cmd"] * times
+
+    async def breaks_once() -> str:
+        sent.append("x")
+        if len(sent) == 1:
+            raise RedisConnectionError("reset")
+        return "ok"
+
+    sent.clear()
+    assert await client.attempt(lambda _c: breaks_once(), unavailable, idempotent=True) == "ok"
+    assert sent == ["x", "x"]
+    await asyncio.sleep(0)
+
+
+def test_which_failures_a_retry_can_outlive() -> None:
+    from redis.exceptions import AuthenticationError, ClusterDownError, ReadOnlyError, ResponseError, TryAgainError
+    from redis.exceptions import ConnectionError as RedisConnectionError
+    from redis.exceptions import TimeoutError as RedisTimeoutError
+
+    from fastapi_mcp_ctx.backends._redis_url import retryable
+
+    for exc in (RedisConnectionError(), RedisTimeoutError(), ClusterDownError("x"), TryAgainError(), ReadOnlyError(), ResponseError("MASTERDOWN x")):
+        assert retryable(exc), exc
+    for exc in (AuthenticationError(), ResponseError("ERR unknown command"), ResponseError("CROSSSLOT Keys")):
+        assert not retryable(exc), exc

@@ -32,7 +32,15 @@ from urllib.parse import parse_qs, unquote, urlsplit
 from redis.asyncio import ConnectionPool, Redis
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
-from redis.exceptions import BusyLoadingError, ClusterDownError, RedisError, ResponseError, TryAgainError
+from redis.exceptions import (
+    AuthenticationError,
+    AuthorizationError,
+    BusyLoadingError,
+    ClusterDownError,
+    ReadOnlyError,
+    ResponseError,
+    TryAgainError,
+)
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
@@ -224,8 +232,12 @@ def retryable(exc: BaseException) -> bool:
     """Whether one more attempt of an *idempotent* command may succeed: the connection broke or
     timed out, or the deployment is between masters (a failover: ``CLUSTERDOWN``, ``TRYAGAIN``,
     ``LOADING``, ``READONLY`` from a demoted master, a sentinel naming no master yet)."""
-    if isinstance(exc, (RedisConnectionError, RedisTimeoutError, ClusterDownError, TryAgainError, BusyLoadingError, OSError)):
+    # a sentinel naming no master yet is a ConnectionError (MasterNotFoundError); redis-py strips
+    # the READONLY prefix of ReadOnlyError; refused credentials are ConnectionErrors too, for good
+    if isinstance(exc, (AuthenticationError, AuthorizationError)):
+        return False
+    if isinstance(exc, (RedisConnectionError, RedisTimeoutError, ClusterDownError, TryAgainError, BusyLoadingError, ReadOnlyError, OSError)):
         return True
     if isinstance(exc, ResponseError):
         return str(exc).split(" ", 1)[0].upper() in ("READONLY", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN", "LOADING")
-    return isinstance(exc, RedisError) and type(exc).__name__ in ("MasterNotFoundError", "SlaveNotFoundError", "ReadOnlyError")
+    return False
