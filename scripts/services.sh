@@ -159,7 +159,9 @@ cluster_ports() { local i; for ((i = 0; i < 6; i++)); do printf '%s ' $((CLUSTER
 
 start_cluster() {
     command -v redis-server >/dev/null && command -v redis-cli >/dev/null || apt_install redis-server
-    local base port; base="$(svc_base redis-cluster redis)"
+    # the folder of the running cluster (started by any checkout), so a killed node comes back with its data
+    local base port; base="$(remembered_dir "redis-cluster-$CLUSTER_BASE" || svc_base redis-cluster redis)"
+    remember_dir "redis-cluster-$CLUSTER_BASE" "$base"
     for port in $(cluster_ports); do
         # appendonly: a node killed with kill -9 comes back with what it acknowledged
         # the cluster bus port is the data port - 10000 (port + 10000, the default, is past 65535);
@@ -198,7 +200,8 @@ sentinel_ports() { printf '%s %s %s' "$SENTINEL_PORT" $((SENTINEL_PORT + 1)) $((
 
 start_sentinel() {
     command -v redis-server >/dev/null && command -v redis-cli >/dev/null || apt_install redis-server
-    local base; base="$(svc_base redis-sentinel redis)"
+    local base; base="$(remembered_dir "redis-sentinel-$SENTINEL_PORT" || svc_base redis-sentinel redis)"
+    remember_dir "redis-sentinel-$SENTINEL_PORT" "$base"
     local master="$SENTINEL_DATA_PORT" replica=$((SENTINEL_DATA_PORT + 1)) port
     # Which data node is master now (a failover may have swapped them): the sentinels know.
     local current=""
