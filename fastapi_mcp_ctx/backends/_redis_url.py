@@ -119,7 +119,6 @@ class RedisTarget:
                 startup_nodes=[ClusterNode(h, p) for h, p in self.nodes],
                 max_connections=max_connections,
                 ssl=self.ssl,
-                cluster_error_retry_attempts=0,
                 require_full_coverage=False,  # a shard down: the others keep serving their slots
                 **common,
             )
