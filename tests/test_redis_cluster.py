@@ -16,7 +16,7 @@ from cluster_slots import one_slot, scripts_of
 from redis.crc import key_slot
 from replica_app import deployment_url
 
-from fastapi_mcp_ctx._replicas import redis_events, redis_sessions, redis_subscriptions
+from fastapi_mcp_ctx._replicas import event_scripts, redis_subscriptions, session_scripts
 from fastapi_mcp_ctx._replicas.link import RedisLink
 from fastapi_mcp_ctx._replicas.redis_events import RedisEventStore
 from fastapi_mcp_ctx._replicas.redis_sessions import RedisLeases, RedisSessionStore
@@ -83,13 +83,13 @@ def test_a_bad_cluster_or_sentinel_url_is_a_configuration_error_at_construction(
 # split into the scripts the exercise below runs (the counting sets, the broadcast log, a URI's
 # subscribers are on slots of their own).
 SINGLE_ONLY = {
-    "fastapi_mcp_ctx._replicas.redis_sessions._CREATE",
-    "fastapi_mcp_ctx._replicas.redis_sessions._GET",
-    "fastapi_mcp_ctx._replicas.redis_sessions._DELETE",
-    "fastapi_mcp_ctx._replicas.redis_sessions._RENEW",
-    "fastapi_mcp_ctx._replicas.redis_events._OPEN",
-    "fastapi_mcp_ctx._replicas.redis_events._CATCH_UP",
-    "fastapi_mcp_ctx._replicas.redis_events._TO_GET",
+    "fastapi_mcp_ctx._replicas.session_scripts.CREATE",
+    "fastapi_mcp_ctx._replicas.session_scripts.GET",
+    "fastapi_mcp_ctx._replicas.session_scripts.DELETE",
+    "fastapi_mcp_ctx._replicas.session_scripts.RENEW",
+    "fastapi_mcp_ctx._replicas.event_scripts.OPEN",
+    "fastapi_mcp_ctx._replicas.event_scripts.CATCH_UP",
+    "fastapi_mcp_ctx._replicas.event_scripts.TO_GET",
     "fastapi_mcp_ctx._replicas.redis_subscriptions._SUBSCRIBE",
     "fastapi_mcp_ctx._replicas.redis_subscriptions._UNSUBSCRIBE",
     "fastapi_mcp_ctx._replicas.redis_subscriptions._DROP",
@@ -112,7 +112,7 @@ def _record(owner: str | None = None) -> SessionRecord:
 
 @pytest.mark.redis
 async def test_every_script_of_every_store_runs_on_one_slot_of_the_cluster(cluster: RedisLink) -> None:
-    defined = scripts_of(redis_sessions, redis_events, redis_subscriptions, _redis_scripts)
+    defined = scripts_of(session_scripts, event_scripts, redis_subscriptions, _redis_scripts)
     state_backend = RedisBackend(deployment_url("cluster"), namespace=cluster.namespace)
     with one_slot() as sent:
         store = RedisSessionStore(cluster, idle_seconds=60, max_sessions=100, max_per_owner=5)

@@ -36,212 +36,13 @@ from redis.exceptions import RedisError
 
 from .._transport.sessions import OwnerQuotaExceeded, SessionRecord
 from ..errors import McpError
+from . import session_scripts as lua
 from .autopipe import KeyBatcher
-from .link import RedisLink, Script
+from .link import RedisLink
 
 __all__ = ["RedisLeases", "RedisSessionStore"]
 
 _WHAT: Final = "session store"
-
-_NOW = "local t = redis.call('TIME') local now = t[1] * 1000 + math.floor(t[2] / 1000)\n"
-
-# KEYS: rec, all, own; ARGV: json, owner, idle_ms, max, max_owner ('' none), id
-_CREATE = Script(
-    _NOW
-    + """
-redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
-if redis.call('ZCARD', KEYS[2]) >= tonumber(ARGV[4]) then return -1 end
-if ARGV[2] ~= '' and ARGV[5] ~= '' then
-  redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now)
-  if redis.call('ZCARD', KEYS[3]) >= tonumber(ARGV[5]) then return -2 end
-end
-if redis.call('EXISTS', KEYS[1]) == 1 then return -3 end
-redis.call('HSET', KEYS[1], 'r', ARGV[1], 'o', ARGV[2])
-redis.call('PEXPIRE', KEYS[1], ARGV[3])
-local exp = now + tonumber(ARGV[3])
-redis.call('ZADD', KEYS[2], exp, ARGV[6])
-if ARGV[2] ~= '' then
-  redis.call('ZADD', KEYS[3], exp, ARGV[6])
-  redis.call('PEXPIRE', KEYS[3], ARGV[3])
-end
-return now
-"""
-)
-
-# The idle refresh of a live record: locals rec, all, idle (ms), id, ownp (owner key prefix).
-_TOUCH = (
-    _NOW
-    + """
-local owner = redis.call('HGET', rec, 'o')
-redis.call('PEXPIRE', rec, idle)
-local exp = now + tonumber(idle)
-redis.call('ZADD', all, 'XX', exp, id)
-if owner and owner ~= '' then
-  redis.call('ZADD', ownp .. owner, 'XX', exp, id)
-  redis.call('PEXPIRE', ownp .. owner, idle)
-end
-"""
-)
-
-# The lookups of one batch (autopipe.KeyBatcher). KEYS[1]: all; KEYS[2..]: the records;
-# ARGV: idle_ms, slack_ms, own prefix, length of the record keys' prefix. One answer per record:
-# its JSON, or 0 when unknown. Writes (the refresh) only when a record's expiry is more than
-# slack_ms old: most lookups are pure reads (no AOF write, no fsync).
-_GET = Script(
-    """
-local all, idle, ownp, cut = KEYS[1], ARGV[1], ARGV[3], tonumber(ARGV[4]) + 1
-local fresh = tonumber(idle) - tonumber(ARGV[2])
-local out = {}
-for i = 2, #KEYS do
-  local rec = KEYS[i]
-  local r = redis.call('HGET', rec, 'r')
-  if not r then
-    out[i - 1] = 0
-  else
-    out[i - 1] = r
-    if redis.call('PTTL', rec) < fresh then
-      local id = string.sub(rec, cut)
-"""
-    + _TOUCH
-    + """    end
-  end
-end
-return out
-"""
-)
-
-_UPDATE = Script(
-    """
-if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
-redis.call('HSET', KEYS[1], 'r', ARGV[1])
-return 1
-"""
-)
-
-# KEYS: rec, all, lease; ARGV: id, own prefix
-_DELETE = Script(
-    """
-local owner = redis.call('HGET', KEYS[1], 'o')
-redis.call('ZREM', KEYS[2], ARGV[1])
-redis.call('DEL', KEYS[3])
-if not owner then return 0 end
-if owner ~= '' then redis.call('ZREM', ARGV[2] .. owner, ARGV[1]) end
-redis.call('DEL', KEYS[1])
-return 1
-"""
-)
-
-# KEYS: lease, rec; ARGV: token, lease_ms, force ('1': a resume takes the stream over)
-_ACQUIRE = Script(
-    """
-if redis.call('EXISTS', KEYS[2]) == 0 then return -1 end
-if ARGV[3] == '1' then redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2]) return 1 end
-if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return 1 end
-if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('PEXPIRE', KEYS[1], ARGV[2]) return 1 end
-return 0
-"""
-)
-
-# KEYS: lease, rec, all; ARGV: token, lease_ms, idle_ms, id, own prefix
-_RENEW = Script(
-    """
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
-if redis.call('EXISTS', KEYS[2]) == 0 then return 0 end
-redis.call('PEXPIRE', KEYS[1], ARGV[2])
-local rec, all, idle, id, ownp = KEYS[2], KEYS[3], ARGV[3], ARGV[4], ARGV[5]
-"""
-    + _TOUCH
-    + "return 1\n"
-)
-
-_RELEASE = Script(
-    """
-if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
-return 0
-"""
-)
-
-_NOTE = Script(
-    """
-if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
-return redis.call('HSET', KEYS[1], ARGV[1], '1')
-"""
-)
-
-
-# On a cluster (hash tags: a session's record and lease on one slot, each counting set on its
-# own) the steps that touched the record and the counting sets at once are split: the counting
-# sets are reserved first (_RESERVE, one per set), the record written after (_CREATE_ONE), and
-# a reservation is taken back when a later step refuses. A lookup or a renewal refreshes the
-# record on its slot and, when it did, the counting sets after it (_BUMP: best effort; an entry
-# not refreshed only lets the cap count a live session as gone once its old expiry passed).
-
-# KEYS: set; ARGV: max ('' none), idle_ms, id, expire the set ('1' / ''). Returns now, or -1 when full.
-_RESERVE = Script(
-    _NOW
-    + """
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
-if ARGV[1] ~= '' and redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[1]) then return -1 end
-redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), ARGV[3])
-if ARGV[4] == '1' then redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
-return now
-"""
-)
-
-# KEYS: rec; ARGV: json, owner, idle_ms
-_CREATE_ONE = Script(
-    """
-if redis.call('EXISTS', KEYS[1]) == 1 then return -3 end
-redis.call('HSET', KEYS[1], 'r', ARGV[1], 'o', ARGV[2])
-redis.call('PEXPIRE', KEYS[1], ARGV[3])
-return 1
-"""
-)
-
-# KEYS: rec; ARGV: idle_ms, slack_ms. {json or 0, owner, now when refreshed else 0}
-_GET_ONE = Script(
-    """
-local r = redis.call('HGET', KEYS[1], 'r')
-if not r then return {0, '', 0} end
-if redis.call('PTTL', KEYS[1]) >= tonumber(ARGV[1]) - tonumber(ARGV[2]) then return {r, '', 0} end
-local t = redis.call('TIME')
-redis.call('PEXPIRE', KEYS[1], ARGV[1])
-return {r, redis.call('HGET', KEYS[1], 'o') or '', t[1] * 1000 + math.floor(t[2] / 1000)}
-"""
-)
-
-# KEYS: set; ARGV: score, id, idle_ms, expire the set ('1' / '')
-_BUMP = Script(
-    """
-redis.call('ZADD', KEYS[1], 'XX', ARGV[1], ARGV[2])
-if ARGV[4] == '1' then redis.call('PEXPIRE', KEYS[1], ARGV[3]) end
-return 1
-"""
-)
-
-# KEYS: rec, lease. {1, owner} when the record was there, else 0
-_DELETE_ONE = Script(
-    """
-local owner = redis.call('HGET', KEYS[1], 'o')
-redis.call('DEL', KEYS[2])
-if not owner then return 0 end
-redis.call('DEL', KEYS[1])
-return {1, owner}
-"""
-)
-
-# KEYS: lease, rec; ARGV: token, lease_ms, idle_ms. {1, owner, now} or 0 when the lease was lost
-_RENEW_ONE = Script(
-    """
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
-if redis.call('EXISTS', KEYS[2]) == 0 then return 0 end
-redis.call('PEXPIRE', KEYS[1], ARGV[2])
-redis.call('PEXPIRE', KEYS[2], ARGV[3])
-local t = redis.call('TIME')
-return {1, redis.call('HGET', KEYS[2], 'o') or '', t[1] * 1000 + math.floor(t[2] / 1000)}
-"""
-)
-
 
 def _ms(seconds: float) -> int:
     return max(1, round(seconds * 1000))
@@ -318,7 +119,7 @@ class RedisSessionStore:
         self.cluster = link.target.sharded
         # one Redis: the lookups of concurrent requests in one script call; a cluster: one per lookup, on its slot
         self._lookups = (
-            None if self.cluster else link.batcher(_WHAT, _GET, fixed_key=k.all, argv=[self.idle_ms, self.slack_ms, k.own, len(k.rec)])
+            None if self.cluster else link.batcher(_WHAT, lua.GET, fixed_key=k.all, argv=[self.idle_ms, self.slack_ms, k.own, len(k.rec)])
         )
         self._by_master: dict[str, KeyBatcher] = {}  # a cluster: the lookups of each master
 
@@ -332,7 +133,7 @@ class RedisSessionStore:
         limit = "" if self.max_per_owner is None else str(self.max_per_owner)
         now = await self.link.eval(
             _WHAT,
-            _CREATE,
+            lua.CREATE,
             [k.rec + record.id, k.all, k.own + owner],
             [_record_json(record), owner, self.idle_ms, self.max_sessions, limit, record.id],
             idempotent=False,
@@ -351,20 +152,20 @@ class RedisSessionStore:
     async def _create_split(self, record: SessionRecord) -> None:
         """:meth:`create` on a cluster: reserve a place in each counting set, then write the record."""
         k, owner, sid = self.keys, record.owner or "", record.id
-        now = int(await self.link.eval(_WHAT, _RESERVE, [k.all], [self.max_sessions, self.idle_ms, sid, ""], idempotent=True))
+        now = int(await self.link.eval(_WHAT, lua.RESERVE, [k.all], [self.max_sessions, self.idle_ms, sid, ""], idempotent=True))
         if now < 0:
             return self._created(record, -1)
         taken = [k.all]
         try:
             if owner:
                 limit = "" if self.max_per_owner is None else self.max_per_owner
-                mine = int(await self.link.eval(_WHAT, _RESERVE, [k.owner(owner)], [limit, self.idle_ms, sid, "1"], idempotent=True))
+                mine = int(await self.link.eval(_WHAT, lua.RESERVE, [k.owner(owner)], [limit, self.idle_ms, sid, "1"], idempotent=True))
                 if mine < 0:
                     await self._unreserve(taken, sid)
                     return self._created(record, -2)
                 taken.append(k.owner(owner))
             done = int(
-                await self.link.eval(_WHAT, _CREATE_ONE, [k.record(sid)], [_record_json(record), owner, self.idle_ms], idempotent=False)
+                await self.link.eval(_WHAT, lua.CREATE_ONE, [k.record(sid)], [_record_json(record), owner, self.idle_ms], idempotent=False)
             )
         except McpError:
             await self._unreserve(taken, sid)
@@ -384,7 +185,7 @@ class RedisSessionStore:
         sets = [(self.keys.all, "")] + ([(self.keys.owner(owner), "1")] if owner else [])
         for key, expire in sets:
             with contextlib.suppress(McpError):
-                await self.link.eval(_WHAT, _BUMP, [key], [score, session_id, self.idle_ms, expire], idempotent=True)
+                await self.link.eval(_WHAT, lua.BUMP, [key], [score, session_id, self.idle_ms, expire], idempotent=True)
 
     async def get(self, session_id: str) -> SessionRecord | None:
         """The record (its idle expiry restarted on every replica), None when unknown or expired.
@@ -402,7 +203,7 @@ class RedisSessionStore:
         return _record_of(session_id, raw) if isinstance(raw, str) else None
 
     async def _lookup_on_its_master(self, session_id: str) -> Any:
-        """On a cluster: ``_GET_ONE`` of the record, with the other lookups of this moment that
+        """On a cluster: ``lua.GET_ONE`` of the record, with the other lookups of this moment that
         go to the same master (pipelined on a connection of its own: :mod:`.autopipe`). A
         redirect (``MOVED`` after a failover), an error reply or a broken connection sends it
         once more through the cluster client, which follows the redirect and reloads its slot map."""
@@ -416,27 +217,27 @@ class RedisSessionStore:
             batcher = self._by_master.get(node.name)
             if batcher is None:
                 batcher = self._by_master[node.name] = self.link.batcher(
-                    _WHAT, _GET_ONE, fixed_key="", argv=[self.idle_ms, self.slack_ms], node=(node.host, int(node.port))
+                    _WHAT, lua.GET_ONE, fixed_key="", argv=[self.idle_ms, self.slack_ms], node=(node.host, int(node.port))
                 )
             try:
                 return await batcher.run(key)
             except (RedisError, McpError):
                 cluster._initialize = True  # the slot map may be stale: the cluster client reloads it
-        return await self.link.eval(_WHAT, _GET_ONE, [key], [self.idle_ms, self.slack_ms], idempotent=True)
+        return await self.link.eval(_WHAT, lua.GET_ONE, [key], [self.idle_ms, self.slack_ms], idempotent=True)
 
     async def update(self, record: SessionRecord) -> None:
         """Persist changed fields (``log_level``) of a live record; a gone one stays gone."""
-        await self.link.eval(_WHAT, _UPDATE, [self.keys.record(record.id)], [_record_json(record)], idempotent=True)
+        await self.link.eval(_WHAT, lua.UPDATE, [self.keys.record(record.id)], [_record_json(record)], idempotent=True)
 
     async def delete(self, session_id: str) -> bool:
         """End a session (its lease too); False when it was unknown."""
         k = self.keys
         if not self.cluster:
             n = await self.link.eval(
-                _WHAT, _DELETE, [k.rec + session_id, k.all, k.lease + session_id], [session_id, k.own], idempotent=True
+                _WHAT, lua.DELETE, [k.rec + session_id, k.all, k.lease + session_id], [session_id, k.own], idempotent=True
             )
             return n == 1
-        found = await self.link.eval(_WHAT, _DELETE_ONE, [k.record(session_id), k.lease_of(session_id)], [], idempotent=True)
+        found = await self.link.eval(_WHAT, lua.DELETE_ONE, [k.record(session_id), k.lease_of(session_id)], [], idempotent=True)
         if not isinstance(found, list):
             return False
         owner = str(cast("list[Any]", found)[1])
@@ -479,14 +280,14 @@ class RedisLeases:
         (``force``: a resume takes it over regardless)."""
         k = self.store.keys
         keys = [k.lease_of(session_id), k.record(session_id)]
-        return await self.link.eval(_WHAT, _ACQUIRE, keys, [token, self.lease_ms, "1" if force else ""], idempotent=True) == 1
+        return await self.link.eval(_WHAT, lua.ACQUIRE, keys, [token, self.lease_ms, "1" if force else ""], idempotent=True) == 1
 
     async def renew(self, session_id: str, token: str) -> bool:
         """Extend ``token``'s lease and the session's idle expiry; False when the lease was lost."""
         k = self.store.keys
         if self.store.cluster:
             found = await self.link.eval(
-                _WHAT, _RENEW_ONE, [k.lease_of(session_id), k.record(session_id)], [token, self.lease_ms, self.store.idle_ms], idempotent=True
+                _WHAT, lua.RENEW_ONE, [k.lease_of(session_id), k.record(session_id)], [token, self.lease_ms, self.store.idle_ms], idempotent=True
             )
             if not isinstance(found, list):
                 return False
@@ -495,7 +296,7 @@ class RedisLeases:
             return True
         n = await self.link.eval(
             _WHAT,
-            _RENEW,
+            lua.RENEW,
             [k.lease + session_id, k.rec + session_id, k.all],
             [token, self.lease_ms, self.store.idle_ms, session_id, k.own],
             idempotent=True,
@@ -504,12 +305,12 @@ class RedisLeases:
 
     async def release(self, session_id: str, token: str) -> None:
         """Give the lease up (only when ``token`` still holds it)."""
-        await self.link.eval(_WHAT, _RELEASE, [self.store.keys.lease_of(session_id)], [token], idempotent=True)
+        await self.link.eval(_WHAT, lua.RELEASE, [self.store.keys.lease_of(session_id)], [token], idempotent=True)
 
     async def note_get_stream(self, session_id: str, stream_id: str) -> None:
         """Record that ``stream_id`` is a GET stream of the session (so any replica resuming it
         continues on the session's current GET stream once it is replayed)."""
-        await self.link.eval(_WHAT, _NOTE, [self.store.keys.record(session_id)], [f"g:{stream_id}"], idempotent=True)
+        await self.link.eval(_WHAT, lua.NOTE, [self.store.keys.record(session_id)], [f"g:{stream_id}"], idempotent=True)
 
     async def is_get_stream(self, session_id: str, stream_id: str) -> bool:
         """Whether ``stream_id`` was opened as a GET stream of the session (on any replica)."""
