@@ -234,3 +234,20 @@ async def test_the_subscription_registry_contract(link: RedisLink) -> None:
     await registry.drop_session("s-bob")
     assert await registry.subscribers("note://a") == []
     assert await registry.uris("s-bob") == []
+
+
+async def test_an_append_sent_again_after_its_reply_was_lost_is_stored_once(link: RedisLink, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An append is retried once after a broken connection (issue 21): its nonce makes the second
+    attempt answer the first one's sequence instead of storing the event twice."""
+    from fastapi_mcp_ctx._replicas import redis_events
+
+    store = RedisEventStore(link)
+    key = StreamKey("s1", new_stream_id())
+    await store.open(key)
+    monkeypatch.setattr(redis_events.secrets, "token_hex", lambda _n: "0123456789abcdef")
+    assert [await store.append(key, b'{"a":1}') for _ in range(2)] == [1, 1]  # the same append twice: stored once
+    monkeypatch.setattr(redis_events.secrets, "token_hex", lambda _n: "fedcba9876543210")
+    assert await store.append(key, b'{"b":2}', last=True) == 2
+    assert await store.append(key, b'{"b":2}', last=True) == 2  # even once it ended the stream
+    page = await store.read(key, 0)
+    assert [(e.seq, e.data) for e in page.events] == [(1, b'{"a":1}'), (2, b'{"b":2}')] and page.ended

@@ -130,16 +130,33 @@ return 1
 )
 
 # KEYS: meta, stream, set, pointer; ARGV: data, has_data, last, max_events, max_age_ms, live_ttl_ms, ended_ttl_ms, broadcast
+# ARGV[9]: the append's nonce. The meta's 'n' keeps the last 8 appends as 'nonce=seq,…': an
+# append sent again after its reply was lost answers its first sequence and adds nothing.
 APPEND = Script(
     NOW
     + ADD
     + """
+local nonce = ARGV[9]
+if nonce ~= '' then
+  local seen = ',' .. (redis.call('HGET', KEYS[1], 'n') or '') .. ','
+  local at = string.find(seen, ',' .. nonce .. '=', 1, true)
+  if at then return tonumber(string.match(string.sub(seen, at + #nonce + 2), '^(%d+)')) end
+end
 if redis.call('HGET', KEYS[1], 'end') ~= '0' then return -1 end
 if ARGV[8] ~= '0' then
   if tonumber(ARGV[8]) <= tonumber(redis.call('HGET', KEYS[1], 'bm') or '0') then return 0 end
   redis.call('HSET', KEYS[1], 'bm', ARGV[8])
 end
 local seq = add(KEYS[1], KEYS[2], ARGV[1], ARGV[2], ARGV[4], ARGV[5])
+if nonce ~= '' then
+  local kept, n = {nonce .. '=' .. seq}, 1
+  for item in string.gmatch(redis.call('HGET', KEYS[1], 'n') or '', '[^,]+') do
+    if n >= 8 then break end
+    n = n + 1
+    kept[n] = item
+  end
+  redis.call('HSET', KEYS[1], 'n', table.concat(kept, ','))
+end
 local ttl = ARGV[6]
 if ARGV[3] == '1' then
   redis.call('HSET', KEYS[1], 'end', 1)

@@ -18,7 +18,8 @@ stream's meta holds ``lost`` (its ``call_lost`` error) and ``until`` (its produc
 ms on Redis's clock, renewed by :meth:`hold`); :meth:`end_lapsed` appends ``lost`` as the last
 event once ``until`` has passed (issue 24 items 4 and 5).
 
-``append`` is one Lua script: HINCRBY the sequence, ``XADD … MAXLEN ~ <count>`` (trimming by
+``append`` is one Lua script, safe to send twice (its nonce: the meta's ``n`` holds the last 8
+appends' nonces and sequences, so a retry after a lost reply answers the first sequence): HINCRBY the sequence, ``XADD … MAXLEN ~ <count>`` (trimming by
 count), then ``XTRIM MINID`` up to the first entry younger than the age limit (trimming by
 age: the ``<ms>`` part of the ids), and refreshes the keys' expiry. A live stream's keys expire
 ``live_seconds`` after its last event (a replica that died mid-stream leaves nothing behind for
@@ -35,6 +36,7 @@ when Redis persists, ``appendonly yes``).
 
 from __future__ import annotations
 
+import secrets
 from typing import Any, Final, cast
 
 import anyio
@@ -176,8 +178,9 @@ class RedisEventStore:
                 self.live_ms,
                 self.age_ms,
                 broadcast,
+                "" if broadcast else secrets.token_hex(8),
             ],
-            idempotent=bool(broadcast),  # a broadcast's copy is kept once (bm); any other event twice would repeat it
+            idempotent=True,  # sent again once, it finds its nonce (or a broadcast its bm): stored once
         )
         if int(seq) < 0:
             raise UnknownStreamError(key.stream_id)
