@@ -281,12 +281,18 @@ class McpRouter(ToolRoutes, FeatureRoutes, APIRouter):
                 yield
                 await mcp_router.aclose()
 
+        Also the shared session store when there is one (``MCP_SESSION_STORE_URL=redis…``).
+
         Raises:
             ConfigurationError: e.g. the SQL schema is missing or outdated; the message names
-                ``fastapi-mcp-ctx migrate``.
+                ``fastapi-mcp-ctx migrate``; a ``redis://`` URL names a node of a Redis Cluster
+                (the message names ``redis+cluster://``).
             StateUnavailableError: the backend cannot be reached.
         """
         await self.state_backend.check()
+        store_check = getattr(self.sessions, "check", None)
+        if store_check is not None:
+            await store_check()
 
     # -- server-initiated notifications (spec 2025-11-25 basic/transports §Listening,
     #    2026-07-28 basic/patterns/subscriptions; see _transport/notifications.py) ---------

@@ -55,8 +55,8 @@ class McpSettings(BaseSettings):
         allowed_hosts / allowed_origins: DNS-rebinding allow-lists; ``host:*`` admits any port.
             ``None`` means: on for loopback binds (127.0.0.1, localhost, [::1]), off otherwise.
         dns_rebinding_protection: force the Host/Origin check on or off; ``None`` = automatic.
-        storage_url: ``ctx.state`` backend: ``memory://``, ``redis://…``, ``sqlite+aiosqlite:///…``,
-            ``postgresql+asyncpg://…``.
+        storage_url: ``ctx.state`` backend: ``memory://``, ``redis://…``, ``redis+cluster://…``,
+            ``redis+sentinel://…``, ``sqlite+aiosqlite:///…``, ``postgresql+asyncpg://…``.
         storage_create_tables: create SQL tables on first use (only meant for embedded SQLite).
         auth_mode: ``none`` (no authentication, remote callers admitted), ``jwt`` (bearer JWTs
             verified against ``jwt_jwks_url`` or, in development, ``jwt_secret``), ``oauth``
@@ -113,8 +113,10 @@ class McpSettings(BaseSettings):
             ``ctx.request_input`` (each round asks, then re-enters the handler); one more ends the
             call with ``input_rounds_exceeded``.
         session_store_url: where 2025 sessions, the SSE event log and the replica bus live:
-            ``memory://`` (this process) or ``redis://host:port/db`` / ``rediss://…`` (shared by
-            every replica; needs the ``redis`` extra). See docs/architecture.md "Replicas".
+            ``memory://`` (this process) or ``redis://host:port/db`` / ``rediss://…``,
+            ``redis+cluster://host:port[,host:port…]`` (a Redis Cluster),
+            ``redis+sentinel://host:port[,…]/master-name/db`` (behind Sentinel), shared by every
+            replica; needs the ``redis`` extra. See docs/deployment.md "Redis Cluster and Sentinel".
         session_store_namespace: prefix of every Redis key and channel of the session store.
         session_lease_seconds: a replica's hold on a session's GET stream lasts this long
             (seconds) without renewal, so after a replica dies its sessions' GET streams can be

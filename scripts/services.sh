@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Local Redis + PostgreSQL for the state-backend tests and benchmarks; nginx for the replica tests.
 #
-#   scripts/services.sh start [redis|postgres|nginx]   install when absent, start, wait until ready
-#   scripts/services.sh stop  [redis|postgres]   stop (data kept under .services/)
+#   scripts/services.sh start [redis|postgres|nginx|redis-cluster|redis-sentinel]
+#                                                install when absent, start, wait until ready
+#   scripts/services.sh stop  [redis|postgres|redis-cluster|redis-sentinel]   stop (data kept under .services/)
 #   scripts/services.sh status                   exit 0 when both answer
 #   scripts/services.sh env                      print the MCP_TEST_*_URL exports
 #
@@ -20,6 +21,14 @@ SERVICES="$ROOT/.services"
 REDIS_PORT="${MCP_REDIS_PORT:-56379}"
 PG_PORT="${MCP_PG_PORT:-55432}"
 PG_DB="mcp_test"
+# Redis Cluster: three masters, one replica each (ports BASE..BASE+5, the masters first);
+# Sentinel: a master, its replica (DATA, DATA+1) and three sentinels (SENT..SENT+2), master name 'mcp'.
+CLUSTER_BASE="${MCP_REDIS_CLUSTER_PORT:-57001}"
+CLUSTER_NODE_TIMEOUT_MS=3000
+SENTINEL_DATA_PORT="${MCP_REDIS_SENTINEL_DATA_PORT:-57101}"
+SENTINEL_PORT="${MCP_REDIS_SENTINEL_PORT:-57111}"
+SENTINEL_MASTER="mcp"
+SENTINEL_DOWN_MS=3000
 WAIT_SECONDS=30
 
 # Where a service keeps its data: <repo>/.services/<name>, unless the service's own user
@@ -114,6 +123,132 @@ stop_redis() {
         sleep 0.1
     done
     die "redis on port $REDIS_PORT did not stop"
+}
+
+# ------------------------------------------------- redis cluster and sentinel (issue 21)
+# Each node is its own redis-server (as the 'redis' user when root), daemonized, its data in
+# <base>/<port>/. `start` starts the nodes that do not answer (a node killed by a failover test
+# comes back and rejoins as a replica), then forms the cluster / configures the sentinels once.
+ping_port() { [ "$(redis-cli -h 127.0.0.1 -p "$1" ping 2>/dev/null || true)" = "PONG" ]; }
+
+start_node() {  # start_node <base dir> <port> <redis-server args...>
+    local base="$1" port="$2"; shift 2
+    ping_port "$port" && return 0
+    local dir="$base/$port" user_args=()
+    mkdir -p "$dir"
+    if is_root && id redis >/dev/null 2>&1; then
+        chown -R redis: "$base"
+        user_args=(runuser -u redis --)
+    fi
+    "${user_args[@]}" redis-server "$@" --bind 127.0.0.1 --port "$port" --dir "$dir" --daemonize yes \
+        --pidfile "$dir/redis.pid" --logfile "$dir/redis.log" --protected-mode yes </dev/null >/dev/null
+}
+
+wait_ports() {  # wait_ports <what> <port>...
+    local what="$1" port i; shift
+    for port in "$@"; do
+        for ((i = 0; i < WAIT_SECONDS * 10; i++)); do
+            ping_port "$port" && break
+            sleep 0.1
+        done
+        ping_port "$port" || die "$what on 127.0.0.1:$port did not answer PING within ${WAIT_SECONDS}s"
+    done
+}
+
+cluster_ports() { local i; for ((i = 0; i < 6; i++)); do printf '%s ' $((CLUSTER_BASE + i)); done; }
+
+start_cluster() {
+    command -v redis-server >/dev/null && command -v redis-cli >/dev/null || apt_install redis-server
+    # the folder of the running cluster (started by any checkout), so a killed node comes back with its data
+    local base port; base="$(remembered_dir "redis-cluster-$CLUSTER_BASE" || svc_base redis-cluster redis)"
+    remember_dir "redis-cluster-$CLUSTER_BASE" "$base"
+    for port in $(cluster_ports); do
+        # appendonly: a node killed with kill -9 comes back with what it acknowledged
+        # the cluster bus port is the data port - 10000 (port + 10000, the default, is past 65535);
+        # require-full-coverage no: a master down with no replica to promote stops its slots only
+        start_node "$base" "$port" --cluster-enabled yes --cluster-config-file nodes.conf --cluster-port $((port - 10000)) \
+            --cluster-node-timeout "$CLUSTER_NODE_TIMEOUT_MS" --cluster-require-full-coverage no \
+            --appendonly yes --save ""
+    done
+    # shellcheck disable=SC2046
+    wait_ports "redis cluster node" $(cluster_ports)
+    local assigned
+    assigned="$(redis-cli -h 127.0.0.1 -p "$CLUSTER_BASE" cluster info | tr -d '\r' | sed -n 's/^cluster_slots_assigned://p')"
+    if [ "${assigned:-0}" = 0 ]; then
+        local nodes=() p
+        for p in $(cluster_ports); do nodes+=("127.0.0.1:$p"); done
+        redis-cli --cluster create "${nodes[@]}" --cluster-replicas 1 --cluster-yes </dev/null \
+            >"$base/create.log" 2>&1 || die "redis-cli --cluster create failed (see $base/create.log)"
+    fi
+    local i state=""
+    for ((i = 0; i < WAIT_SECONDS * 10; i++)); do
+        state="$(redis-cli -h 127.0.0.1 -p "$CLUSTER_BASE" cluster info | tr -d '\r' | sed -n 's/^cluster_state://p')"
+        [ "$state" = ok ] && return 0
+        sleep 0.1
+    done
+    die "redis cluster on 127.0.0.1:$CLUSTER_BASE.. is not ok within ${WAIT_SECONDS}s (cluster_state:$state)"
+}
+
+stop_ports() {
+    local port
+    for port in "$@"; do
+        ping_port "$port" && redis-cli -h 127.0.0.1 -p "$port" shutdown nosave >/dev/null 2>&1 || true
+    done
+}
+
+sentinel_ports() { printf '%s %s %s' "$SENTINEL_PORT" $((SENTINEL_PORT + 1)) $((SENTINEL_PORT + 2)); }
+
+start_sentinel() {
+    command -v redis-server >/dev/null && command -v redis-cli >/dev/null || apt_install redis-server
+    local base; base="$(remembered_dir "redis-sentinel-$SENTINEL_PORT" || svc_base redis-sentinel redis)"
+    remember_dir "redis-sentinel-$SENTINEL_PORT" "$base"
+    local master="$SENTINEL_DATA_PORT" replica=$((SENTINEL_DATA_PORT + 1)) port
+    # Which data node is master now (a failover may have swapped them): the sentinels know.
+    local current=""
+    for port in $(sentinel_ports); do
+        current="$(redis-cli -h 127.0.0.1 -p "$port" sentinel get-master-addr-by-name "$SENTINEL_MASTER" 2>/dev/null | sed -n 2p || true)"
+        [ -n "$current" ] && break
+    done
+    [ -n "$current" ] || current="$master"
+    for port in "$master" "$replica"; do
+        if [ "$port" = "$current" ]; then
+            start_node "$base" "$port" --appendonly yes --save ""
+        else
+            start_node "$base" "$port" --appendonly yes --save "" --replicaof 127.0.0.1 "$current"
+        fi
+    done
+    wait_ports "redis (sentinel group)" "$master" "$replica"
+    # Debian's redis-server package has no redis-sentinel binary: `redis-server <conf> --sentinel`.
+    for port in $(sentinel_ports); do
+        local conf="$base/$port/sentinel.conf"
+        mkdir -p "$base/$port"
+        if [ ! -s "$conf" ]; then
+            cat > "$conf" <<CONF
+port $port
+bind 127.0.0.1
+sentinel resolve-hostnames no
+sentinel monitor $SENTINEL_MASTER 127.0.0.1 $master 2
+sentinel down-after-milliseconds $SENTINEL_MASTER $SENTINEL_DOWN_MS
+sentinel failover-timeout $SENTINEL_MASTER 10000
+sentinel parallel-syncs $SENTINEL_MASTER 1
+CONF
+        fi
+        if ! ping_port "$port"; then
+            local user_args=()
+            if is_root && id redis >/dev/null 2>&1; then chown -R redis: "$base"; user_args=(runuser -u redis --); fi
+            "${user_args[@]}" redis-server "$conf" --sentinel --daemonize yes --dir "$base/$port" \
+                --pidfile "$base/$port/sentinel.pid" --logfile "$base/$port/sentinel.log" </dev/null >/dev/null
+        fi
+    done
+    # shellcheck disable=SC2046
+    wait_ports "redis sentinel" $(sentinel_ports)
+    local i ok=""
+    for ((i = 0; i < WAIT_SECONDS * 10; i++)); do
+        ok="$(redis-cli -h 127.0.0.1 -p "$SENTINEL_PORT" sentinel ckquorum "$SENTINEL_MASTER" 2>/dev/null || true)"
+        case "$ok" in OK*) return 0 ;; esac
+        sleep 0.1
+    done
+    die "redis sentinel quorum for '$SENTINEL_MASTER' not reached within ${WAIT_SECONDS}s ($ok)"
 }
 
 # -------------------------------------------------------------------------- postgres
@@ -218,6 +353,10 @@ ensure_nginx() {
 
 print_env() {
     printf 'export MCP_TEST_REDIS_URL=redis://127.0.0.1:%s/0\n' "$REDIS_PORT"
+    printf 'export MCP_TEST_REDIS_CLUSTER_URL=redis+cluster://127.0.0.1:%s,127.0.0.1:%s,127.0.0.1:%s\n' \
+        "$CLUSTER_BASE" $((CLUSTER_BASE + 1)) $((CLUSTER_BASE + 2))
+    printf 'export MCP_TEST_REDIS_SENTINEL_URL=redis+sentinel://127.0.0.1:%s,127.0.0.1:%s,127.0.0.1:%s/%s/0\n' \
+        "$SENTINEL_PORT" $((SENTINEL_PORT + 1)) $((SENTINEL_PORT + 2)) "$SENTINEL_MASTER"
     printf 'export MCP_TEST_POSTGRES_URL=postgresql+asyncpg://postgres@127.0.0.1:%s/%s\n' "$PG_PORT" "$PG_DB"
     local nginx
     if nginx="$(find_nginx)"; then printf 'export MCP_TEST_NGINX=%s\n' "$nginx"; fi
@@ -231,24 +370,35 @@ PG_LOG="$PG_BASE/postgres.log"
 
 cmd="${1:-}"
 what="${2:-all}"
-case "$what" in all | redis | postgres | nginx) ;; *) die "unknown service '$what' (redis, postgres, nginx)";; esac
+case "$what" in all | redis | postgres | nginx | redis-cluster | redis-sentinel) ;;
+    *) die "unknown service '$what' (redis, postgres, nginx, redis-cluster, redis-sentinel)";; esac
 case "$cmd" in
     start)
         if [ "$what" = all ] || [ "$what" = redis ]; then start_redis; fi
         if [ "$what" = all ] || [ "$what" = postgres ]; then start_postgres; fi
         if [ "$what" = all ] || [ "$what" = nginx ]; then ensure_nginx; fi
+        if [ "$what" = all ] || [ "$what" = redis-cluster ]; then start_cluster; fi
+        if [ "$what" = all ] || [ "$what" = redis-sentinel ]; then start_sentinel; fi
         ;;
     stop)
         if [ "$what" = all ] || [ "$what" = redis ]; then stop_redis; fi
         if [ "$what" = all ] || [ "$what" = postgres ]; then stop_postgres; fi
+        # shellcheck disable=SC2046
+        if [ "$what" = all ] || [ "$what" = redis-cluster ]; then stop_ports $(cluster_ports); fi
+        # shellcheck disable=SC2046
+        if [ "$what" = all ] || [ "$what" = redis-sentinel ]; then
+            stop_ports $(sentinel_ports) "$SENTINEL_DATA_PORT" $((SENTINEL_DATA_PORT + 1))
+        fi
         ;;
     status)
         ok=0
         if [ "$what" = all ] || [ "$what" = redis ]; then redis_ready || ok=1; fi
         if [ "$what" = all ] || [ "$what" = postgres ]; then { find_pg_bin && pg_ready; } || ok=1; fi
         if [ "$what" = all ] || [ "$what" = nginx ]; then find_nginx >/dev/null || ok=1; fi
+        if [ "$what" = all ] || [ "$what" = redis-cluster ]; then ping_port "$CLUSTER_BASE" || ok=1; fi
+        if [ "$what" = all ] || [ "$what" = redis-sentinel ]; then ping_port "$SENTINEL_PORT" || ok=1; fi
         exit "$ok"
         ;;
     env) print_env ;;
-    *) die "usage: $0 {start|stop|status|env} [redis|postgres|nginx]" ;;
+    *) die "usage: $0 {start|stop|status|env} [redis|postgres|nginx|redis-cluster|redis-sentinel]" ;;
 esac

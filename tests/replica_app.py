@@ -28,9 +28,22 @@ ENDED: list[tuple[str, str]] = []
 
 def redis_url() -> str:
     """The test Redis (skip without it; fail under ``MCP_REQUIRE_SERVICES=1``)."""
-    url = os.environ.get("MCP_TEST_REDIS_URL")
+    return deployment_url("single")
+
+
+DEPLOYMENTS = ["single", "cluster", "sentinel"]
+"""The Redis deployments of ``scripts/services.sh`` (issue 21): one server, a three-master
+cluster, a sentinel group; a fixture parametrised over them runs its tests on each."""
+
+_DEPLOYMENT_ENV = {"single": "MCP_TEST_REDIS_URL", "cluster": "MCP_TEST_REDIS_CLUSTER_URL", "sentinel": "MCP_TEST_REDIS_SENTINEL_URL"}
+
+
+def deployment_url(kind: str) -> str:
+    """The URL of one test deployment (skip without it; fail under ``MCP_REQUIRE_SERVICES=1``)."""
+    var = _DEPLOYMENT_ENV[kind]
+    url = os.environ.get(var)
     if not url:
-        msg = "MCP_TEST_REDIS_URL is not set: run `scripts/services.sh start` and `eval \"$(scripts/services.sh env)\"`"
+        msg = f"{var} is not set: run `scripts/services.sh start` and `eval \"$(scripts/services.sh env)\"`"
         if os.environ.get("MCP_REQUIRE_SERVICES") == "1":
             pytest.fail(f"MCP_REQUIRE_SERVICES=1 but {msg}")
         pytest.skip(msg)

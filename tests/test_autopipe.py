@@ -26,6 +26,7 @@ from fastapi_mcp_ctx._replicas.autopipe import KeyBatcher
 from fastapi_mcp_ctx._replicas.link import RedisLink
 from fastapi_mcp_ctx._replicas.redis_sessions import RedisSessionStore
 from fastapi_mcp_ctx._transport.sessions import SessionRecord
+from fastapi_mcp_ctx.backends._redis_url import parse_redis_url
 from fastapi_mcp_ctx.errors import StateUnavailableError
 
 pytestmark = pytest.mark.redis
@@ -149,7 +150,7 @@ async def test_a_batch_is_bounded_in_keys() -> None:
     with own_redis() as redis:
         async with store_on(redis) as store:
             store._lookups = batcher = KeyBatcher(  # pyright: ignore[reportPrivateUsage]
-                redis.url,
+                parse_redis_url(redis.url),
                 batcher_of(store).script,
                 fixed_key=batcher_of(store).fixed_key,
                 argv=batcher_of(store).argv,

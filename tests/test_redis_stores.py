@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator
 
 import anyio
 import pytest
-from replica_app import redis_url
+from replica_app import DEPLOYMENTS, deployment_url
 
 from fastapi_mcp_ctx._replicas.link import RedisLink
 from fastapi_mcp_ctx._replicas.redis_events import RedisEventStore
@@ -25,14 +25,16 @@ from fastapi_mcp_ctx.settings import McpSettings
 pytestmark = pytest.mark.redis
 
 
-@pytest.fixture
-async def link() -> AsyncIterator[RedisLink]:
+@pytest.fixture(params=DEPLOYMENTS)
+async def link(request: pytest.FixtureRequest) -> AsyncIterator[RedisLink]:
+    """A link to one Redis, to the cluster and to the sentinel group (issue 21): the same
+    contract on each, so a key layout that crosses slots fails here (CROSSSLOT), not in production."""
     namespace = f"u{uuid.uuid4().hex[:10]}:"
-    link = RedisLink(redis_url(), namespace=namespace)
+    link = RedisLink(deployment_url(str(request.param)), namespace=namespace)
     yield link
     keys = [k async for k in link.commands().redis.scan_iter(match=f"{namespace}*")]
-    if keys:
-        await link.call("test", "DEL", *keys)
+    for key in keys:  # one by one: on a cluster they are on several slots
+        await link.call("test", "DEL", key)
     await link.aclose()
 
 
@@ -59,16 +61,16 @@ async def test_records_round_trip_update_and_delete(link: RedisLink) -> None:
 # closer, as if that much time had passed, so no assertion rests on how long a sleep really took
 # on a loaded machine (issue 24 item 14). Redis keeps its own clock (TIME) for the scripts; the
 # margins against it (tens of seconds) are far beyond any scheduling delay.
+# One key per call: on a cluster the record and lease share a slot, the counting sets do not.
 _AGE = """
 local ms = tonumber(ARGV[1])
-for i = 1, 2 do
-  local ttl = redis.call('PTTL', KEYS[i])
+if ARGV[3] == 'ttl' then
+  local ttl = redis.call('PTTL', KEYS[1])
   if ttl > 0 then
-    if ttl - ms > 0 then redis.call('PEXPIRE', KEYS[i], ttl - ms) else redis.call('DEL', KEYS[i]) end
+    if ttl - ms > 0 then redis.call('PEXPIRE', KEYS[1], ttl - ms) else redis.call('DEL', KEYS[1]) end
   end
-end
-for i = 3, #KEYS do
-  if redis.call('ZSCORE', KEYS[i], ARGV[2]) then redis.call('ZINCRBY', KEYS[i], -ms, ARGV[2]) end
+elseif redis.call('ZSCORE', KEYS[1], ARGV[2]) then
+  redis.call('ZINCRBY', KEYS[1], -ms, ARGV[2])
 end
 return 1
 """
@@ -76,9 +78,11 @@ return 1
 
 async def age(store: RedisSessionStore, session_id: str, seconds: float, owner: str | None = None) -> None:
     """Make ``seconds`` pass for ``session_id``'s record, its GET lease and its expiry scores."""
-    k = store.keys
-    keys = [k.rec + session_id, k.lease + session_id, k.all] + ([k.own + owner] if owner else [])
-    await store.link.call("test", "EVAL", _AGE, len(keys), *keys, round(seconds * 1000), session_id)
+    k, ms = store.keys, round(seconds * 1000)
+    for key in (k.record(session_id), k.lease_of(session_id)):
+        await store.link.call("test", "EVAL", _AGE, 1, key, ms, session_id, "ttl")
+    for key in [k.all] + ([k.owner(owner)] if owner else []):
+        await store.link.call("test", "EVAL", _AGE, 1, key, ms, session_id, "score")
 
 
 async def test_idle_expiry_is_restarted_by_use_and_frees_its_place(link: RedisLink) -> None:
@@ -230,3 +234,20 @@ async def test_the_subscription_registry_contract(link: RedisLink) -> None:
     await registry.drop_session("s-bob")
     assert await registry.subscribers("note://a") == []
     assert await registry.uris("s-bob") == []
+
+
+async def test_an_append_sent_again_after_its_reply_was_lost_is_stored_once(link: RedisLink, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An append is retried once after a broken connection (issue 21): its nonce makes the second
+    attempt answer the first one's sequence instead of storing the event twice."""
+    from fastapi_mcp_ctx._replicas import redis_events
+
+    store = RedisEventStore(link)
+    key = StreamKey("s1", new_stream_id())
+    await store.open(key)
+    monkeypatch.setattr(redis_events.secrets, "token_hex", lambda _n: "0123456789abcdef")
+    assert [await store.append(key, b'{"a":1}') for _ in range(2)] == [1, 1]  # the same append twice: stored once
+    monkeypatch.setattr(redis_events.secrets, "token_hex", lambda _n: "fedcba9876543210")
+    assert await store.append(key, b'{"b":2}', last=True) == 2
+    assert await store.append(key, b'{"b":2}', last=True) == 2  # even once it ended the stream
+    page = await store.read(key, 0)
+    assert [(e.seq, e.data) for e in page.events] == [(1, b'{"a":1}'), (2, b'{"b":2}')] and page.ended

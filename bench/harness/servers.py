@@ -38,6 +38,9 @@ REDIS_SESSIONS = {"MCP_SESSION_STORE_URL": SESSION_STORE_URL, "MCP_REQUEST_STATE
 # docs/deployment.md's advice for Redis sessions (requests wait mid-flight); BENCH_GC_FREEZE=0 measures without.
 REDIS_SESSIONS["MCP_GC_FREEZE"] = os.environ.get("BENCH_GC_FREEZE", "1")
 ENV_PROJECT_REDIS = {**ENV_PROJECT, "s": {**STATEFUL, **REDIS_SESSIONS}}
+# Sessions on a Redis Cluster (issue 21): BENCH_CLUSTER_URL, default the cluster of scripts/services.sh.
+CLUSTER_URL = os.environ.get("BENCH_CLUSTER_URL", "redis+cluster://127.0.0.1:57001,127.0.0.1:57002,127.0.0.1:57003")
+ENV_PROJECT_CLUSTER = {**ENV_PROJECT, "s": {**STATEFUL, **REDIS_SESSIONS, "MCP_SESSION_STORE_URL": CLUSTER_URL}}
 OTEL = {"BENCH_OTEL": "1"}  # the OpenTelemetry SDK, exporters that drop everything (bench/servers/otel.py)
 
 
@@ -65,6 +68,9 @@ SERVERS: dict[str, ServerSpec] = {
         ServerSpec("fastapi", "bare FastAPI (ceiling)", "bench.servers.fastapi_ceiling:app", ENV_CEILING, ceiling=True),
         # -s project-redis: sessions in Redis (BENCH_SESSION_STORE_URL, default redis://127.0.0.1:6379/0)
         ServerSpec("project-redis", "fastapi-mcp-ctx, Redis sessions", "examples.bench_app:app", ENV_PROJECT_REDIS, project=True, opt_in=True),
+        # -s project-redis-cluster: sessions on a Redis Cluster (BENCH_CLUSTER_URL), beside -s project-redis
+        ServerSpec("project-redis-cluster", "fastapi-mcp-ctx, Redis Cluster sessions", "examples.bench_app:app", ENV_PROJECT_CLUSTER,
+                   project=True, opt_in=True),
         # -s project-otel: the OpenTelemetry SDK configured (BENCH_OTEL=1), beside -s project (off)
         ServerSpec("project-otel", "fastapi-mcp-ctx, OpenTelemetry SDK", "examples.bench_app:app", ENV_PROJECT,
                    project=True, opt_in=True, base_env=OTEL),

@@ -32,13 +32,12 @@ from collections.abc import Callable, Sequence
 from typing import Any, Final, cast
 
 from redis.asyncio.connection import ConnectionPool
-from redis.asyncio.retry import Retry
-from redis.backoff import NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import NoScriptError, RedisError
 
 from ..backends._loops import PerLoop
 from ..backends._redis_client import Script as _Script
+from ..backends._redis_url import RedisTarget
 from ..errors import StateUnavailableError
 
 __all__ = ["MAX_BATCH", "KeyBatcher"]
@@ -53,7 +52,7 @@ class KeyBatcher:
     """One multi-key script, auto-pipelined per event loop (see the module docstring).
 
     Args:
-        url: the Redis URL (``redis://`` / ``rediss://``).
+        target: the Redis deployment (one server, or a sentinel group's master; not a cluster).
         script: the Lua script: ``KEYS[1]`` = ``fixed_key``, ``KEYS[2..]`` the batch, returning
             an array of one answer per batch key.
         fixed_key: the script's first key (shared by every batch).
@@ -62,11 +61,15 @@ class KeyBatcher:
         timeout: connect + write + read deadline of one round trip, in seconds.
         connections: round trips in flight at most, per event loop.
         max_batch: distinct keys per round trip at most.
+        node: on a Redis Cluster, the master (host, port) this batcher talks to. Keys of
+            different slots cannot share a script there, so each key gets its own ``EVALSHA``
+            (``KEYS[1]`` the key, no fixed key), all of a batch pipelined in one write; an error
+            reply (``MOVED`` after a failover) is that key's answer, raised to its caller alone.
     """
 
     def __init__(
         self,
-        url: str,
+        target: RedisTarget,
         script: _Script,
         *,
         fixed_key: str,
@@ -75,6 +78,7 @@ class KeyBatcher:
         timeout: float,
         connections: int = 2,
         max_batch: int = MAX_BATCH,
+        node: tuple[str, int] | None = None,
     ) -> None:
         if connections < 1 or max_batch < 1:
             raise ValueError("connections and max_batch must be at least 1")
@@ -84,12 +88,12 @@ class KeyBatcher:
         self.translate = translate
         self.timeout = timeout
         self.max_batch = max_batch
+        self.per_key = node is not None
         self.round_trips = 0  # sent batches (every attempt), for tests and benchmarks
-        from_url = cast("Callable[..., ConnectionPool]", getattr(ConnectionPool, "from_url"))
         # No socket timeout on the connection: one asyncio deadline per round trip instead
         # (redis-py would wrap each write in wait_for, a task per command); no retry of its own.
         def factory() -> ConnectionPool:
-            return from_url(url, decode_responses=True, socket_connect_timeout=timeout, socket_timeout=None, retry=Retry(NoBackoff(), 0))
+            return target.pool(timeout=timeout, node=node)
 
         factory()  # parses the URL now (no I/O)
         self._lanes: PerLoop[_Lane] = PerLoop(lambda: _Lane(self, factory(), connections), _Lane.aclose)
@@ -160,7 +164,11 @@ class _Lane:
                 else:
                     for waiters, answer in zip(batch.values(), answers):
                         for future in waiters:
-                            if not future.done():  # a cancelled caller
+                            if future.done():  # a cancelled caller
+                                continue
+                            if isinstance(answer, BaseException):  # per key: its own error reply
+                                future.set_exception(answer)
+                            else:
                                 future.set_result(answer)
                 batch = self._take() if self.pending else {}
         except BaseException:  # cancelled (loop ending, aclose): nobody is left waiting
@@ -170,6 +178,8 @@ class _Lane:
         self.idle.append(conn)
 
     async def _round_trip(self, conn: Any, keys: list[str]) -> list[Any]:
+        if self.batcher.per_key:
+            return await self._round_trip_per_key(conn, keys)
         b = self.batcher
         reused = conn.is_connected
         command = ("EVALSHA", b.script.sha, len(keys) + 1, b.fixed_key, *keys, *b.argv)
@@ -177,6 +187,8 @@ class _Lane:
             while True:
                 b.round_trips += 1
                 try:
+                    if not conn.is_connected:  # connect() itself: a sentinel's connection asks where the master is
+                        await conn.connect()
                     await conn.send_packed_command(conn.pack_command(*command), check_health=False)
                     answers: Any = await conn.read_response()
                 except NoScriptError:  # script cache flushed (restart, SCRIPT FLUSH): EVAL caches it
@@ -192,6 +204,40 @@ class _Lane:
                     kind = type(cast(object, answers)).__name__
                     raise RedisError(f"the batched script answered {kind}, not one answer per key")
                 return cast("list[Any]", answers)
+
+    async def _round_trip_per_key(self, conn: Any, keys: list[str]) -> list[Any]:
+        """One ``EVALSHA`` per key, pipelined: one write, then one reply per key (an error reply
+        is that key's answer). A flushed script cache resends the batch as ``EVAL``."""
+        b = self.batcher
+        reused = conn.is_connected
+        head: tuple[Any, ...] = ("EVALSHA", b.script.sha)
+        async with asyncio.timeout(b.timeout):
+            while True:
+                b.round_trips += 1
+                try:
+                    if not conn.is_connected:
+                        await conn.connect()
+                    await conn.send_packed_command(conn.pack_commands([(*head, 1, k, *b.argv) for k in keys]), check_health=False)
+                except RedisConnectionError:
+                    if not reused:
+                        raise
+                    reused = False
+                    await conn.disconnect(nowait=True)
+                    continue
+                answers: list[Any] = []
+                for _ in keys:
+                    try:
+                        answers.append(await conn.read_response())
+                    except NoScriptError as exc:
+                        answers.append(exc)
+                    except RedisError as exc:
+                        if isinstance(exc, RedisConnectionError):
+                            raise
+                        answers.append(exc)  # MOVED, CLUSTERDOWN...: this key's answer
+                if any(isinstance(a, NoScriptError) for a in answers):
+                    head = ("EVAL", b.script.source)
+                    continue
+                return answers
 
     async def aclose(self) -> None:
         for task in tuple(self.tasks):

@@ -23,19 +23,18 @@ number) a :class:`~fastapi_mcp_ctx.errors.ConfigurationError`.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Final
-from urllib.parse import urlsplit
-
-from redis.exceptions import RedisError
 
 from ..backends._loops import PerLoop
 from ..backends._redis_client import LoopClient as _Client
 from ..backends._redis_client import Script as _Script
 from ..backends._redis_client import Slots as _Slots
 from ..backends._redis_client import client_from_url as _client_from_url
+from ..backends._redis_client import ping_masters as _ping_masters
 from ..backends._redis_client import refusal as _refusal
 from ..backends._redis_client import server_text as _server_text
+from ..backends._redis_url import RedisTarget, check_deployment, parse_redis_url
 from ..errors import ConfigurationError, StateUnavailableError
 from .autopipe import KeyBatcher
 
@@ -49,13 +48,30 @@ BLOCK_SECONDS: Final = 5.0
 Script = _Script
 
 
-def _db_of(url: str) -> int:
-    path = urlsplit(url).path.strip("/")
-    return int(path) if path.isdigit() else 0
+
+async def _loaded(c: _Client) -> Any:
+    """The cluster client with its slot map loaded (LoopClient.attempt loads it first)."""
+    return c.redis
+
+
+def _slot_ranges(cluster: Any) -> dict[str, str]:
+    """Each master's slots as ``a-b,c-d`` (from the client's slot map)."""
+    owners: dict[str, list[tuple[int, int]]] = {}
+    for slot in range(16384):
+        nodes: list[Any] = cluster.nodes_manager.slots_cache.get(slot) or []
+        if not nodes:
+            continue
+        spans = owners.setdefault(str(nodes[0].name), [])
+        if spans and spans[-1][1] == slot - 1:
+            spans[-1] = (spans[-1][0], slot)
+        else:
+            spans.append((slot, slot))
+    return {name: ",".join(f"{a}-{b}" for a, b in spans) for name, spans in owners.items()}
 
 
 class RedisLink:
-    """The clients of one ``MCP_SESSION_STORE_URL`` (``redis://…`` / ``rediss://…``).
+    """The clients of one ``MCP_SESSION_STORE_URL`` (``redis://…``, ``rediss://…``,
+    ``redis+cluster://…``, ``redis+sentinel://…``: :mod:`..backends._redis_url`).
 
     Args:
         url: the Redis URL (parsed now: a malformed one raises ``ValueError`` here).
@@ -69,17 +85,17 @@ class RedisLink:
         self, url: str, *, namespace: str = "mcp:", timeout: float = 2.0, max_connections: int = 64, pool_timeout: float = 5.0
     ) -> None:
         self.url = url
+        self.target: RedisTarget = parse_redis_url(url)  # no I/O
         self.namespace = namespace
-        self.db = _db_of(url)
+        self.db = self.target.db
         self.timeout = timeout
-        _client_from_url(url, timeout, 1)  # parses the URL now (no I/O)
         self._commands: PerLoop[_Client] = PerLoop(
             lambda: _Client(_client_from_url(url, timeout, max_connections), True, _Slots(max_connections, pool_timeout)),
             _Client.aclose,
         )
         self._batchers: list[KeyBatcher] = []
         self._blocking: PerLoop[_Client] = PerLoop(
-            lambda: _Client(_client_from_url(url, timeout + BLOCK_SECONDS, 2**31), True, _Slots(2**31 - 1, pool_timeout)),
+            lambda: _Client(_client_from_url(url, timeout + BLOCK_SECONDS, 2**16), True, _Slots(2**31 - 1, pool_timeout)),
             _Client.aclose,
         )
 
@@ -101,40 +117,83 @@ class RedisLink:
         logger.warning("redis %s unavailable: %s: %s", what, type(exc).__name__, _server_text(exc))
         return StateUnavailableError(f"The {what} (redis) is unavailable, retry later")
 
-    async def call(self, what: str, *args: Any) -> Any:
-        """Run one command (``what`` names the store in errors).
+    async def attempt(self, what: str, work: Callable[[_Client], Awaitable[Any]], *, idempotent: bool) -> Any:
+        """``await work(client)`` on this loop's command client, once more after a broken
+        connection or a failover reply when ``idempotent`` (never otherwise: a command whose
+        reply was lost may have run, and must not run twice); errors as :meth:`call`."""
+        return await self._commands.get().attempt(work, lambda exc: self.unavailable(exc, what), idempotent=idempotent)
+
+    async def call(self, what: str, *args: Any, idempotent: bool = True) -> Any:
+        """Run one command (``what`` names the store in errors); retried once when ``idempotent``.
 
         Raises:
             StateUnavailableError: Redis cannot be reached. ConfigurationError: Redis refuses.
         """
-        c = self._commands.get()
-        async with c.slots:
-            try:
-                return await c.exec(*args)
-            except (RedisError, OSError) as exc:
-                raise self.unavailable(exc, what) from exc
+        return await self.attempt(what, lambda c: c.exec(*args), idempotent=idempotent)
 
-    async def eval(self, what: str, script: _Script, keys: Sequence[str], args: Sequence[str | int]) -> Any:
-        """Run a Lua script (EVALSHA, EVAL after a script-cache flush); errors as :meth:`call`."""
-        c = self._commands.get()
-        async with c.slots:
-            try:
-                return await c.eval(script, keys, args)
-            except (RedisError, OSError) as exc:
-                raise self.unavailable(exc, what) from exc
+    async def eval(self, what: str, script: _Script, keys: Sequence[str], args: Sequence[str | int], *, idempotent: bool) -> Any:
+        """Run a Lua script (EVALSHA, EVAL after a script-cache flush); errors as :meth:`call`.
+        ``idempotent``: running it twice leaves what running it once does (then one retry)."""
+        return await self.attempt(what, lambda c: c.eval(script, keys, args), idempotent=idempotent)
 
-    def batcher(self, what: str, script: _Script, *, fixed_key: str, argv: Sequence[str | int]) -> KeyBatcher:
+    def batcher(
+        self, what: str, script: _Script, *, fixed_key: str, argv: Sequence[str | int], node: tuple[str, int] | None = None
+    ) -> KeyBatcher:
         """A :class:`~.autopipe.KeyBatcher` of ``script`` on this deployment (closed by :meth:`aclose`);
-        its failures are translated as :meth:`call`'s (``what`` names the store)."""
+        its failures are translated as :meth:`call`'s (``what`` names the store). ``node``: on a
+        cluster, the master it talks to (one ``EVALSHA`` per key, pipelined)."""
         batcher = KeyBatcher(
-            self.url, script, fixed_key=fixed_key, argv=argv, translate=lambda exc: self.unavailable(exc, what), timeout=self.timeout
+            self.target,
+            script,
+            fixed_key=fixed_key,
+            argv=argv,
+            translate=lambda exc: self.unavailable(exc, what),
+            timeout=self.timeout,
+            node=node,
         )
         self._batchers.append(batcher)
         return batcher
 
     async def ping(self) -> None:
-        """One PING. Raises as :meth:`call`."""
-        await self.call("session store", "PING")
+        """One PING (on a cluster, one per master: raises only when every master is down).
+        Raises as :meth:`call`."""
+        if not self.target.sharded:
+            await self.call("session store", "PING")
+            return
+        shards = await self.shards()
+        if shards and all(v.startswith("unavailable") for v in shards.values()):
+            raise StateUnavailableError("The session store (redis cluster) is unavailable: no master answers, retry later")
+
+    async def check(self) -> None:
+        """:meth:`ping`, and refuse a ``redis://`` URL that names a node of a Redis Cluster.
+
+        Raises:
+            ConfigurationError: the URL should be ``redis+cluster://…``. Else as :meth:`call`.
+        """
+        await self.ping()
+        target = self.target
+        problem = await self.attempt("session store", lambda c: check_deployment(target, c.exec), idempotent=True)
+        if problem is not None:
+            logger.error("redis session store misconfigured: %s", problem)
+            raise ConfigurationError(f"MCP_SESSION_STORE_URL: {problem}")
+
+    async def shards(self) -> dict[str, str]:
+        """On a cluster, each master (``host:port``) and whether it answers a PING within
+        ``timeout`` s: ``"ok, slots 0-5460"`` or ``"unavailable: …, slots …"`` (the sessions,
+        streams and tenants hashed to those slots get 503 + ``Retry-After`` meanwhile). ``{}``
+        on one Redis or a sentinel group. A master that did not answer makes the next call
+        reload the slot map (a failover promotes its replica)."""
+        if not self.target.sharded:
+            return {}
+        cluster: Any = self.commands().redis
+        if not cluster.nodes_manager.slots_cache:  # never used yet: load the slot map
+            cluster = await self.attempt("session store", _loaded, idempotent=True)
+        ranges = _slot_ranges(cluster)
+        answers = await _ping_masters(cluster, self.timeout / 2)  # within the readiness probe's own 2 s
+        return {
+            name: f"ok, slots {ranges.get(name, 'none')}" if why is None else f"unavailable: {why}, slots {ranges.get(name, 'none')}"
+            for name, why in answers.items()
+        }
 
     async def aclose(self) -> None:
         """Close this loop's pools (and ask other loops to close theirs); the next call reconnects."""

@@ -43,15 +43,22 @@ _PING_SECONDS: Final = 5.0
 _ALIVE: Final = "~alive"
 
 
+_SHARDED_KINDS: Final = {"ssubscribe": "subscribe", "sunsubscribe": "unsubscribe", "smessage": "message"}
+
+
 def _glob_escape(text: str) -> str:
     return "".join(f"\\{ch}" if ch in "*?[]\\" else ch for ch in text)
 
 
 class _Subscriber:
-    """One event loop's subscriber connection, its reader task and its handlers."""
+    """One event loop's subscriber connection, its reader task and its handlers (on a cluster:
+    one shard's, see :class:`_Shards`)."""
 
-    def __init__(self, bus: RedisBus) -> None:
+    def __init__(self, bus: RedisBus, lane: _Lane | None = None) -> None:
         self.bus = bus
+        self.lane = lane
+        self.alive = _ALIVE if lane is None else lane.alive
+        self.verb, self.unverb = ("subscribe", "unsubscribe") if lane is None else ("ssubscribe", "sunsubscribe")
         self.handlers: dict[str, list[Handler]] = {}
         self.live: set[str] = set()  # channels Redis confirmed on the current connection
         self.waiters: dict[str, asyncio.Event] = {}
@@ -63,11 +70,12 @@ class _Subscriber:
     async def _run(self) -> None:
         delay = 0.05
         while True:
-            redis: Any = self.bus.link.commands().redis
-            pubsub: Any = redis.pubsub()
+            pubsub: Any = None
             try:
+                redis: Any = self.bus.link.commands().redis
+                pubsub = redis.pubsub() if self.lane is None else await self.lane.pubsub()
                 # ~alive last: once it is confirmed, every channel before it is live again
-                await pubsub.subscribe(*[self.bus.prefix + c for c in (*self.handlers, _ALIVE)])
+                await getattr(pubsub, self.verb)(*[self.bus.prefix + c for c in (*self.handlers, self.alive)])
                 self.pubsub = pubsub
                 pinged = asyncio.get_running_loop().time()
                 while True:
@@ -88,16 +96,20 @@ class _Subscriber:
                 self.pubsub = None
                 self.connected.clear()
                 self.live.clear()
-                with contextlib.suppress(Exception):
-                    await pubsub.aclose()
+                if pubsub is not None:
+                    with contextlib.suppress(Exception):
+                        await pubsub.aclose()
             await asyncio.sleep(delay)
             delay = min(delay * 2, 2.0)
 
     def _on(self, message: dict[str, Any]) -> None:
-        kind = message.get("type")
+        kind = str(message.get("type"))
+        kind = _SHARDED_KINDS.get(kind, kind)
         channel = str(message.get("channel", ""))[len(self.bus.prefix) :]
         if kind == "subscribe":
-            if channel == _ALIVE:
+            if channel == self.alive:
+                if self.lane is not None:
+                    self.lane.stale = False
                 self.connected.set()
                 self.failed.clear()
                 logger.debug("replica bus connected")
@@ -108,7 +120,7 @@ class _Subscriber:
         elif kind == "unsubscribe":
             self.live.discard(channel)
             if channel in self.handlers and self.pubsub is not None:  # subscribed again meanwhile
-                self._spawn(self.pubsub.subscribe(self.bus.prefix + channel))
+                self._spawn(getattr(self.pubsub, self.verb)(self.bus.prefix + channel))
         elif kind == "message":
             handlers = tuple(self.handlers.get(channel, ()))
             data = str(message.get("data"))
@@ -132,7 +144,7 @@ class _Subscriber:
         try:
             async with asyncio.timeout(timeout):
                 if first and self.pubsub is not None and self.connected.is_set():
-                    await self.pubsub.subscribe(self.bus.prefix + channel)
+                    await getattr(self.pubsub, self.verb)(self.bus.prefix + channel)
                 if not await self._confirmed(waiter):  # when disconnected, the reader subscribes on reconnect
                     raise ConnectionError("the replica bus's last connection attempt failed")
         except (TimeoutError, RedisError, OSError) as exc:
@@ -162,13 +174,100 @@ class _Subscriber:
 
     async def _release(self, channel: str) -> None:
         if channel not in self.handlers and self.pubsub is not None:
-            await self.pubsub.unsubscribe(self.bus.prefix + channel)
+            await getattr(self.pubsub, self.unverb)(self.bus.prefix + channel)
 
     async def aclose(self) -> None:
         self.task.cancel()
         with contextlib.suppress(BaseException):
             await self.task
         self.handlers.clear()
+
+
+def _alive_for(prefix: str, slot: int) -> str:
+    """A channel name (after ``prefix``) whose slot is ``slot``: a shard's own ``~alive``."""
+    from redis.crc import key_slot
+
+    n = 0
+    while key_slot((prefix + f"{_ALIVE}{{{n}}}").encode()) != slot:
+        n += 1
+    return f"{_ALIVE}{{{n}}}"
+
+
+class _Lane:
+    """On a cluster: the slots one master held when a channel was first subscribed there; its
+    connection goes to whichever node holds ``slot`` now (after a failover: the promoted replica)."""
+
+    def __init__(self, bus: RedisBus, slot: int) -> None:
+        self.bus = bus
+        self.slot = slot
+        self.alive = _alive_for(bus.prefix, slot)
+        self.stale = False
+
+    async def pubsub(self) -> Any:
+        from redis.asyncio import Redis
+
+        cluster: Any = self.bus.link.commands().redis
+        if self.stale:  # the last connection failed: ask the cluster where the slot went
+            await cluster.nodes_manager.initialize()
+        self.stale = True  # until a connection is confirmed
+        node = cluster.nodes_manager.get_node_from_slot(self.slot)
+        target = self.bus.link.target
+        client: Any = Redis(
+            host=node.host,
+            port=node.port,
+            username=target.username,
+            password=target.password,
+            ssl=target.ssl,
+            decode_responses=True,
+            socket_connect_timeout=self.bus.link.timeout,
+        )
+        return client.pubsub()
+
+
+class _Shards:
+    """On a cluster, one event loop's bus: a :class:`_Subscriber` per master (sharded pub/sub,
+    ``SSUBSCRIBE``), each channel on the one that holds its slot."""
+
+    def __init__(self, bus: RedisBus) -> None:
+        self.bus = bus
+        self.lanes: dict[str, _Subscriber] = {}  # the master's name when the lane was made
+        self.of_channel: dict[str, _Subscriber] = {}
+
+    def _lane(self, channel: str) -> _Subscriber:
+        from redis.crc import key_slot
+
+        known = self.of_channel.get(channel)
+        if known is not None:
+            return known
+        cluster: Any = self.bus.link.commands().redis
+        slot = key_slot((self.bus.prefix + channel).encode())
+        try:
+            name = str(cluster.nodes_manager.get_node_from_slot(slot).name)
+        except Exception:  # noqa: BLE001 - the slot map is not loaded yet: a lane of its own
+            name = f"slot:{slot}"
+        sub = self.lanes.get(name)
+        if sub is None:
+            sub = self.lanes[name] = _Subscriber(self.bus, _Lane(self.bus, slot))
+        self.of_channel[channel] = sub
+        return sub
+
+    async def subscribe(self, channel: str, handler: Handler, timeout: float) -> Unsubscribe:
+        cluster: Any = self.bus.link.commands().redis
+        if not cluster.nodes_manager.slots_cache:
+            with contextlib.suppress(RedisError, OSError):
+                await cluster.initialize()
+        return await self._lane(channel).subscribe(channel, handler, timeout)
+
+    @property
+    def connected(self) -> asyncio.Event:
+        done = asyncio.Event()
+        if all(s.connected.is_set() for s in self.lanes.values()):
+            done.set()
+        return done
+
+    async def aclose(self) -> None:
+        for sub in self.lanes.values():
+            await sub.aclose()
 
 
 def _quiet(task: asyncio.Task[Any]) -> None:
@@ -191,28 +290,49 @@ class RedisBus:
         self.link = link
         self.prefix = f"{link.namespace}{link.db}:bus:"
         self.timeout = timeout
+        self.sharded = link.target.sharded
         self._loops: PerLoop[_Subscriber] = PerLoop(lambda: _Subscriber(self), _Subscriber.aclose)
+        self._shards: PerLoop[_Shards] = PerLoop(lambda: _Shards(self), _Shards.aclose)
 
     async def publish(self, channel: str, message: Mapping[str, Any]) -> int:
         encoded = encode_message(message)
-        return int(await self.link.call(_WHAT, "PUBLISH", self.prefix + channel, encoded))
+        verb = "SPUBLISH" if self.sharded else "PUBLISH"  # a cluster: only the shard holding the channel hears it
+        return int(await self.link.call(_WHAT, verb, self.prefix + channel, encoded))
 
     async def subscribe(self, channel: str, handler: Handler) -> Unsubscribe:
+        if self.sharded:
+            return await self._shards.get().subscribe(channel, handler, self.timeout)
         return await self._loops.get().subscribe(channel, handler, self.timeout)
 
     async def channels(self, prefix: str) -> list[str]:
-        names = cast("list[str]", await self.link.call(_WHAT, "PUBSUB", "CHANNELS", _glob_escape(self.prefix + prefix) + "*"))
+        pattern = _glob_escape(self.prefix + prefix) + "*"
+        if self.sharded:
+            found: Any = await self.link.attempt(
+                _WHAT, lambda c: c.exec("PUBSUB SHARDCHANNELS", pattern, target_nodes="primaries"), idempotent=True
+            )
+            per_node = cast("dict[str, list[str]]", found).values() if isinstance(found, dict) else [cast("list[str]", found)]
+            names = {str(n) for v in per_node for n in v}
+        else:
+            names = set(cast("list[str]", await self.link.call(_WHAT, "PUBSUB", "CHANNELS", pattern)))
         cut = len(self.prefix)
         return sorted(name[cut:] for name in names)
 
     async def connected(self) -> bool:
-        """Whether this loop's subscriber connection is up (starting it when it is not)."""
-        subscriber = self._loops.get()
-        if not subscriber.connected.is_set():
+        """Whether this loop's subscriber connection is up (starting it when it is not); on a
+        cluster, whether any of this loop's shard connections is (none yet: True)."""
+        if self.sharded:
+            subscribers = list(self._shards.get().lanes.values())
+        else:
+            subscribers = [self._loops.get()]
+        waiting = [s.connected.wait() for s in subscribers if not s.connected.is_set()]
+        if waiting:
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(self.timeout):
-                    await subscriber.connected.wait()
-        return subscriber.connected.is_set()
+                    await asyncio.gather(*waiting)
+        if self.sharded:  # a shard down stops its channels only (readiness names it: shards)
+            return not subscribers or any(s.connected.is_set() for s in subscribers)
+        return all(s.connected.is_set() for s in subscribers)
 
     async def aclose(self) -> None:
         await self._loops.aclose()
+        await self._shards.aclose()

@@ -18,7 +18,8 @@ stream's meta holds ``lost`` (its ``call_lost`` error) and ``until`` (its produc
 ms on Redis's clock, renewed by :meth:`hold`); :meth:`end_lapsed` appends ``lost`` as the last
 event once ``until`` has passed (issue 24 items 4 and 5).
 
-``append`` is one Lua script: HINCRBY the sequence, ``XADD … MAXLEN ~ <count>`` (trimming by
+``append`` is one Lua script, safe to send twice (its nonce: the meta's ``n`` holds the last 8
+appends' nonces and sequences, so a retry after a lost reply answers the first sequence): HINCRBY the sequence, ``XADD … MAXLEN ~ <count>`` (trimming by
 count), then ``XTRIM MINID`` up to the first entry younger than the age limit (trimming by
 age: the ``<ms>`` part of the ids), and refreshes the keys' expiry. A live stream's keys expire
 ``live_seconds`` after its last event (a replica that died mid-stream leaves nothing behind for
@@ -35,12 +36,14 @@ when Redis persists, ``appendonly yes``).
 
 from __future__ import annotations
 
+import secrets
 from typing import Any, Final, cast
 
 import anyio
 from redis.exceptions import RedisError
 
 from .._transport.events import EventPage, StoredEvent, StreamKey, UnknownStreamError
+from . import event_scripts as lua
 from .link import BLOCK_SECONDS, RedisLink, Script
 
 __all__ = ["RedisEventStore"]
@@ -48,206 +51,6 @@ __all__ = ["RedisEventStore"]
 _WHAT: Final = "event store"
 _MAX: Final = "18446744073709551615"
 _PAGE: Final = 256
-
-_NOW = "local t = redis.call('TIME') local now = t[1] * 1000 + math.floor(t[2] / 1000)\n"
-
-# add(meta, stream, data, has_data, max_events, max_age_ms): one event, trimmed by count and age; its seq
-_ADD = """
-local function add(meta, stream, data, has, maxlen, age)
-  local seq = redis.call('HINCRBY', meta, 'seq', 1)
-  if has == '1' then
-    redis.call('XADD', stream, 'MAXLEN', '~', maxlen, seq .. '-' .. now, 'd', data)
-  else
-    redis.call('XADD', stream, 'MAXLEN', '~', maxlen, seq .. '-' .. now, 'e', '')
-  end
-  local cutoff = now - tonumber(age)
-  local function stamp(id) return tonumber(string.sub(id, string.find(id, '-') + 1)) end
-  local first = redis.call('XRANGE', stream, '-', '+', 'COUNT', 1)
-  if #first > 0 and stamp(first[1][1]) < cutoff then
-    local start = '-'
-    while true do
-      local batch = redis.call('XRANGE', stream, start, '+', 'COUNT', 64)
-      local keep = nil
-      for _, e in ipairs(batch) do
-        if stamp(e[1]) >= cutoff then keep = e[1] break end
-      end
-      if keep then redis.call('XTRIM', stream, 'MINID', keep) break end
-      if #batch == 0 then break end
-      start = '(' .. batch[#batch][1]
-    end
-  end
-  return seq
-end
-"""
-
-# catch_up(meta, stream, bmeta, bstream, maxlen, age, ttl): the kept broadcasts after the GET stream's bm
-_CATCH = """
-local function catch_up(meta, stream, bmeta, bstream, maxlen, age, ttl)
-  local m = redis.call('HMGET', meta, 'end', 'bm')
-  if m[1] ~= '0' then return 0 end
-  local bm = tonumber(m[2] or '0')
-  local n = 0
-  local cutoff = now - tonumber(age)
-  for _, e in ipairs(redis.call('XRANGE', bstream, '(' .. bm .. '-18446744073709551615', '+', 'COUNT', maxlen)) do
-    local id = e[1]
-    local dash = string.find(id, '-')
-    if tonumber(string.sub(id, dash + 1)) >= cutoff then
-      add(meta, stream, e[2][2], '1', maxlen, age)
-      n = n + 1
-    end
-    bm = tonumber(string.sub(id, 1, dash - 1))
-  end
-  local last = tonumber(redis.call('HGET', bmeta, 'seq') or '0')
-  if last > bm then bm = last end
-  redis.call('HSET', meta, 'bm', bm)
-  redis.call('PEXPIRE', meta, ttl)
-  redis.call('PEXPIRE', stream, ttl)
-  return n
-end
-"""
-
-# KEYS: meta, stream, set, bmeta, bstream, pointer, follows meta, follows stream
-# ARGV: ttl_ms, session:stream, lost, lease_ms, get_stream, follows, max_events, max_age_ms, ended_ttl_ms,
-#       the pointer (stream id, 16 characters, then the tenant tag)
-_OPEN = Script(
-    _NOW
-    + _ADD
-    + _CATCH
-    + """
-if ARGV[5] == '1' and ARGV[6] == '1' and redis.call('HGET', KEYS[7], 'end') == '0' then
-  catch_up(KEYS[7], KEYS[8], KEYS[4], KEYS[5], ARGV[7], ARGV[8], ARGV[1])
-  local seq = redis.call('HGET', KEYS[7], 'seq')
-  redis.call('HSET', KEYS[7], 'end', 1)
-  redis.call('XADD', KEYS[8], (tonumber(seq) + 1) .. '-0', 'x', '1')
-  redis.call('PEXPIRE', KEYS[7], ARGV[9])
-  redis.call('PEXPIRE', KEYS[8], ARGV[9])
-end
-redis.call('DEL', KEYS[1], KEYS[2])
-redis.call('HSET', KEYS[1], 'seq', 0, 'end', 0)
-if ARGV[3] ~= '' then redis.call('HSET', KEYS[1], 'lost', ARGV[3], 'until', now + tonumber(ARGV[4])) end
-if ARGV[5] == '1' then
-  redis.call('HSET', KEYS[1], 'bm', redis.call('HGET', KEYS[4], 'seq') or 0)
-  redis.call('SET', KEYS[6], ARGV[10], 'PX', ARGV[1])
-end
-redis.call('PEXPIRE', KEYS[1], ARGV[1])
-redis.call('SADD', KEYS[3], ARGV[2])
-redis.call('PEXPIRE', KEYS[3], ARGV[1])
-return 1
-"""
-)
-
-# KEYS: meta, stream, set, pointer; ARGV: data, has_data, last, max_events, max_age_ms, live_ttl_ms, ended_ttl_ms, broadcast
-_APPEND = Script(
-    _NOW
-    + _ADD
-    + """
-if redis.call('HGET', KEYS[1], 'end') ~= '0' then return -1 end
-if ARGV[8] ~= '0' then
-  if tonumber(ARGV[8]) <= tonumber(redis.call('HGET', KEYS[1], 'bm') or '0') then return 0 end
-  redis.call('HSET', KEYS[1], 'bm', ARGV[8])
-end
-local seq = add(KEYS[1], KEYS[2], ARGV[1], ARGV[2], ARGV[4], ARGV[5])
-local ttl = ARGV[6]
-if ARGV[3] == '1' then
-  redis.call('HSET', KEYS[1], 'end', 1)
-  ttl = ARGV[7]
-end
-redis.call('PEXPIRE', KEYS[1], ttl)
-redis.call('PEXPIRE', KEYS[2], ttl)
-if ARGV[3] ~= '1' then
-  redis.call('PEXPIRE', KEYS[3], ttl)
-  redis.call('PEXPIRE', KEYS[4], ttl)
-end
-return seq
-"""
-)
-
-# KEYS: meta; ARGV: lease_ms
-_HOLD = Script(
-    _NOW
-    + """
-local m = redis.call('HMGET', KEYS[1], 'end', 'until')
-if m[1] ~= '0' or not m[2] then return 0 end
-redis.call('HSET', KEYS[1], 'until', now + tonumber(ARGV[1]))
-return 1
-"""
-)
-
-# KEYS: meta, stream; ARGV: ended_ttl_ms. -1: no lease (or ended); 0: ended now; else ms left
-_LAPSE = Script(
-    _NOW
-    + """
-local m = redis.call('HMGET', KEYS[1], 'end', 'until', 'lost')
-if m[1] ~= '0' or not m[2] or not m[3] then return -1 end
-local left = tonumber(m[2]) - now
-if left > 0 then return left end
-local seq = redis.call('HINCRBY', KEYS[1], 'seq', 1)
-redis.call('XADD', KEYS[2], seq .. '-' .. now, 'd', m[3])
-redis.call('HSET', KEYS[1], 'end', 1)
-redis.call('PEXPIRE', KEYS[1], ARGV[1])
-redis.call('PEXPIRE', KEYS[2], ARGV[1])
-return 0
-"""
-)
-
-# KEYS: bmeta, bstream; ARGV: data, max_events, max_age_ms
-_BROADCAST = Script(_NOW + _ADD + "return add(KEYS[1], KEYS[2], ARGV[1], '1', ARGV[2], ARGV[3])\n")
-
-# KEYS: meta, stream, bmeta, bstream; ARGV: max_events, max_age_ms, live_ttl_ms
-_CATCH_UP = Script(_NOW + _ADD + _CATCH + "return catch_up(KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[1], ARGV[2], ARGV[3])\n")
-
-# KEYS: pointer, bmeta, bstream; ARGV: meta prefix, stream prefix, session id, data, max_events, max_age_ms, live_ttl_ms,
-#       tenant tag. The broadcasts the stream has not taken go first (emission order kept).
-_TO_GET = Script(
-    _NOW
-    + _ADD
-    + _CATCH
-    + """
-local pointer = redis.call('GET', KEYS[1])
-if not pointer or string.sub(pointer, 17) ~= ARGV[8] then return 0 end
-local sid = string.sub(pointer, 1, 16)
-local meta, stream = ARGV[1] .. ARGV[3] .. ':' .. sid, ARGV[2] .. ARGV[3] .. ':' .. sid
-if redis.call('HGET', meta, 'end') ~= '0' then return 0 end
-catch_up(meta, stream, KEYS[2], KEYS[3], ARGV[5], ARGV[6], ARGV[7])
-add(meta, stream, ARGV[4], '1', ARGV[5], ARGV[6])
-redis.call('PEXPIRE', meta, ARGV[7])
-redis.call('PEXPIRE', stream, ARGV[7])
-redis.call('PEXPIRE', KEYS[1], ARGV[7])
-return 1
-"""
-)
-
-# KEYS: meta, stream; ARGV: ended_ttl_ms
-_END = Script(
-    """
-if redis.call('HGET', KEYS[1], 'end') ~= '0' then return 0 end
-local seq = redis.call('HGET', KEYS[1], 'seq')
-redis.call('HSET', KEYS[1], 'end', 1)
-redis.call('XADD', KEYS[2], (tonumber(seq) + 1) .. '-0', 'x', '1')
-redis.call('PEXPIRE', KEYS[1], ARGV[1])
-redis.call('PEXPIRE', KEYS[2], ARGV[1])
-return 1
-"""
-)
-
-# KEYS: set, pointer; ARGV: meta prefix, stream prefix. Ends every stream (waking readers), then forgets them.
-_DROP = Script(
-    """
-local ids = redis.call('SMEMBERS', KEYS[1])
-for _, s in ipairs(ids) do
-  local meta, stream = ARGV[1] .. s, ARGV[2] .. s
-  local seq = redis.call('HGET', meta, 'seq')
-  if seq and redis.call('HGET', meta, 'end') == '0' then
-    redis.call('XADD', stream, (tonumber(seq) + 1) .. '-0', 'x', '1')
-  end
-  redis.call('DEL', meta)
-  redis.call('PEXPIRE', stream, 2000)
-end
-redis.call('DEL', KEYS[1], KEYS[2])
-return #ids
-"""
-)
-
 
 def _ms(seconds: float) -> int:
     return max(1, round(seconds * 1000))
@@ -275,17 +78,36 @@ class RedisEventStore:
         self.max_events = max_events
         self.age_ms = _ms(max_age_seconds)
         self.live_ms = _ms(max(live_seconds, max_age_seconds))
-        ns = link.namespace
+        ns, tag = link.namespace, link.target.tag
+        self._tag = tag
+        self._cluster = link.target.sharded
         self._meta = f"{ns}em:"
         self._stream = f"{ns}ev:"
         self._set = f"{ns}es:"
         self._pointer = f"{ns}eg:"
-        self._bmeta = f"{ns}ebm"
-        self._bstream = f"{ns}eb"
+        # one Redis: <ns>ebm / <ns>eb; a cluster: <ns>{eb}m / <ns>{eb}, one slot of their own
+        self._bstream = f"{ns}{tag('eb')}"
+        self._bmeta = f"{self._bstream}m"
+
+    def _tail(self, key: StreamKey) -> str:
+        return f"{self._tag(key.session_id)}:{key.stream_id}"
 
     def _keys(self, key: StreamKey) -> tuple[str, str]:
-        tail = f"{key.session_id}:{key.stream_id}"
+        tail = self._tail(key)
         return self._meta + tail, self._stream + tail
+
+    async def _broadcasts(self) -> list[str | int]:
+        """On a cluster, the broadcast log read from its own slot (``id, data`` pairs, then the
+        last sequence), passed to the session slot's script; with one Redis, nothing (the
+        script reads the log's keys itself)."""
+        flat = cast("list[Any]", await self.link.eval(_WHAT, lua.LOG, [self._bmeta, self._bstream], [self.max_events], idempotent=True))
+        return [*flat[1:], int(flat[0] or 0)]
+
+    async def _run(self, single: Script, cluster: Script, keys: list[str], args: list[str | int], *, idempotent: bool) -> Any:
+        """``single`` with the broadcast log's keys appended, or on a cluster ``cluster`` with the log's copy."""
+        if self._cluster:
+            return await self.link.eval(_WHAT, cluster, keys, [*args, *await self._broadcasts()], idempotent=idempotent)
+        return await self.link.eval(_WHAT, single, [*keys, self._bmeta, self._bstream], args, idempotent=idempotent)
 
     async def open(
         self, key: StreamKey, *, lost: bytes | None = None, lease_seconds: float = 0.0, get_stream: str | None = None, follows: StreamKey | None = None
@@ -293,13 +115,13 @@ class RedisEventStore:
         meta, stream = self._keys(key)
         after = follows if get_stream is not None and follows is not None else key
         follows_meta, follows_stream = self._keys(after)
-        await self.link.eval(
-            _WHAT,
-            _OPEN,
-            [meta, stream, self._set + key.session_id, self._bmeta, self._bstream, self._pointer + key.session_id, follows_meta, follows_stream],
+        await self._run(
+            lua.OPEN,
+            lua.OPEN_C,
+            [meta, stream, self._set + self._tag(key.session_id), self._pointer + self._tag(key.session_id), follows_meta, follows_stream],
             [
                 self.live_ms,
-                f"{key.session_id}:{key.stream_id}",
+                self._tail(key),
                 "" if lost is None else lost.decode(),
                 _ms(lease_seconds),
                 "" if get_stream is None else "1",
@@ -309,32 +131,35 @@ class RedisEventStore:
                 self.age_ms,
                 key.stream_id + (get_stream or ""),
             ],
+            idempotent=True,  # the stream starts again empty: once or twice, the same
         )
 
     async def hold(self, key: StreamKey, lease_seconds: float) -> None:
         meta, _ = self._keys(key)
-        await self.link.eval(_WHAT, _HOLD, [meta], [_ms(lease_seconds)])
+        await self.link.eval(_WHAT, lua.HOLD, [meta], [_ms(lease_seconds)], idempotent=True)
 
     async def end_lapsed(self, key: StreamKey) -> float | None:
         meta, stream = self._keys(key)
-        left = int(await self.link.eval(_WHAT, _LAPSE, [meta, stream], [self.age_ms]))
+        left = int(await self.link.eval(_WHAT, lua.LAPSE, [meta, stream], [self.age_ms], idempotent=True))
         return None if left < 0 else left / 1000
 
     async def broadcast(self, data: bytes) -> int:
-        return int(await self.link.eval(_WHAT, _BROADCAST, [self._bmeta, self._bstream], [data.decode(), self.max_events, self.age_ms]))
+        return int(
+            await self.link.eval(_WHAT, lua.BROADCAST, [self._bmeta, self._bstream], [data.decode(), self.max_events, self.age_ms], idempotent=False)
+        )
 
     async def catch_up(self, key: StreamKey) -> int:
         meta, stream = self._keys(key)
-        return int(
-            await self.link.eval(_WHAT, _CATCH_UP, [meta, stream, self._bmeta, self._bstream], [self.max_events, self.age_ms, self.live_ms])
-        )
+        # idempotent: the stream's bm says which broadcasts it took already
+        return int(await self._run(lua.CATCH_UP, lua.CATCH_UP_C, [meta, stream], [self.max_events, self.age_ms, self.live_ms], idempotent=True))
 
     async def to_get_stream(self, session_id: str, data: bytes, *, tenant: str) -> bool:
-        done = await self.link.eval(
-            _WHAT,
-            _TO_GET,
-            [self._pointer + session_id, self._bmeta, self._bstream],
-            [self._meta, self._stream, session_id, data.decode(), self.max_events, self.age_ms, self.live_ms, tenant],
+        done = await self._run(
+            lua.TO_GET,
+            lua.TO_GET_C,
+            [self._pointer + self._tag(session_id)],
+            [self._meta, self._stream, self._tag(session_id), data.decode(), self.max_events, self.age_ms, self.live_ms, tenant],
+            idempotent=False,
         )
         return int(done) == 1
 
@@ -342,8 +167,8 @@ class RedisEventStore:
         meta, stream = self._keys(key)
         seq = await self.link.eval(
             _WHAT,
-            _APPEND,
-            [meta, stream, self._set + key.session_id, self._pointer + key.session_id],
+            lua.APPEND,
+            [meta, stream, self._set + self._tag(key.session_id), self._pointer + self._tag(key.session_id)],
             [
                 "" if data is None else data.decode(),
                 "0" if data is None else "1",
@@ -353,7 +178,9 @@ class RedisEventStore:
                 self.live_ms,
                 self.age_ms,
                 broadcast,
+                "" if broadcast else secrets.token_hex(8),
             ],
+            idempotent=True,  # sent again once, it finds its nonce (or a broadcast its bm): stored once
         )
         if int(seq) < 0:
             raise UnknownStreamError(key.stream_id)
@@ -361,20 +188,14 @@ class RedisEventStore:
 
     async def end(self, key: StreamKey) -> None:
         meta, stream = self._keys(key)
-        await self.link.eval(_WHAT, _END, [meta, stream], [self.age_ms])
+        await self.link.eval(_WHAT, lua.END, [meta, stream], [self.age_ms], idempotent=True)
 
     async def _snapshot(self, key: StreamKey, after: int) -> EventPage | None:
         """The page after ``after`` (None: nothing follows yet and the stream runs on)."""
         meta, stream = self._keys(key)
-        c = self.link.commands()
-        async with c.slots:
-            try:
-                pipe: Any = c.redis.pipeline(transaction=True)
-                pipe.hmget(meta, "seq", "end")
-                pipe.xread({stream: f"{after}-{_MAX}"}, count=_PAGE)
-                state, found = await pipe.execute()
-            except (RedisError, OSError) as exc:
-                raise self.link.unavailable(exc, _WHAT) from exc
+        flat = cast("list[Any]", await self.link.eval(_WHAT, lua.PAGE_OF, [meta, stream], [f"({after}-{_MAX}", _PAGE], idempotent=True))
+        state = [flat[0] or None, flat[1] or None]
+        found = [(None, [(flat[i], {flat[i + 1]: flat[i + 2]}) for i in range(2, len(flat), 3)])]
         seq_raw, end_raw = cast("list[str | None]", state)
         if seq_raw is None:
             raise UnknownStreamError(key.stream_id)
@@ -413,8 +234,10 @@ class RedisEventStore:
                 return page
 
     async def drop_session(self, session_id: str) -> None:
-        await self.link.eval(_WHAT, _DROP, [self._set + session_id, self._pointer + session_id], [self._meta, self._stream])
+        tagged = self._tag(session_id)
+        await self.link.eval(_WHAT, lua.DROP, [self._set + tagged, self._pointer + tagged], [self._meta, self._stream], idempotent=True)
 
     async def ping(self) -> None:
-        """Raise :class:`~fastapi_mcp_ctx.errors.StateUnavailableError` when Redis is unreachable."""
-        await self.link.call(_WHAT, "PING")
+        """Raise :class:`~fastapi_mcp_ctx.errors.StateUnavailableError` when Redis is unreachable
+        (on a cluster: when no master answers)."""
+        await self.link.ping()

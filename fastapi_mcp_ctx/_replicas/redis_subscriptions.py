@@ -46,6 +46,21 @@ return 1
 """
 )
 
+# On a cluster the session's set and a URI's hash are on different slots: _CLAIM takes the
+# session's place, then the URI's hash is written (HSET, idempotent); a drop reads the session's
+# URIs and removes it from each hash, then deletes the set.
+# KEYS: session zset; ARGV: uri, max, ttl_ms
+_CLAIM = Script(
+    """
+if redis.call('ZSCORE', KEYS[1], ARGV[1]) then return 0 end
+if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[2]) then return -1 end
+local t = redis.call('TIME')
+redis.call('ZADD', KEYS[1], t[1] * 1000000 + t[2], ARGV[1])
+redis.call('PEXPIRE', KEYS[1], ARGV[3])
+return 1
+"""
+)
+
 # KEYS: session zset; ARGV: uri hash prefix, session id
 _DROP = Script(
     """
@@ -72,23 +87,47 @@ class RedisResourceSubscriptions:
         self.ttl_ms = max(1, round(ttl_seconds * 1000))
         self._session = f"{link.namespace}sub.s:"
         self._uri = f"{link.namespace}sub.u:"
+        self._tag = link.target.tag
+        self._cluster = link.target.sharded
+
+    def _keys(self, session_id: str, uri: str) -> list[str]:
+        return [self._session + self._tag(session_id), self._uri + self._tag(uri)]
 
     async def subscribe(self, session: SessionAddress, uri: str) -> None:
-        keys = [self._session + session.session_id, self._uri + uri]
-        args = [uri, session.session_id, json.dumps(session.tenant_id), self.max_per_session, self.ttl_ms]
-        if await self.link.eval(_WHAT, _SUBSCRIBE, keys, args) == -1:
+        keys = self._keys(session.session_id, uri)
+        tenant = json.dumps(session.tenant_id)
+        if self._cluster:
+            done = await self.link.eval(_WHAT, _CLAIM, keys[:1], [uri, self.max_per_session, self.ttl_ms], idempotent=True)
+            if done == 1:
+                await self.link.call(_WHAT, "HSET", keys[1], session.session_id, tenant)
+                await self.link.call(_WHAT, "PEXPIRE", keys[1], self.ttl_ms)
+        else:
+            args = [uri, session.session_id, tenant, self.max_per_session, self.ttl_ms]
+            done = await self.link.eval(_WHAT, _SUBSCRIBE, keys, args, idempotent=True)
+        if done == -1:
             raise OverflowError(f"A session may subscribe to at most {self.max_per_session} resources")
 
     async def unsubscribe(self, session: SessionAddress, uri: str) -> bool:
-        keys = [self._session + session.session_id, self._uri + uri]
-        return await self.link.eval(_WHAT, _UNSUBSCRIBE, keys, [uri, session.session_id]) == 1
+        keys = self._keys(session.session_id, uri)
+        if self._cluster:
+            if await self.link.call(_WHAT, "ZREM", keys[0], uri) == 0:
+                return False
+            await self.link.call(_WHAT, "HDEL", keys[1], session.session_id)
+            return True
+        return await self.link.eval(_WHAT, _UNSUBSCRIBE, keys, [uri, session.session_id], idempotent=True) == 1
 
     async def subscribers(self, uri: str) -> list[SessionAddress]:
-        found = cast("dict[str, str]", await self.link.call(_WHAT, "HGETALL", self._uri + uri))
+        found = cast("dict[str, str]", await self.link.call(_WHAT, "HGETALL", self._uri + self._tag(uri)))
         return [SessionAddress(json.loads(tenant), session_id) for session_id, tenant in sorted(found.items())]
 
     async def uris(self, session_id: str) -> list[str]:
-        return cast("list[str]", await self.link.call(_WHAT, "ZRANGE", self._session + session_id, 0, -1))
+        return cast("list[str]", await self.link.call(_WHAT, "ZRANGE", self._session + self._tag(session_id), 0, -1))
 
     async def drop_session(self, session_id: str) -> None:
-        await self.link.eval(_WHAT, _DROP, [self._session + session_id], [self._uri, session_id])
+        key = self._session + self._tag(session_id)
+        if self._cluster:
+            for uri in await self.uris(session_id):
+                await self.link.call(_WHAT, "HDEL", self._uri + self._tag(uri), session_id)
+            await self.link.call(_WHAT, "DEL", key)
+            return
+        await self.link.eval(_WHAT, _DROP, [key], [self._uri, session_id], idempotent=True)

@@ -4,9 +4,9 @@
 ==========================================  =================================================
 ``memory://`` (default)                     in this process: :class:`MemorySessionStore`,
                                             :class:`MemoryEventStore`, :class:`MemoryBus`
-``redis://host:port/db``, ``rediss://…``    shared by every replica: :mod:`.redis_sessions`,
-                                            :mod:`.redis_events`, :mod:`.redis_bus`,
-                                            :mod:`.redis_subscriptions`
+``redis://host:port/db``, ``rediss://…``,   shared by every replica: :mod:`.redis_sessions`,
+``redis+cluster://…``,                      :mod:`.redis_events`, :mod:`.redis_bus`,
+``redis+sentinel://…``                      :mod:`.redis_subscriptions`
 ==========================================  =================================================
 
 No I/O happens here (the Redis pools connect on first use, one per event loop). A ``redis://``
@@ -27,6 +27,7 @@ from .._transport.events import EventStore, MemoryEventStore
 from .._transport.leases import LocalLeases, StreamLeases
 from .._transport.sessions import MemorySessionStore, SessionStore
 from .._transport.subscriptions import MemoryResourceSubscriptions, ResourceSubscriptions
+from ..backends import REDIS_SCHEMES
 from ..backends.memory import MemoryBackend
 from ..errors import ConfigurationError, McpError
 from ..settings import McpSettings
@@ -80,10 +81,11 @@ def replica_stores(settings: McpSettings, *, pinned: Callable[[str], bool]) -> R
             LocalLeases(),
             MemoryResourceSubscriptions(),
         )
-    if scheme not in ("redis", "rediss"):
+    if scheme not in REDIS_SCHEMES:
         raise ConfigurationError(
             f"MCP_SESSION_STORE_URL: unsupported scheme {scheme or '(none)'!r}; use memory:// (one process) "
-            "or redis://host:port/db (several replicas)"
+            "or redis://host:port/db, redis+cluster://host:port[,host:port…] or "
+            "redis+sentinel://host:port[,host:port…]/master-name/db (several replicas)"
         )
     try:
         from .link import RedisLink
@@ -138,7 +140,9 @@ async def readiness(*, sessions: Any, events: Any, bus: Any, state: Any, timeout
 
     Returns:
         ``{"ready": bool, "checks": {"sessions"|"events"|"bus"|"state": "ok" | "in-process" |
-        "unavailable: <why>"}}``; ``ready`` is False when any check is unavailable.
+        "unavailable: <why>"}}``; ``ready`` is False when any check is unavailable. On a Redis
+        Cluster also ``"shards": {"host:port": "ok, slots a-b" | "unavailable: <why>, slots a-b"}``,
+        and ``checks.sessions`` is ``"degraded: …"`` (still ready) while some masters are down.
     """
     names = ("sessions", "events", "bus", "state")
     results = await asyncio.gather(
@@ -148,4 +152,18 @@ async def readiness(*, sessions: Any, events: Any, bus: Any, state: Any, timeout
         _check(state, "check", timeout, ok="in-process" if isinstance(state, MemoryBackend) else "ok"),
     )
     checks = dict(zip(names, results, strict=True))
-    return {"ready": not any(v.startswith("unavailable") for v in checks.values()), "checks": checks}
+    report: dict[str, Any] = {"ready": not any(v.startswith("unavailable") for v in checks.values()), "checks": checks}
+    link = getattr(sessions, "link", None)
+    if link is not None and getattr(link, "target", None) is not None and link.target.sharded:
+        # a cluster: which masters answer; one down degrades (its slots' sessions and tenants
+        # get 503) but keeps the replica ready, so the balancer keeps sending the others' traffic
+        try:
+            async with asyncio.timeout(timeout + 1.0):
+                shards = await link.shards()
+        except (TimeoutError, McpError) as exc:
+            shards = {"cluster": f"unavailable: {exc}"}
+        report["shards"] = shards
+        down = sorted(name for name, v in shards.items() if v.startswith("unavailable"))
+        if down and checks["sessions"] == "ok":
+            checks["sessions"] = f"degraded: {len(down)} of {len(shards)} masters unavailable ({', '.join(down)})"
+    return report

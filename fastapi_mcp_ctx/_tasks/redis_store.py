@@ -198,8 +198,8 @@ class RedisTaskStore:
     def _index(self, owner: str) -> str:
         return f"{self._ns}tasks:{{{owner_hash(owner)}}}"
 
-    async def _run(self, script: Script, owner: str, task_id: str, *args: str | int) -> Any:
-        return await self._link.eval(_WHAT, script, [self._rec(owner, task_id)], [LOST_ERROR, *args])
+    async def _run(self, script: Script, owner: str, task_id: str, *args: str | int, idempotent: bool) -> Any:
+        return await self._link.eval(_WHAT, script, [self._rec(owner, task_id)], [LOST_ERROR, *args], idempotent=idempotent)
 
     async def create(self, task_id: str, owner: str, ttl_ms: int, poll_ms: int, lease_ms: int, max_per_owner: int) -> TaskRecord:
         now = await self._link.eval(
@@ -207,6 +207,7 @@ class RedisTaskStore:
             _CREATE,
             [self._rec(owner, task_id), self._index(owner)],
             [task_id, owner, ttl_ms, poll_ms, lease_ms, max_per_owner],
+            idempotent=False,
         )
         if int(now) < 0:
             raise TaskQuotaExceededError(
@@ -218,7 +219,7 @@ class RedisTaskStore:
         ended = self._ended.get(owner, task_id)
         if ended is not None:
             return ended
-        flat = await self._run(_GET, owner, task_id)
+        flat = await self._run(_GET, owner, task_id, idempotent=True)
         if not flat:
             return None
         fields = _pairs(flat)
@@ -230,34 +231,34 @@ class RedisTaskStore:
         return record
 
     async def list(self, owner: str) -> list[TaskRecord]:
-        ids = await self._link.eval(_WHAT, _LIVE, [self._index(owner)], [])
+        ids = await self._link.eval(_WHAT, _LIVE, [self._index(owner)], [], idempotent=True)
         records = [r for r in [await self.get(owner, str(i)) for i in ids or ()] if r is not None]
         return sorted(records, key=lambda r: (r.created_ms, r.task_id))
 
     async def finish(self, owner: str, task_id: str, status: TaskStatus, message: str | None, payload: str | None) -> bool:
         field = "result" if status == "completed" else "error"
         done = await self._run(
-            _FINISH, owner, task_id, status, _NONE if message is None else message, field, _NONE if payload is None else payload
+            _FINISH, owner, task_id, status, _NONE if message is None else message, field, _NONE if payload is None else payload, idempotent=False
         )
         return int(done) == 1
 
     async def cancel(self, owner: str, task_id: str) -> bool | None:
-        done = int(await self._run(_CANCEL, owner, task_id))
+        done = int(await self._run(_CANCEL, owner, task_id, idempotent=False))
         return None if done < 0 else done == 1
 
     async def ask(self, owner: str, task_id: str, key: str, entry: str) -> bool:
-        return int(await self._run(_ASK, owner, task_id, key, entry)) == 1
+        return int(await self._run(_ASK, owner, task_id, key, entry, idempotent=False)) == 1
 
     async def answer(self, owner: str, task_id: str, responses: Mapping[str, str]) -> list[str] | None:
         args: list[str | int] = []
         for key, value in responses.items():
             args.extend((key, value))
-        taken = await self._run(_ANSWER, owner, task_id, *args)
+        taken = await self._run(_ANSWER, owner, task_id, *args, idempotent=False)
         return None if taken is None else [str(k) for k in taken]
 
     async def take(self, owner: str, task_id: str, key: str) -> str | None:
-        value = await self._link.eval(_WHAT, _TAKE, [self._rec(owner, task_id)], [key])
+        value = await self._link.eval(_WHAT, _TAKE, [self._rec(owner, task_id)], [key], idempotent=False)
         return None if value is None else str(value)
 
     async def renew(self, owner: str, task_id: str, lease_ms: int, message: str | None = None) -> bool:
-        return int(await self._run(_RENEW, owner, task_id, lease_ms, _NONE if message is None else message)) == 1
+        return int(await self._run(_RENEW, owner, task_id, lease_ms, _NONE if message is None else message, idempotent=True)) == 1

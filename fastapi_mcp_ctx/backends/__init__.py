@@ -30,6 +30,9 @@ from .memory import MemoryBackend
 
 __all__ = ["MemoryBackend", "StateBackend", "backend_from_url"]
 
+REDIS_SCHEMES = ("redis", "rediss", "redis+cluster", "rediss+cluster", "redis+sentinel", "rediss+sentinel")
+"""The URL schemes of the Redis stores: one server, a cluster, a sentinel group (``._redis_url``)."""
+
 
 def backend_from_url(
     url: str,
@@ -40,7 +43,8 @@ def backend_from_url(
     """Build the backend named by ``url`` (``McpSettings.storage_url``) without connecting.
 
     Args:
-        url: ``memory://``, ``redis://…`` / ``rediss://…``, ``sqlite+aiosqlite:///…`` or
+        url: ``memory://``, ``redis://…`` / ``rediss://…`` / ``redis+cluster://…`` /
+            ``redis+sentinel://…`` (:mod:`._redis_url`), ``sqlite+aiosqlite:///…`` or
             ``postgresql+asyncpg://…``.
         create_tables: SQL only: create the ``mcp_state`` table on first use instead of
             relying on ``fastapi-mcp-ctx migrate`` (``McpSettings.storage_create_tables``).
@@ -58,7 +62,7 @@ def backend_from_url(
     if scheme == "memory":
         return MemoryBackend(clock=clock)
     try:
-        if scheme in ("redis", "rediss"):
+        if scheme in REDIS_SCHEMES:
             from .redis import RedisBackend
 
             return RedisBackend(url)
@@ -69,6 +73,7 @@ def backend_from_url(
     except ModuleNotFoundError as exc:
         raise missing_extra(exc, f"the storage URL {scheme}://") from exc
     raise ValueError(
-        f"unsupported storage URL scheme {scheme or '(none)'!r}: expected memory://, redis://, rediss://, "
+        f"unsupported storage URL scheme {scheme or '(none)'!r}: expected memory://, redis://, rediss://, redis+cluster://, "
+        "redis+sentinel://, "
         "sqlite+aiosqlite:///path or postgresql+asyncpg://…"
     )

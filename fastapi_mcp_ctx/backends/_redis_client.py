@@ -12,13 +12,12 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import weakref
 from collections.abc import Awaitable, Callable, Sequence
 from types import TracebackType
 from typing import Any, cast
 
-from redis.asyncio import ConnectionPool, Redis
-from redis.asyncio.retry import Retry
-from redis.backoff import ExponentialBackoff
+from redis.asyncio import Redis
 from redis.exceptions import (
     AuthenticationError,
     AuthorizationError,
@@ -31,8 +30,12 @@ from redis.exceptions import (
 )
 
 from ..errors import StateUnavailableError
+from ._redis_url import PLAIN_URL_ON_CLUSTER, parse_redis_url, retryable
 
-__all__ = ["LoopClient", "Script", "Slots", "client_from_url", "refusal", "server_text"]
+__all__ = ["RETRY_PAUSE", "LoopClient", "Script", "Slots", "client_from_url", "ping_masters", "refusal", "server_text"]
+
+RETRY_PAUSE = 0.05
+"""Seconds between the failed attempt of an idempotent command and its one retry."""
 
 
 class Script:
@@ -92,12 +95,65 @@ class LoopClient:
         except NoScriptError:  # script cache empty (restart, SCRIPT FLUSH): EVAL loads it
             return await self.exec("EVAL", script.source, len(keys), *keys, *args)
 
+    async def attempt(
+        self, work: Callable[[LoopClient], Awaitable[Any]], translate: Callable[[BaseException], Exception], *, idempotent: bool
+    ) -> Any:
+        """``await work(self)`` in a command slot, once more (after :data:`RETRY_PAUSE`) after a
+        broken connection or a failover reply when ``idempotent``; never otherwise (a command
+        whose reply was lost may have run, and must not run twice). A Redis failure is raised
+        as ``translate(exc)``."""
+        async with self.slots:
+            try:
+                if getattr(self.redis, "_initialize", False) is True:  # a cluster client's first use
+                    await _initialize(self.redis)
+                return await work(self)
+            except (RedisError, OSError) as exc:
+                if not (idempotent and retryable(exc)):
+                    raise translate(exc) from exc
+            await asyncio.sleep(RETRY_PAUSE)
+            try:
+                return await work(self)
+            except (RedisError, OSError) as exc:
+                raise translate(exc) from exc
+
     async def aclose(self) -> None:
         if self.owned:
             try:
                 await self.redis.aclose()
             except (RedisError, OSError):  # pragma: no cover - closing a dead pool
                 pass
+
+
+_INIT_LOCKS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = weakref.WeakKeyDictionary()
+
+
+async def _initialize(cluster: Any) -> None:
+    """Load a cluster client's slot map, one client of the loop at a time: redis-py 8.1's
+    clients that load theirs at once on one loop break each other's connections (``'NoneType'
+    object has no attribute 'writelines'``)."""
+    loop = asyncio.get_running_loop()
+    lock = _INIT_LOCKS.setdefault(loop, asyncio.Lock())
+    async with lock:
+        if cluster._initialize:
+            await cluster.initialize()
+
+
+async def ping_masters(cluster: Any, timeout: float) -> dict[str, str | None]:
+    """On a cluster client (slot map loaded): each master's ``host:port`` → None when it
+    answered a PING within ``timeout`` s, else why not. The slot map is the client's own (a
+    command that fails on a dead master reloads it: a failover promotes its replica)."""
+    report: dict[str, str | None] = {}
+
+    async def one(node: Any) -> None:
+        try:
+            async with asyncio.timeout(timeout):
+                await cluster.execute_command("PING", target_nodes=node)
+            report[str(node.name)] = None
+        except (RedisError, OSError, TimeoutError) as exc:
+            report[str(node.name)] = server_text(exc) if str(exc) else f"no answer within {timeout:g} s"
+
+    await asyncio.gather(*(one(n) for n in cluster.get_primaries()))
+    return dict(sorted(report.items()))
 
 
 # Error replies a retry can outlive: loading a dataset, a busy script, a failover in progress,
@@ -126,19 +182,14 @@ def refusal(exc: BaseException) -> str | None:
     text = str(exc)
     if text.split(" ", 1)[0].upper() in _TRANSIENT_REPLIES:
         return None
+    if text.split(" ", 1)[0].upper() in ("MOVED", "ASK"):
+        return PLAIN_URL_ON_CLUSTER
     if "DB index is out of range" in text:
         return "the database number in MCP_STORAGE_URL (redis://host:port/N) is beyond the server's `databases` setting"
     return "Redis answers an error to every command: check MCP_STORAGE_URL, the server's version (Lua scripting, GETDEL) and its configuration"
 
 
 def client_from_url(url: str, timeout: float, max_connections: int) -> Redis:
-    from_url = cast("Callable[..., ConnectionPool]", getattr(ConnectionPool, "from_url"))
-    pool = from_url(
-        url,
-        max_connections=max_connections,
-        decode_responses=True,
-        socket_timeout=timeout,
-        socket_connect_timeout=timeout,
-        retry=Retry(ExponentialBackoff(cap=0.2, base=0.02), 1),
-    )
-    return Redis.from_pool(pool)
+    """The client of ``url`` (one server, a cluster or a sentinel group: :mod:`._redis_url`),
+    without retries of its own (the caller retries what is idempotent). Raises ``ValueError``."""
+    return cast("Redis", parse_redis_url(url).client(timeout=timeout, max_connections=max_connections))

@@ -11,9 +11,17 @@ import pytest
 from .topology import Topology, topology
 
 
+@pytest.fixture(scope="module", params=["single", "cluster", "sentinel"])
+def deployment(request: pytest.FixtureRequest) -> str:
+    """The Redis deployment under the replicas: a Redis of the topology's own, the cluster or
+    the sentinel group of ``scripts/services.sh`` (issue 21). A module may narrow it by
+    defining its own ``deployment`` fixture."""
+    return str(request.param)
+
+
 @pytest.fixture(scope="module")
-def topo_started() -> Iterator[Topology]:
-    with topology() as topo:
+def topo_started(deployment: str) -> Iterator[Topology]:
+    with topology(deployment=deployment) as topo:
         yield topo
 
 

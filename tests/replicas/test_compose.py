@@ -96,3 +96,26 @@ def test_nginx_serves_the_template_the_tests_render_pointed_at_the_replicas() ->
     assert directives == ["server", "server", "keepalive"]  # round robin: no ip_hash, hash or sticky
     for directive in ("proxy_buffering off;", "proxy_set_header Host $http_host;", "proxy_read_timeout 1h;"):
         assert directive in site
+
+
+def test_the_cluster_profile_runs_the_same_replicas_on_the_compose_cluster(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Profile "cluster" (issue 21): the replicas of the "replicas" profile, their stores on a
+    redis+cluster:// URL naming the compose cluster's nodes, everything else the same."""
+    from fastapi_mcp_ctx.backends._redis_url import parse_redis_url
+
+    services = _services()
+    names = ("cluster-replica-1", "cluster-replica-2")
+    envs = [{k: v for k, v in services[name]["environment"].items() if k.startswith("MCP_")} for name in names]
+    assert envs[0] == envs[1]
+    plain = {k: v for k, v in services["replica-1"]["environment"].items() if k.startswith("MCP_")}
+    stores = {"MCP_SESSION_STORE_URL", "MCP_STORAGE_URL"}
+    assert {k: v for k, v in envs[0].items() if k not in stores} == {k: v for k, v in plain.items() if k not in stores}
+    nodes = {f"redis-node-{i}" for i in range(1, 7)}
+    settings = _settings_of(services[names[0]], monkeypatch, MCP_REQUEST_STATE_KEY="k" * 43)
+    for url in (settings.session_store_url, settings.storage_url):  # type: ignore[attr-defined]
+        target = parse_redis_url(url)
+        assert target.kind == "cluster" and {h for h, _ in target.nodes} <= nodes, url
+    for name in nodes:
+        assert services[name]["profiles"] == ["cluster"] and "--cluster-enabled" in services[name]["command"]
+    assert services[names[0]]["depends_on"] == {"cluster-init": {"condition": "service_completed_successfully"}}
+    assert services["cluster-nginx"]["environment"]["UPSTREAM_1"] == "cluster-replica-1:8000"

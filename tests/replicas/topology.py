@@ -142,6 +142,31 @@ class RedisServer:
 
 
 @dataclass
+class SharedRedis:
+    """A deployment of ``scripts/services.sh`` (the cluster, the sentinel group: issue 21) the
+    topology uses instead of a Redis of its own; never stopped by the tests (a failover test
+    kills a node itself and ``services.sh start`` brings it back)."""
+
+    kind: str
+    base_url: str
+
+    def url(self, db: int = 0) -> str:
+        if self.kind == "sentinel":
+            return self.base_url.rsplit("/", 1)[0] + f"/{db}"
+        return self.base_url  # a cluster has database 0 only: the stores' key prefixes keep them apart
+
+    @property
+    def running(self) -> bool:
+        return True
+
+    def start(self) -> None:
+        return None
+
+    def stop(self) -> None:
+        raise AssertionError("the shared cluster / sentinel group is not stopped by a test (see test_failover.py)")
+
+
+@dataclass
 class Replica:
     """One uvicorn process serving the example app on its own port."""
 
@@ -150,6 +175,7 @@ class Replica:
     log: Path
     port: int = field(default_factory=free_port)
     proc: subprocess.Popen[bytes] | None = None
+    app: str = APP
 
     @property
     def base(self) -> str:
@@ -166,7 +192,7 @@ class Replica:
     def start(self) -> None:
         out = self.log.open("ab")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "uvicorn", APP, "--host", "127.0.0.1", "--port", str(self.port), "--no-access-log",
+            [sys.executable, "-m", "uvicorn", self.app, "--host", "127.0.0.1", "--port", str(self.port), "--no-access-log",
              "--proxy-headers", "--forwarded-allow-ips", "127.0.0.1", "--timeout-graceful-shutdown", "3"],
             cwd=ROOT, env={**self.env, "REPLICA_NAME": self.name},
             stdin=subprocess.DEVNULL, stdout=out, stderr=out,
@@ -238,7 +264,7 @@ http {{
 class Topology:
     """What :func:`topology` started. ``url`` is the MCP endpoint through the proxy."""
 
-    redis: RedisServer
+    redis: RedisServer | SharedRedis
     replicas: list[Replica]
     nginx: Nginx
     env: dict[str, str]
@@ -283,7 +309,7 @@ def wait_ready(base: str, timeout: float = START_SECONDS) -> None:
     raise RuntimeError(f"{base}/mcp/ready not 200 within {timeout} s: {last}")
 
 
-def replica_env(redis: RedisServer) -> dict[str, str]:
+def replica_env(redis: RedisServer | SharedRedis) -> dict[str, str]:
     """The environment of every replica: this process's, minus any MCP_* setting, plus the
     settings all replicas must share (the same values on each)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("MCP_") or k.startswith("MCP_TEST_")}
@@ -300,17 +326,26 @@ def replica_env(redis: RedisServer) -> dict[str, str]:
 
 
 @contextmanager
-def topology(names: tuple[str, ...] = ("a", "b")) -> Iterator[Topology]:
-    """Start Redis, a replica per name and nginx; stop them all (by their own pids) on exit."""
+def topology(names: tuple[str, ...] = ("a", "b"), deployment: str = "single", app: str = APP) -> Iterator[Topology]:
+    """Start Redis, a replica per name and nginx; stop them all (by their own pids) on exit.
+
+    ``deployment``: ``"single"`` (a Redis of the topology's own), ``"cluster"`` or
+    ``"sentinel"`` (the shared ones of ``scripts/services.sh``, issue 21)."""
     with tempfile.TemporaryDirectory(prefix="mcp-topology-") as tmp, ExitStack() as stack:
         base = Path(tmp)
         base.chmod(0o755)  # nginx's workers (user nobody when started as root) read under the prefix
-        (base / "redis").mkdir()
-        redis = RedisServer(base / "redis")
-        redis.start()
-        stack.callback(redis.stop)
+        redis: RedisServer | SharedRedis
+        if deployment == "single":
+            (base / "redis").mkdir()
+            redis = RedisServer(base / "redis")
+            redis.start()
+            stack.callback(redis.stop)
+        else:
+            from replica_app import deployment_url
+
+            redis = SharedRedis(deployment, deployment_url(deployment))
         env = replica_env(redis)
-        replicas = [Replica(name, env, base / f"replica-{name}.log") for name in names]
+        replicas = [Replica(name, env, base / f"replica-{name}.log", app=app) for name in names]
         for replica in replicas:
             replica.start()
             stack.callback(replica.stop)

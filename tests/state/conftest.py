@@ -31,13 +31,20 @@ from fastapi_mcp_ctx.state import ContextState
 
 REPO = Path(__file__).resolve().parents[2]
 SERVICES_SH = REPO / "scripts" / "services.sh"
-SERVICE_ENV = {"redis": "MCP_TEST_REDIS_URL", "postgres": "MCP_TEST_POSTGRES_URL"}
+SERVICE_ENV = {
+    "redis": "MCP_TEST_REDIS_URL",
+    "postgres": "MCP_TEST_POSTGRES_URL",
+    "redis-cluster": "MCP_TEST_REDIS_CLUSTER_URL",
+    "redis-sentinel": "MCP_TEST_REDIS_SENTINEL_URL",
+}
 
 ALL_KINDS = [
     pytest.param("memory", id="memory"),
     pytest.param("fakeredis", id="fakeredis"),
     pytest.param("sqlite", id="sqlite"),
     pytest.param("redis", id="redis", marks=pytest.mark.redis),
+    pytest.param("redis-cluster", id="redis-cluster", marks=pytest.mark.redis),  # issue 21: a tenant per slot
+    pytest.param("redis-sentinel", id="redis-sentinel", marks=pytest.mark.redis),
     pytest.param("postgres", id="postgres", marks=pytest.mark.postgres),
 ]
 FAKE_CLOCK_KINDS = {"memory", "sqlite", "postgres"}  # TTLs follow an injected clock
@@ -176,8 +183,8 @@ def build_env(kind: str, tmp_path: Path) -> Env:
         clock = FakeClock()
         url = f"sqlite+aiosqlite:///{tmp_path / 'state.db'}"
         return Env(kind, lambda: SqlBackend(url, create_tables=True, clock=clock), clock)
-    if kind == "redis":
-        url = service_url("redis")
+    if kind in ("redis", "redis-cluster", "redis-sentinel"):
+        url = service_url(kind)
         ns = f"mcp-test:{uuid.uuid4().hex}:"
         return Env(kind, lambda: RedisBackend(url, namespace=ns), None)
     if kind == "postgres":
@@ -202,7 +209,7 @@ async def truncate_postgres(backend: StateBackend) -> None:
 
 async def close_env(env: Env) -> None:
     for backend in env.created:
-        if env.kind == "redis" and isinstance(backend, RedisBackend):
+        if env.kind.startswith("redis") and isinstance(backend, RedisBackend):
             await _redis_cleanup(backend)
         await backend.aclose()
 
@@ -212,8 +219,8 @@ async def _redis_cleanup(backend: RedisBackend) -> None:
     prefix = backend._idx[: -len("idx")]  # pyright: ignore[reportPrivateUsage]
     try:
         keys = [k async for k in client.scan_iter(match=prefix + "*", count=1000)]
-        if keys:
-            await client.delete(*keys)
+        for key in keys:  # one by one: on a cluster they are on several slots
+            await client.delete(key)
     except Exception:  # the failure tests may leave the server restarting
         pass
 
