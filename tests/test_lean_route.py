@@ -291,3 +291,28 @@ async def test_a_route_added_after_the_claim_is_served() -> None:
         app.include_router(other.router)
         assert (await client.get("/late")).json() == {"late": "yes"}
         assert (await Wire(client).modern("tools/list")).status_code == 200
+
+
+@pytest.mark.parametrize("change", ["replace-and-move", "assign-a-new-list"])
+async def test_a_route_list_changed_in_place_after_the_claim_gives_the_path_to_the_earlier_route(change: str) -> None:
+    """The claim must notice a change that keeps the list's length (it compared only the length)."""
+    app = _lean_app()
+
+    async def blocker() -> None:
+        raise HTTPException(403, "blocked")
+
+    app.add_api_route("/other", blocker, methods=["POST"])
+    async with open_client(app) as client:
+        wire = Wire(client)
+        for _ in range(2):  # the first request installs the claim, the second goes through it
+            assert result_of(await wire.modern("tools/call", {"name": "ping_tool", "arguments": {}}))["structuredContent"] == {
+                "result": "pong"
+            }
+        shadow = app.router.routes[-1].__class__("/mcp", blocker, methods=["POST"])
+        if change == "replace-and-move":
+            app.router.routes[-1] = shadow
+            app.router.routes.insert(0, app.router.routes.pop())  # same length, same list object
+        else:
+            app.router.routes = [shadow, *app.router.routes[:-1]]
+        refused = await wire.modern("tools/call", {"name": "ping_tool", "arguments": {}}, check=False)
+        assert refused.status_code == 403 and refused.json() == {"detail": "blocked"}

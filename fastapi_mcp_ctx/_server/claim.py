@@ -17,7 +17,12 @@ A path is claimed only where FastAPI would have picked that route and done nothi
 * the router has no middleware of its own (``APIRouter(middleware=...)``, a router body bound);
 * per request: an HTTP request whose method the route serves, FastAPI's own telemetry off for it.
 
-The claims are computed again when the router's route list changes (a route added after start-up).
+The claims are computed again when the router's route list changes (a route added, removed, moved
+or replaced after start-up): the router's ``routes`` becomes a :class:`VersionedRoutes`, a ``list``
+whose every mutation bumps a counter, so the per-request check is one comparison; a list assigned
+in its place is noticed by identity. A route added later to a router that was already included
+(FastAPI >= 0.160 keeps such routers as one entry) is not noticed: include a router once it is
+complete, as FastAPI's own docs do.
 Installed by ``McpEndpoint.start`` (at the app's start-up or first request), once per router.
 """
 
@@ -31,7 +36,7 @@ from starlette.types import Receive, Scope, Send
 
 from .._fastapi_compat import LeanRoute, flat_route_entries
 
-__all__ = ["RouterClaim", "claim_lean_paths", "lean_claims"]
+__all__ = ["RouterClaim", "VersionedRoutes", "claim_lean_paths", "lean_claims"]
 
 ASGIApp = Callable[[Scope, Receive, Send], Coroutine[Any, Any, None]]
 Claims = dict[str, tuple[LeanRoute, frozenset[str]]]
@@ -61,29 +66,94 @@ def lean_claims(routes: Sequence[BaseRoute]) -> Claims:
     return claims
 
 
+class VersionedRoutes(list[BaseRoute]):
+    """A router's route list that counts its mutations (``version``), so a claim notices a route
+    added, removed, moved or replaced in place without comparing the list per request."""
+
+    version: int = 0
+
+    def _bump(self) -> None:
+        self.version += 1
+
+    def append(self, route: BaseRoute, /) -> None:
+        super().append(route)
+        self._bump()
+
+    def extend(self, routes: Any, /) -> None:
+        super().extend(routes)
+        self._bump()
+
+    def insert(self, index: Any, route: BaseRoute, /) -> None:
+        super().insert(index, route)
+        self._bump()
+
+    def remove(self, route: BaseRoute, /) -> None:
+        super().remove(route)
+        self._bump()
+
+    def pop(self, index: Any = -1, /) -> BaseRoute:
+        route = super().pop(index)
+        self._bump()
+        return route
+
+    def clear(self) -> None:
+        super().clear()
+        self._bump()
+
+    def sort(self, *args: Any, **kwargs: Any) -> None:
+        super().sort(*args, **kwargs)
+        self._bump()
+
+    def reverse(self) -> None:
+        super().reverse()
+        self._bump()
+
+    def __setitem__(self, index: Any, value: Any, /) -> None:
+        super().__setitem__(index, value)
+        self._bump()
+
+    def __delitem__(self, index: Any, /) -> None:
+        super().__delitem__(index)
+        self._bump()
+
+    def __iadd__(self, routes: Any, /) -> VersionedRoutes:  # pyright: ignore[reportIncompatibleMethodOverride]
+        super().__iadd__(routes)
+        self._bump()
+        return self
+
+    def __imul__(self, n: Any, /) -> VersionedRoutes:  # pyright: ignore[reportIncompatibleMethodOverride]
+        super().__imul__(n)
+        self._bump()
+        return self
+
+
 class RouterClaim:
     """The router's ``middleware_stack``: claimed paths to their route, the rest to ``next_app``
     (the router's own ``app``)."""
 
-    __slots__ = ("_claims", "_count", "_next", "_router", "_routes")
+    __slots__ = ("_claims", "_next", "_router", "_routes", "_version")
 
     def __init__(self, router: Any, next_app: ASGIApp) -> None:
         self._router = router
         self._next = next_app
-        self._routes: list[BaseRoute] = router.routes
-        self._count = len(self._routes)
-        self._claims = lean_claims(self._routes)
+        self._routes = VersionedRoutes()
+        self._version = -1
+        self._claims: Claims = {}
+        self.refresh()
 
     def refresh(self) -> None:
-        """Compute the claims again from the router's routes."""
-        self._routes = self._router.routes
-        self._count = len(self._routes)
-        self._claims = lean_claims(self._routes)
+        """Compute the claims again from the router's routes (made a :class:`VersionedRoutes`)."""
+        routes = self._router.routes
+        if not isinstance(routes, VersionedRoutes):
+            routes = VersionedRoutes(routes)
+            self._router.routes = routes
+        self._routes, self._version = routes, routes.version
+        self._claims = lean_claims(routes)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
             routes = self._router.routes
-            if routes is not self._routes or len(routes) != self._count:
+            if routes is not self._routes or routes.version != self._version:
                 self.refresh()
             path: str = scope["path"]
             root_path: str | None = scope.get("root_path")
