@@ -94,7 +94,12 @@ def project_app(session_mode: str = "stateless") -> FastAPI:
         """Look a key up: the key is an argument its dependency declares (workload da)."""
         return {"value": value}
 
+    async def report(title: str) -> str:
+        """A report ready at once (workloads tg, tgm read its finished task)."""
+        return f"report {title} ready"
+
     router.add_tool(add)
+    router.tool(task="optional")(report)
     router.add_tool(lookup)
     router.add_tool(lookup_key)
     router.resource(NOTE_URI, mime_type="text/plain")(note)  # r, rm (as examples/bench_app.py)
@@ -200,6 +205,47 @@ _SERVER_INFO = {"io.modelcontextprotocol/serverInfo": {"name": "bench", "version
 _dumps_utf8 = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
 
 
+TASKS: dict[int, str] = {}
+"""Workloads tg / tgm: the completed task of each project app (by ``id(app)``), made by :func:`finished_task`."""
+TASK_EXT = {"extensions": {"io.modelcontextprotocol/tasks": {}}}
+
+
+async def finished_task(app: Any, workload: str) -> None:
+    """Create a ``report`` task on ``app`` in the era of ``workload`` (tg: 2025 ``task: {ttl}``, tgm:
+    2026 with the tasks extension declared) and wait until it is completed."""
+    scope, _ = _request("b" if workload == "tgm" else "a")
+    params: dict[str, Any] = {"name": "report", "arguments": {"title": "q4"}}
+    if workload == "tgm":
+        params["_meta"] = {**MODERN_META, "io.modelcontextprotocol/clientCapabilities": TASK_EXT}
+        scope["headers"] = [(k, b"report" if k == b"mcp-name" else v) for k, v in scope["headers"] if k != b"content-length"]
+    else:
+        params["task"] = {"ttl": 3_600_000}
+    body = _dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}).encode()
+    out: list[bytes] = []
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    async def send(message: dict[str, Any]) -> None:
+        out.append(message.get("body", b""))
+
+    await app(dict(scope), receive, send)
+    created = json.loads(b"".join(out))["result"]
+    TASKS[id(app)] = created["taskId"] if "taskId" in created else created["task"]["taskId"]
+    for _ in range(200):
+        scope_get, body_get = _request(workload, app)
+        out.clear()
+
+        async def receive_get() -> dict[str, Any]:
+            return {"type": "http.request", "body": body_get, "more_body": False}
+
+        await app(dict(scope_get), receive_get, send)
+        if b'"status":"completed"' in b"".join(out):
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"the task did not complete: {b''.join(out)[:300]!r}")
+
+
 SESSIONS: dict[int, str] = {}
 """Workload s: the session id of each stateful project app (by ``id(app)``), opened by :func:`open_session`."""
 
@@ -226,9 +272,35 @@ async def open_session(app: Any) -> None:
     await app(dict(scope), receive, send)
 
 
+MODERN_META: dict[str, Any] = {
+    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+    "io.modelcontextprotocol/clientInfo": {"name": "bench", "version": "1.0"},
+    "io.modelcontextprotocol/clientCapabilities": {},
+}
+
+
+def _task_request(workload: str, app: Any) -> tuple[dict[str, Any], bytes]:
+    """``tasks/get`` of the app's finished task (tg: 2025-11-25, tgm: 2026-07-28 with its headers)."""
+    task_id = TASKS.get(id(app), "none")
+    params: dict[str, Any] = {"taskId": task_id}
+    if workload == "tgm":
+        params["_meta"] = {**MODERN_META, "io.modelcontextprotocol/clientCapabilities": TASK_EXT}
+    body = _dumps({"jsonrpc": "2.0", "id": 1, "method": "tasks/get", "params": params}).encode()
+    scope, _ = _request("b" if workload == "tgm" else "a")
+    headers = [(k, v) for k, v in scope["headers"] if k not in (b"content-length", b"mcp-method", b"mcp-name")]
+    if workload == "tgm":
+        headers += [(b"mcp-method", b"tasks/get"), (b"mcp-name", task_id.encode())]
+    scope["headers"] = [*headers, (b"content-length", str(len(body)).encode())]
+    return scope, body
+
+
 def _request(workload: str, app: Any = None) -> tuple[dict[str, Any], bytes]:
     if workload in FEATURE_WORKLOADS:
         return _feature_request(workload)
+    if workload in ("tg", "tgm"):
+        if app is not None and id(app) not in TASKS:  # the ceiling answers tg / tgm as a
+            return _request("a", app)
+        return _task_request(workload, app)
     if workload == "d":
         params: dict[str, Any] = {"name": "lookup", "arguments": {"key": "k1"}}
     elif workload == "da":
@@ -308,28 +380,35 @@ async def call(app: Any, scope: dict[str, Any], body: bytes, expect: bytes) -> N
         raise AssertionError(f"unexpected answer {status}: {b''.join(out)[:300]!r}")
 
 
-EXPECT = {"d": b'{"value":"v1","tenant":"acme"}', "da": b'"structuredContent":{"value":"v1"}', "a": b'"text":"5"', "b": b'"text":"5"', "s": b'"text":"5"'}
+EXPECT = {"tg": b'"status":"completed"', "tgm": b'"status":"completed"', "d": b'{"value":"v1","tenant":"acme"}', "da": b'"structuredContent":{"value":"v1"}', "a": b'"text":"5"', "b": b'"text":"5"', "s": b'"text":"5"'}
 EXPECT.update({w: json.dumps(NOTE_TEXT if w[0] == "r" else GREETING).encode() for w in FEATURE_WORKLOADS})
+
+
+def expected(app: Any, workload: str) -> bytes:
+    """What a good answer of ``workload`` holds on ``app`` (the ceiling answers tg / tgm as a)."""
+    if workload in ("tg", "tgm") and id(app) not in TASKS:
+        return EXPECT["a"]
+    return EXPECT[workload]
 
 
 async def per_call_us(app: Any, workload: str, calls: int) -> float:
     scope, body = _request(workload, app)
     start = time.perf_counter()
     for _ in range(calls):
-        await call(app, scope, body, EXPECT[workload])
+        await call(app, scope, body, expected(app, workload))
     return (time.perf_counter() - start) / calls * 1e6
 
 
 async def cyclic_garbage(app: Any, workload: str, calls: int = 200) -> tuple[float, list[str]]:
     scope, body = _request(workload, app)
     for _ in range(20):
-        await call(app, scope, body, EXPECT[workload])
+        await call(app, scope, body, expected(app, workload))
     gc.collect()
     gc.disable()
     gc.set_debug(gc.DEBUG_SAVEALL)
     try:
         for _ in range(calls):
-            await call(app, scope, body, EXPECT[workload])
+            await call(app, scope, body, expected(app, workload))
         gc.collect()
         kinds = sorted({type(o).__name__ for o in gc.garbage})
         per_call = len(gc.garbage) / calls
@@ -355,6 +434,10 @@ async def app_for(name: str, workload: str) -> Any:
     app with its session open (the ceiling answers s as a: it has no sessions)."""
     if name == "fastapi":
         return fastapi_app(workload)
+    if workload in ("tg", "tgm"):
+        app = project_app()
+        await finished_task(app, workload)
+        return app
     if workload != "s":
         return project_app()
     app = project_app("stateful")
@@ -367,7 +450,7 @@ async def main(args: argparse.Namespace) -> None:
         app = await app_for(args.only, args.workloads[0])
         scope, body = _request(args.workloads[0], app)
         for _ in range(args.calls):
-            await call(app, scope, body, EXPECT[args.workloads[0]])
+            await call(app, scope, body, expected(app, args.workloads[0]))
         return
     for workload in args.workloads:
         apps = {"project": await app_for("project", workload), "fastapi": fastapi_app(workload)}
@@ -393,7 +476,7 @@ async def main(args: argparse.Namespace) -> None:
             profiler = cProfile.Profile()
             profiler.enable()
             for _ in range(args.calls):
-                await call(apps[name], scope, body, EXPECT[args.profile])
+                await call(apps[name], scope, body, expected(apps[name], args.profile))
             profiler.disable()
             print(f"\n=== cProfile {name} {args.profile}, {args.calls} calls (cumulative) ===")
             pstats.Stats(profiler).sort_stats(args.sort).print_stats(args.top)
@@ -402,10 +485,10 @@ async def main(args: argparse.Namespace) -> None:
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    parser.add_argument("workloads", nargs="*", default=["d", "a"], help="d, da, a, b, s, r, rm, g, gm (default: d and a)")
+    parser.add_argument("workloads", nargs="*", default=["d", "a"], help="d, da, a, b, s, r, rm, g, gm, tg, tgm (default: d and a)")
     parser.add_argument("--calls", type=int, default=2000)
     parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--profile", choices=["d", "da", "a", "b", "s", *FEATURE_WORKLOADS])
+    parser.add_argument("--profile", choices=["d", "da", "a", "b", "s", "tg", "tgm", *FEATURE_WORKLOADS])
     parser.add_argument("--sort", default="cumulative")
     parser.add_argument("--top", type=int, default=60)
     parser.add_argument("--gc", action="store_true")

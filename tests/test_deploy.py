@@ -54,8 +54,10 @@ def _cli_command(argv: list[str]) -> str:
 
 def test_compose_services_and_settings_are_valid(monkeypatch: pytest.MonkeyPatch) -> None:
     services = _compose()
-    assert set(services) == {"postgres", "migrate", "mcp", "redis", "replica-1", "replica-2", "nginx"}
+    cluster = {*(f"redis-node-{i}" for i in range(1, 7)), "cluster-init", "cluster-replica-1", "cluster-replica-2", "cluster-nginx"}
+    assert set(services) == {"postgres", "migrate", "mcp", "redis", "replica-1", "replica-2", "nginx", *cluster}
     assert all(services[name].get("profiles") == ["replicas"] for name in ("redis", "replica-1", "replica-2", "nginx"))
+    assert all(services[name].get("profiles") == ["cluster"] for name in cluster)  # docs/deployment.md: Redis Cluster
     assert _REQUIRED.match(services["mcp"]["environment"]["MCP_REQUEST_STATE_KEY"])  # compose asks for it
     for name, value in _environment(services["mcp"], MCP_REQUEST_STATE_KEY=secrets.token_urlsafe(32)).items():
         monkeypatch.setenv(name, value)
