@@ -169,3 +169,22 @@ async def test_a_result_too_large_error_names_the_creating_request() -> None:
         big = await client.wait_task(task_id)
         assert big["status"] == "failed" and big["error"]["data"]["reason"] == "task_result_too_large"
         assert big["error"]["data"]["requestId"] == call_id
+
+
+async def test_a_malformed_2025_answer_on_the_tasks_result_stream_is_not_recorded() -> None:
+    """2025: a malformed answer on the tasks/result stream is never recorded: the session refuses
+    it against the 2025 schema, and ``task_answers`` checks it again before the store. The
+    question stays pending until the handler's own timeout. (A guard: this path held before.)"""
+    app = build_app(mcp_settings(server_request_timeout_seconds=1.0))
+    asked: list[dict[str, Any]] = []
+
+    def bogus(params: dict[str, Any]) -> dict[str, Any]:
+        asked.append(params)
+        return {"action": "bogus"}
+
+    async with McpTestClient(app, elicitation=bogus, validate=False) as client:
+        task = await client.call_tool_as_task("asks")
+        result = await client.task_result(task["taskId"])
+        text = result["content"][0]["text"]
+        assert len(asked) == 1 and result["isError"] is True
+        assert "not one this request can accept" not in text and "did not answer" in text, text
