@@ -32,6 +32,7 @@ from ._discovery import find_targets
 from ._extras import missing_extra
 from ._stdio.headers import split_header
 from ._stdio.serve import run_stdio
+from ._tasks.memory_store import MemoryTaskStore
 from ._transport.bus import MemoryBus
 from ._transport.sessions import MemorySessionStore
 from .backends import backend_from_url
@@ -119,6 +120,11 @@ def _per_process_parts(app: Any) -> list[str]:
             problems.append(f"{target.path}: the replica bus is this process's (McpRouter(bus=...) in memory)")
         if explicit_memory_state(router.settings, router.state_backend):  # left at its default: refused at first use instead
             problems.append(f"{target.path}: ctx.state is in this process's memory (MCP_STORAGE_URL=memory:// set explicitly)")
+        if router.registry.any_task() and isinstance(router.tasks.store, MemoryTaskStore):
+            problems.append(
+                f"{target.path}: task records are kept in this process's memory, so a task created on one worker is "
+                "unknown to the others (tasks/get -32602): set MCP_SESSION_STORE_URL=redis://host:port/db"
+            )
         if not router.request_state.shared:
             problems.append(
                 f"{target.path}: 2026 requestState is sealed with a random key of each process (MCP_REQUEST_STATE_KEY "

@@ -72,6 +72,8 @@ Tree::
                                      (the JSON-RPC code, message, data and the HTTP status as sent)
     TestClientInputError             client side: ``McpTestClient`` cannot answer the server's input (no callback
                                      for the method asked, more ``input_required`` rounds than ``max_input_rounds``)
+    TestClientTaskError              client side: ``McpTestClient.call_tool`` was answered with a task (use
+                                     ``call_tool_as_task``)
     AppLoadError                     (not a wire error) ``module:attr`` names no servable app or McpRouter (stdio)
     DeclarationError (TypeError)     (not a wire error) a handler used what its registration did not declare:
                                      ``ctx.fail`` of an undeclared reason, ``ctx.enrich`` of an undeclared field
@@ -159,6 +161,7 @@ __all__ = [
     "TaskTtlError",
     "TenantRequiredError",
     "TestClientInputError",
+    "TestClientTaskError",
     "ToolError",
     "UnknownPromptError",
     "UnknownToolError",
@@ -213,9 +216,14 @@ class _Failure(Exception):
     ) -> None:
         self.message = message if message is not None else self.default_message
         self.reason = reason if reason is not None else self.default_reason
-        self.recovery_hint = recovery_hint if recovery_hint is not None else self.default_hint
+        self.recovery_hint = recovery_hint if recovery_hint is not None else self.hint_for(self.reason)
         self.data: dict[str, Any] = _raiser_fields(data)
         super().__init__(self.message)
+
+    def hint_for(self, reason: str | None) -> str | None:
+        """The ``data.recovery.hint`` when the raiser gives none: :attr:`default_hint` (a
+        subclass may give one per ``reason``)."""
+        return self.default_hint
 
     def to_error(self, request_id: str | int | None = None) -> dict[str, Any]:
         """The error envelope: ``{"code": int, "message": str, "data": {"requestId": request_id, ...}}``.
@@ -1023,6 +1031,15 @@ class TestClientInputError(Exception):
     __test__ = False  # not a pytest test class despite its name
 
 
+class TestClientTaskError(Exception):
+    """``McpTestClient.call_tool`` was answered with a task (2026 ``resultType: "task"``: a task
+    tool, the client declared the tasks extension), not a tool result: there is nothing to check
+    in it yet. Call ``call_tool_as_task`` and ``wait_task`` (or leave the extension undeclared
+    for a plain call). Raised in the test, never sent."""
+
+    __test__ = False  # not a pytest test class despite its name
+
+
 class DeclarationError(TypeError):
     """A handler used something its registration did not declare, or broke a declared type: a
     programming error, like a call with an unexpected keyword argument (hence ``TypeError``).
@@ -1077,7 +1094,15 @@ class TaskNotFoundError(InvalidParamsError):
 
     default_message = "Failed to retrieve task: Task not found"
     default_reason = "task_not_found"
-    default_hint = "Check the taskId: a task is kept for its ttlMs after creation, for its creator only."
+    default_hint = "Check the taskId: a task is kept for its TTL after creation (2026 ttlMs, 2025 ttl), for its creator only."
+    reason_hints: ClassVar[dict[str, str]] = {
+        "task_cancelled": "The taskId is right but the task was cancelled before it produced a result: call the tool again.",
+        "invalid_params": "Send taskId as the string the task's creation answered.",
+    }
+
+    def hint_for(self, reason: str | None) -> str | None:
+        """Each ``reason`` has its own hint (:attr:`reason_hints`; else :attr:`default_hint`)."""
+        return self.reason_hints.get(reason or "", self.default_hint)
 
 
 class TaskQuotaExceededError(InvalidRequestError):

@@ -33,7 +33,7 @@ import mcp_types as types
 from pydantic import BaseModel, TypeAdapter
 from pydantic import ValidationError as PydanticValidationError
 
-__all__ = ["InputRound", "InputView", "Inputs", "admit", "answers_method", "decode_round_state", "encode_round_state"]
+__all__ = ["InputRound", "InputView", "Inputs", "admit", "answer_for", "answers_method", "decode_round_state", "encode_round_state"]
 
 M = TypeVar("M", bound=BaseModel)
 Kind = Literal["elicit", "sample", "roots", "none"]
@@ -117,6 +117,18 @@ def answers_method(answer: Mapping[str, Any], method: str) -> bool:
     using it: an elicitation answer under a ``ctx.sample`` key is no answer (asked again)."""
     kind = _KIND_OF_METHOD.get(method)
     return kind is not None and _classify(answer, None) == kind
+
+
+def answer_for(answer: Any, method: str) -> dict[str, Any] | None:
+    """``answer`` in its admitted form when it is a result of ``method`` (``elicitation/create``:
+    an ``ElicitResult``, action ``accept`` / ``decline`` / ``cancel``, ``content`` an object of
+    primitive values when present; ``sampling/createMessage``: a ``CreateMessageResult``;
+    ``roots/list``: a ``ListRootsResult``), else None. The shape rule of :func:`admit` without
+    its capability check: what a task's answers (``tasks/update``) must pass before they are
+    stored, where the asking request's capabilities were checked when it asked."""
+    if method not in _KIND_OF_METHOD:
+        return None
+    return _admit_one(answer, method, lambda _: True)
 
 
 def _admit_one(answer: Any, asked: str | None, can: Callable[[str], bool]) -> dict[str, Any] | None:

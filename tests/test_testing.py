@@ -125,6 +125,7 @@ def test_exported_members() -> None:
         "McpResponseError",
         "McpTestClient",
         "TestClientInputError",
+        "TestClientTaskError",
         "ToolResult",
         "reset_state",
     ]

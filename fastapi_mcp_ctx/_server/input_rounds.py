@@ -40,7 +40,7 @@ from ..errors import InputRoundsExceededError, InvalidParamsError, InvalidReques
 from ..input_required import InputRequired
 from ..inputs import InputRound, admit, decode_round_state, encode_round_state
 
-__all__ = ["CallTarget", "InputRequiredOutcome", "first_round", "run_rounds", "run_with_input"]
+__all__ = ["CallTarget", "InputRequiredOutcome", "first_round", "refuse_oversized", "run_rounds", "run_with_input"]
 
 T = TypeVar("T")
 SERVER_INFO_KEY: Final = "io.modelcontextprotocol/serverInfo"
@@ -120,15 +120,16 @@ def first_round(
     can = context.client.can if call.envelope.client_capabilities is not None else None
     answers = admit(responses, can, asked)  # pyright: ignore[reportUnknownArgumentType]
     if answers and call.envelope.era == "modern":
-        _refuse_oversized(answers, call.settings.request_state_max_bytes)
+        refuse_oversized(answers, call.settings.request_state_max_bytes)
     answers.update(admit(carried, can))  # what the server recorded wins over a client's re-answer
     return InputRound(answers=answers, state=handler_state)
 
 
-def _refuse_oversized(answers: Mapping[str, Any], max_state_bytes: int) -> None:
+def refuse_oversized(answers: Mapping[str, Any], max_state_bytes: int) -> None:
     """2026: the answers a handler consumes travel on in the sealed ``requestState``, so answers
     larger than half of ``MCP_REQUEST_STATE_MAX_BYTES`` are the client's fault (-32602), never
-    a server error when the next round's state is sealed."""
+    a server error when the next round's state is sealed. The same bound holds for a task's
+    answers (2026 ``tasks/update``, 2025 ``tasks/result``): one rule for every answer."""
     size = len(json.dumps(answers, separators=(",", ":"), ensure_ascii=False).encode())
     limit = max_state_bytes // 2
     if size > limit:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from fastapi.background import BackgroundTasks
 from starlette.requests import Request
@@ -18,7 +18,7 @@ from starlette.requests import Request
 from .._context.cancel_signal import CancelSignal
 from .._handlers.tool_def import ToolDef
 from .._tasks.engine import TaskEngine
-from .._tasks.records import owner_key
+from .._tasks.records import ANONYMOUS_OWNER, TaskRecord, owner_key
 from .._tasks.wire import (
     EXTENSION,
     LEGACY_METHODS,
@@ -43,17 +43,35 @@ from .._wire.jsonrpc import result_message
 from ..auth import Principal
 from ..context import Context
 from ..errors import InvalidParamsError, McpError, MethodNotFoundError
+from ..inputs import answer_for
 from ..settings import McpSettings
+from .input_rounds import refuse_oversized
 from .outcomes import PreparedCall, error_reply
 
-__all__ = ["as_task", "call_owner", "legacy_result_run", "serve_task_method", "task_call", "task_capabilities", "task_methods"]
+__all__ = [
+    "MAX_INPUT_RESPONSES",
+    "as_task",
+    "call_owner",
+    "legacy_result_run",
+    "serve_task_method",
+    "task_answers",
+    "task_call",
+    "task_capabilities",
+    "task_methods",
+]
 
 logger = logging.getLogger("fastapi_mcp_ctx")
 
+MAX_INPUT_RESPONSES: Final = 64
+"""The most entries one ``tasks/update`` ``inputResponses`` may carry (more: -32602)."""
+
 
 def call_owner(principal: Principal | None, session: SessionRecord | None, envelope: RequestEnvelope) -> str:
-    """Whose a task is: the authenticated tenant, subject and OAuth client; an anonymous 2025
-    caller's session; else the one anonymous owner (its task ids, unguessable, are the only key)."""
+    """Whose a task is (spec 2025-11-25 ``basic/utilities/tasks`` §Security: bound to the
+    authorization context, else to the session): the authenticated tenant, subject and OAuth
+    client; an anonymous 2025 caller's session (its own tasks and its own quota); else
+    :data:`~.._tasks.records.ANONYMOUS_OWNER`, whose tasks are reached by their unguessable id
+    only and never listed."""
     if principal is not None:
         return owner_key(principal.tenant_id, principal.subject, principal.client_id)
     if envelope.era == "legacy" and session is not None:
@@ -150,11 +168,21 @@ async def serve_task_method(
             responses = params.get("inputResponses")
             if not isinstance(responses, Mapping):
                 raise InvalidParamsError("tasks/update requires an object 'inputResponses' keyed as the task's inputRequests")
-            await engine.update(owner, task_id, responses)  # pyright: ignore[reportUnknownArgumentType]
+            if len(responses) > MAX_INPUT_RESPONSES:  # pyright: ignore[reportUnknownArgumentType]
+                raise InvalidParamsError(
+                    f"tasks/update 'inputResponses' has {len(responses)} entries, at most {MAX_INPUT_RESPONSES}",  # pyright: ignore[reportUnknownArgumentType]
+                    reason="too_many_input_responses",
+                    recovery_hint="Answer only the keys of the task's inputRequests.",
+                )
+            answers = task_answers(await engine.get(owner, task_id), responses, settings)  # pyright: ignore[reportUnknownArgumentType]
+            if answers:
+                await engine.update(owner, task_id, answers)
             return {}
         await engine.cancel(owner, task_id)
         return {}
     if method == "tasks/list":
+        if owner == ANONYMOUS_OWNER:  # neither an identity nor a session: no task is this caller's to list
+            return {"tasks": []}
         return legacy_list(await engine.store.list(owner), params.get("cursor"), settings.page_size)
     if method == "tasks/get":
         return legacy_task(await engine.get(owner, task_id))
@@ -164,6 +192,37 @@ async def serve_task_method(
     if record.terminal:
         raise InvalidParamsError(f"Cannot cancel task: it is already {record.status}", reason="task_terminal")
     return legacy_task(await engine.cancel(owner, task_id))
+
+
+def task_answers(record: TaskRecord, responses: Mapping[str, Any], settings: McpSettings) -> dict[str, dict[str, Any]]:
+    """The answers of ``responses`` to record for ``record``'s pending input requests, each
+    checked against the result type of the request it answers (``inputs.answer_for``: the rule
+    of ``tools/call`` ``inputResponses``); keys the task did not ask (or already answered) are
+    dropped, never stored.
+
+    Raises:
+        InvalidParamsError: an answer that is not a result of its request's method (-32602,
+            ``reason: invalid_input_response``; the question stays pending), or answers larger
+            than half of ``MCP_REQUEST_STATE_MAX_BYTES`` (``reason: input_responses_too_large``).
+    """
+    answers: dict[str, dict[str, Any]] = {}
+    for key, answer in responses.items():
+        entry = record.input_requests.get(key)
+        if not isinstance(entry, Mapping) or key in record.answers:
+            continue
+        method = str(entry.get("method"))  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType]
+        admitted = answer_for(answer, method)
+        if admitted is None:
+            raise InvalidParamsError(
+                f"inputResponses[{key[:64]!r}] is not a result of {method} (the task's question is still pending)",
+                reason="invalid_input_response",
+                recovery_hint=f"Answer {method} with its result type (elicitation/create: an ElicitResult, action accept, decline or cancel).",
+                data={"key": key[:256], "method": method},
+            )
+        answers[key] = admitted
+    if answers:
+        refuse_oversized(answers, settings.request_state_max_bytes)
+    return answers
 
 
 def legacy_result_run(
@@ -179,10 +238,13 @@ def legacy_result_run(
         params = {**dict(entry.get("params") or {}), "_meta": {RELATED_TASK: {"taskId": found}}}
         try:
             answer = await context.send_request(str(entry.get("method")), params)
+            record = await engine.get(owner, found)
+            answers = task_answers(record, {key: answer}, engine.settings)
         except McpError as exc:  # the task's own question times out: its handler decides
             logger.info("tasks/result could not ask the client for task %s (%s): %s", found, key, exc.message)
             return
-        await engine.update(owner, found, {key: answer})
+        if answers:
+            await engine.update(owner, found, answers)
 
     async def run(context: Context, request: Request, background: BackgroundTasks) -> dict[str, Any]:
         asked: dict[str, asyncio.Task[None]] = {}

@@ -306,7 +306,7 @@ class TaskEngine:
                     signal.bind(None)
             if state.task is None:
                 return reply
-            await self._finish(state.task.task_id, owner, reply, signal)
+            await self._finish(state.task.task_id, owner, reply, signal, state.request_id)
             await self.changed(owner, state.task.task_id)
             if reply is not None and "result" in reply.message and signal.reason is None:
                 await run_background(background)
@@ -315,7 +315,7 @@ class TaskEngine:
             logger.exception("task %s failed", state.task.task_id if state.task is not None else "(not started)")
             if state.task is not None:
                 await self.store.finish(
-                    owner, state.task.task_id, "failed", "Internal error", json.dumps(TaskFailedError().to_error())
+                    owner, state.task.task_id, "failed", "Internal error", json.dumps(TaskFailedError().to_error(state.request_id))
                 )
             return None
         finally:
@@ -325,10 +325,10 @@ class TaskEngine:
             if self.shutdown is not None:
                 self.shutdown.call_ended(guard)
 
-    async def _finish(self, task_id: str, owner: str, reply: Reply | None, signal: CancelSignal) -> None:
+    async def _finish(self, task_id: str, owner: str, reply: Reply | None, signal: CancelSignal, request_id: str | int | None) -> None:
         if signal.reason == SHUTDOWN_REASON:
             error = TaskFailedError("The server shut down before the task ended", reason="server_shut_down")
-            await self.store.finish(owner, task_id, "failed", "server shut down", json.dumps(error.to_error()))
+            await self.store.finish(owner, task_id, "failed", "server shut down", json.dumps(error.to_error(request_id)))
             return
         if signal.reason is not None:
             await self.store.cancel(owner, task_id)
@@ -344,7 +344,7 @@ class TaskEngine:
                 f"The task's {'result' if status == 'completed' else 'error'} is larger than {limit} bytes (MCP_TASK_MAX_RESULT_BYTES)",
                 reason="task_result_too_large",
             )
-            await self.store.finish(owner, task_id, "failed", error.message, json.dumps(error.to_error()))
+            await self.store.finish(owner, task_id, "failed", error.message, json.dumps(error.to_error(request_id)))
             return
         await self.store.finish(owner, task_id, status, None, encoded)
 

@@ -30,6 +30,7 @@ from typing import Any, Final, Literal, Protocol
 
 __all__ = [
     "ACTIVE",
+    "ANONYMOUS_OWNER",
     "LOST_ERROR",
     "TERMINAL",
     "TaskRecord",
@@ -54,6 +55,11 @@ def owner_key(tenant_id: str | None, subject: str | None, client: str | None) ->
     forged). ``client`` is the OAuth client id when known, else the 2025 session id of an
     anonymous caller, else ''."""
     return json.dumps([tenant_id or "", subject or "", client or ""], separators=(",", ":"))
+
+
+ANONYMOUS_OWNER: Final = owner_key(None, None, None)
+"""The owner of a caller with neither an identity nor a 2025 session: its tasks are reachable by
+their unguessable id only, never listed (``tasks/list`` answers it an empty list)."""
 
 
 def owner_hash(owner: str) -> str:

@@ -45,7 +45,7 @@ except ImportError as exc:  # pragma: no cover - depends on the installed extras
 
 from .. import __version__
 from .._discovery import find_targets
-from ..errors import McpResponseError, TestClientInputError
+from ..errors import McpResponseError, TestClientInputError, TestClientTaskError
 from ..router import McpRouter
 from ._encoding import header_params_of, param_headers, response_error
 from ._exchange import WireExchange
@@ -53,7 +53,7 @@ from ._features import FeatureRequests
 from ._input import ElicitationCallback, InputAnswerer, RootsCallback, SamplingCallback, answer_rounds
 from ._results import Asked, McpResponse, Notified, ToolResult
 from ._state import StateReset, reset_state
-from ._tasks import TASKS_CAPABILITY, TaskRequests
+from ._tasks import TASKS_CAPABILITY, TaskRequests, refuse_task
 
 __all__ = [
     "TASKS_CAPABILITY",
@@ -63,6 +63,7 @@ __all__ = [
     "McpResponseError",
     "McpTestClient",
     "TestClientInputError",
+    "TestClientTaskError",
     "ToolResult",
     "reset_state",
 ]
@@ -272,6 +273,8 @@ class McpTestClient(WireExchange, StateReset, Notified, FeatureRequests, TaskReq
             McpResponseError: a protocol error (unknown tool ``-32602``, 401, 403, an
                 undeclared capability ``-32021``...).
             TestClientInputError: the tool asked what no callback answers, or kept asking.
+            TestClientTaskError: the call was answered with a task (a task tool, the 2026 client
+                declared ``TASKS_CAPABILITY``): use :meth:`call_tool_as_task`.
         """
         params: dict[str, Any] = {"name": name, "arguments": dict(arguments or {})}
         if input_responses is not None:
@@ -282,6 +285,7 @@ class McpTestClient(WireExchange, StateReset, Notified, FeatureRequests, TaskReq
         mirrored = param_headers(self._header_params.get(name, {}), params["arguments"]) if self.era == "modern" else {}
         sent = {**mirrored, **(headers or {})}
         answer = await self.request("tools/call", params, meta=extra, headers=sent, auto_answer=auto_answer)
+        refuse_task(name, answer.result)
         return ToolResult(answer.method, answer.result, answer.notifications, answer.http_status, answer.headers, answer.asked)
 
     async def request(

@@ -15,14 +15,33 @@ import anyio
 from mcp_types import _v2025_11_25 as v2025  # pyright: ignore[reportPrivateUsage]
 
 from .._wire.envelope import Era
+from ..errors import TestClientTaskError
 from ._features import Requester, every_page
 
-__all__ = ["TASKS_CAPABILITY", "TaskRequests"]
+__all__ = ["TASKS_CAPABILITY", "TaskRequests", "refuse_task"]
 
 TASKS_EXTENSION: Final = "io.modelcontextprotocol/tasks"
 TASKS_CAPABILITY: Final[dict[str, Any]] = {"extensions": {TASKS_EXTENSION: {}}}
 """The 2026 ``client_capabilities`` that opt into tasks (merge with others as needed)."""
 _TERMINAL: Final = frozenset({"completed", "failed", "cancelled"})
+
+
+def refuse_task(name: str, result: Mapping[str, Any]) -> None:
+    """``call_tool``'s check: a task answer (``resultType: "task"``, 2025 ``{"task": …}``) is no
+    tool result, so a test asserting on it would check nothing.
+
+    Raises:
+        TestClientTaskError: naming ``call_tool_as_task`` and the task id.
+    """
+    task_id = result.get("taskId") if result.get("resultType") == "task" else None
+    if task_id is None and isinstance(result.get("task"), Mapping) and "content" not in result:
+        task_id = result["task"].get("taskId")
+    if task_id is not None:
+        raise TestClientTaskError(
+            f"tools/call {name!r} was answered with task {task_id!r}, not a tool result: call "
+            "call_tool_as_task() then wait_task() (2026) or task_result() (2025), or leave TASKS_CAPABILITY "
+            "undeclared for a plain call"
+        )
 
 
 class _Client(Requester, Protocol):
