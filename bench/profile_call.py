@@ -236,7 +236,7 @@ async def finished_task(app: Any, workload: str) -> None:
         scope_get, body_get = _request(workload, app)
         out.clear()
 
-        async def receive_get() -> dict[str, Any]:
+        async def receive_get(body_get: bytes = body_get) -> dict[str, Any]:
             return {"type": "http.request", "body": body_get, "more_body": False}
 
         await app(dict(scope_get), receive_get, send)
