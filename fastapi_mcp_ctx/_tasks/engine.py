@@ -155,6 +155,8 @@ class TaskEngine:
         self._tasks: set[asyncio.Task[Any]] = set()
         self.retry = StoreRetry()
         """How the runner's store steps are run again through an outage (tests: a controlled clock)."""
+        self.lease_sleep: Callable[[float], Awaitable[object]] = asyncio.sleep
+        """The lease keeper's wait between two renewals (tests: a controlled one)."""
 
     # -- reading and changing a record (any replica) -------------------------------------
     async def get(self, owner: str, task_id: Any) -> TaskRecord:
@@ -392,7 +394,7 @@ class TaskEngine:
         period = self.lease_ms / 3000
         wait = period
         while True:
-            await self.retry.sleep(wait)
+            await self.lease_sleep(wait)
             try:
                 alive = await self.store.renew(owner, task_id, self.lease_ms)
             except Exception as exc:  # the store is down: try again sooner; the run goes on
