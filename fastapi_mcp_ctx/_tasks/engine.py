@@ -397,9 +397,9 @@ class TaskEngine:
             await self.lease_sleep(wait)
             try:
                 alive = await self.store.renew(owner, task_id, self.lease_ms)
-            except Exception as exc:  # the store is down: try again sooner; the run goes on
+            except Exception as exc:  # the store is down: try again sooner (at most every 2 s); the run goes on
                 logger.warning("could not renew the lease of task %s: %s", task_id, exc)
-                wait = min(period, 0.25 if wait >= period else wait * 2)
+                wait = min(period, self.retry.cap, 0.25 if wait >= period else wait * 2)
                 continue
             wait = period
             if not alive:  # cancelled elsewhere (its relay message lost), or lapsed by a reader
