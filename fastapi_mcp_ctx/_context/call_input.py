@@ -124,14 +124,20 @@ class CallInput(CallMessages):
         tool before :meth:`start_task` (docs/tasks.md)."""
         return self._call.task
 
-    async def start_task(self) -> TaskView:
+    @bridged("ctx.start_task")
+    async def start_task(self) -> TaskView | None:
         """Turn this call into a task now (a tool declared ``task_start="handler"``): the client
         is answered with the task, the handler goes on as it. Questions asked before were
-        ``input_required`` rounds (2026) or live requests (2025); after, they are the task's
-        ``inputRequests``. Already a task: returns it.
+        ``input_required`` rounds (2026) or live requests on the call's stream (2025); after,
+        they are the task's ``inputRequests``. Already a task: returns it.
 
+        Returns:
+            The task (``ctx.task``); None for a ``task="optional"`` tool whose client did not
+            opt into tasks: nothing happens and the handler goes on as a plain call (its result
+            is the call's answer). A ``task="required"`` tool never gets here without the opt-in
+            (the call was refused).
         Raises:
-            RuntimeError: the tool is not a task tool, or this call did not opt into tasks.
+            RuntimeError: the tool is not a task tool.
             TaskQuotaExceededError / ServerShuttingDownError: no task can be created now.
         """
         if self._call.task is not None:
@@ -139,7 +145,6 @@ class CallInput(CallMessages):
         starter = self._call.task_starter
         if starter is None:
             raise RuntimeError(
-                "ctx.start_task() needs a tool declared @mcp_router.tool(task=..., task_start=\"handler\") "
-                "called by a client that opted into tasks"
+                "ctx.start_task() needs a task tool: declare it @mcp_router.tool(task=\"optional\", task_start=\"handler\")"
             )
         return await starter()

@@ -29,7 +29,7 @@ from .cancel_signal import CancelSignal
 if TYPE_CHECKING:
     from ..state import ContextState
 
-__all__ = ["CallState", "ChangeNotifications", "ClientRequester", "Outbound", "StreamControl", "TaskView"]
+__all__ = ["CallState", "ChangeNotifications", "ClientRequester", "Outbound", "StreamControl", "TaskView", "no_task_start"]
 
 Outbound = Callable[[dict[str, Any]], Awaitable[None]]
 """Sends one JSON-RPC message on the call's own stream."""
@@ -71,6 +71,11 @@ class TaskView(Protocol):
     async def status(self, message: str) -> None: ...
 
 
+async def no_task_start() -> None:
+    """``ctx.start_task()`` of a ``task="optional"`` tool whose client did not opt into tasks: no
+    task starts, the handler goes on as the plain call it is."""
+
+
 @dataclass(slots=True)
 class CallState:
     """Everything the dispatcher knows about one call (built per request, never shared)."""
@@ -109,5 +114,6 @@ class CallState:
     """The Context coroutines made on the loop during the call, for the never-awaited report (``_bridge``)."""
     task: TaskView | None = None
     """The task this call runs as (``_tasks``), None for a plain call (2026: questions are then ``input_required`` results)."""
-    task_starter: Callable[[], Awaitable[TaskView]] | None = None
-    """``ctx.start_task()`` of a tool declared ``task_start="handler"`` (``_tasks.engine``), until it ran."""
+    task_starter: Callable[[], Awaitable[TaskView | None]] | None = None
+    """``ctx.start_task()`` of a tool declared ``task_start="handler"`` (``_tasks.engine``), until it ran;
+    :func:`no_task_start` for a ``task="optional"`` tool the client did not opt into."""

@@ -25,6 +25,7 @@ from starlette.responses import Response
 
 from .._auth.scopes import may_use, require_scopes
 from .._auth.sealing import RequestStateSealer
+from .._context.call_state import no_task_start
 from .._context.cancel_signal import CancelSignal
 from .._handlers.features import CALL_METHODS, Features, per_caller
 from .._handlers.registry import ToolRegistry
@@ -400,6 +401,8 @@ class Dispatcher(CallPreparation):
             run=run, operation=f"tools/call:{name}", logger_name=name, private_scope=tool.dependant is not None, tool=tool,
         )  # fmt: skip
         if ttl is False or self.tasks is None:
+            if tool.task is not None and prepared.state is not None:  # optional, not opted into: ctx.start_task() does nothing
+                prepared.state.task_starter = no_task_start
             return prepared
         owner = call_owner(request.scope.get(PRINCIPAL_SCOPE_KEY), session, envelope)
         return task_call(self.tasks, prepared, tool, owner, ttl, lambda result: self._finish(result, envelope))

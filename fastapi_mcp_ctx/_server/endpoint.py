@@ -139,13 +139,16 @@ class McpEndpoint:
     # -- HTTP ----------------------------------------------------------------------------
     def lifespan(self, original: Lifespan) -> Lifespan:
         """``original`` (a router's ``lifespan_context``) that first runs :meth:`start` on the app
-        running it: ``include_router`` merges it into the app's lifespan, called with the app."""
+        running it: ``include_router`` merges it into the app's lifespan, called with the app.
+        Its shutdown waits for the graceful shutdown (running calls and tasks get
+        ``MCP_SHUTDOWN_GRACE_SECONDS``, a task's end is written: ``ShutdownCoordinator.at_exit``)."""
 
         @asynccontextmanager
         async def lifespan(app: Any) -> AsyncGenerator[Any]:
             self.start(app)
             async with original(app) as state:
                 yield state
+            await self.shutdown_coordinator.at_exit()
 
         return lifespan
 

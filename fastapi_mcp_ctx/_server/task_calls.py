@@ -130,7 +130,8 @@ def task_call(
     async def runner(outbound: Outbound) -> Reply | None:
         try:
             outcome = await engine.run(
-                owner, state, prepared.runner, prepared.background, start=tool.task_start, required=required, ttl_ms=ttl_ms
+                owner, state, prepared.runner, prepared.background, start=tool.task_start, required=required, ttl_ms=ttl_ms,
+                outbound=outbound,  # a handler-start call's own stream until ctx.start_task() (2025: its questions)
             )
         except McpError as exc:
             return error_reply(request_id, exc, era)

@@ -8,6 +8,8 @@ back channel is a :class:`TaskChannel`. It writes the request under a fresh key 
 2025-11-25 ``basic/utilities/tasks`` §Input Required Status), then waits until ``tasks/update``
 (on any replica) recorded its answer: woken by the engine (a local update, or a relayed one), and
 reading the record every lease period anyway, so a lost relay message costs at most that long.
+Writing the question and reading its answer are run again while the store is unavailable (a
+Redis restart: :class:`~.retry.StoreRetry`), for as long as the question may wait.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Final
 from .._context.call_state import CallState
 from ..errors import NoBackChannelError, ServerRequestError, ServerRequestTimeoutError
 from ..input_required import INPUT_METHODS
+from .retry import StoreRetry
 
 if TYPE_CHECKING:
     from .records import TaskStore
@@ -37,12 +40,20 @@ class TaskChannel:
         store / owner / task_id: where the task's record is.
         poll_seconds: the longest wait between two reads of the record.
         asked: called once a question is recorded (the engine publishes the status).
+        retry: runs a store step again through an outage (the engine's).
     """
 
     def __init__(
-        self, store: TaskStore, owner: str, task_id: str, poll_seconds: float, asked: Callable[[], Awaitable[None]] | None = None
+        self,
+        store: TaskStore,
+        owner: str,
+        task_id: str,
+        poll_seconds: float,
+        asked: Callable[[], Awaitable[None]] | None = None,
+        retry: StoreRetry | None = None,
     ) -> None:
         self._store = store
+        self._retry = retry if retry is not None else StoreRetry()
         self._on_ask = asked
         self._owner = owner
         self._task_id = task_id
@@ -57,6 +68,7 @@ class TaskChannel:
         Raises:
             NoBackChannelError: ``method`` is not one a task can ask (``ping``...), or the task ended.
             ServerRequestTimeoutError: no answer within ``timeout`` seconds.
+            StateUnavailableError: the store stayed unavailable until then.
             ValueError: ``timeout`` is not a positive number.
         """
         if method not in INPUT_METHODS:
@@ -68,15 +80,18 @@ class TaskChannel:
         self._asked += 1
         key = f"{_KEY_PREFIX[method]}-{self._asked}"
         entry = json.dumps({"method": method, "params": params or {}}, separators=(",", ":"))
-        if not await self._store.ask(self._owner, self._task_id, key, entry):
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        what = f"task {self._task_id[:8]}… asking {method}"
+        if not await self._retry.run(lambda: self._store.ask(self._owner, self._task_id, key, entry), what, timeout):
             raise NoBackChannelError(method, "the task has ended")
         if self._on_ask is not None:  # input_required: listeners hear it (notifications/tasks)
             await self._on_ask()
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout
         while True:
             self.wake.clear()  # before the read: an answer recorded after it sets it again
-            answer = await self._store.take(self._owner, self._task_id, key)
+            answer = await self._retry.run(
+                lambda: self._store.take(self._owner, self._task_id, key), what, max(deadline - loop.time(), 0.0)
+            )
             if answer is not None:
                 value: Any = json.loads(answer)
                 if not isinstance(value, dict):

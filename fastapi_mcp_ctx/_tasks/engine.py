@@ -12,9 +12,14 @@ One per router (``McpRouter.tasks``), for both eras (``wire.py`` shapes its answ
   (``isError`` included) ``completed``, a JSON-RPC error ``failed``, a cancelled call
   ``cancelled``, the shutdown grace ran out ``failed`` (``reason: server_shut_down``), a result
   larger than ``MCP_TASK_MAX_RESULT_BYTES`` ``failed`` (``task_result_too_large``);
-- **the lease**: the running replica renews it every third of ``MCP_TASK_LEASE_SECONDS``; a
-  task whose replica died reads ``failed`` (``task_lost``) from any replica once it lapses;
-  a renewal finding the task ended (cancelled elsewhere) cancels the handler;
+- **the lease**: the running replica renews it every third of ``MCP_TASK_LEASE_SECONDS`` (sooner
+  again after a failed renewal); a task whose replica died reads ``failed`` (``task_lost``) from
+  any replica once it lapses (readers lapse it; the runner's own steps never do, so an outage
+  longer than the lease does not lose a live task); a renewal finding the task ended (cancelled
+  elsewhere) cancels the handler;
+- **outages**: the end of the run is written again while the store is unavailable (until the
+  task's TTL, at most :data:`FINISH_RETRY_SECONDS`), a question's steps for as long as it may
+  wait (:mod:`.retry`); nothing is left as an unretrieved exception;
 - **relay**: ``tasks/cancel`` and ``tasks/update`` change the record where they arrive, then
   tell the replicas (``{"k": "task", "t": <id>, "op": "cancel" | "wake"}`` on the ``replicas``
   channel, :mod:`.._replicas.relay`); the one running the task cancels its handler or wakes
@@ -28,30 +33,35 @@ import asyncio
 import json
 import logging
 import secrets
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
 from starlette.background import BackgroundTasks
 
+from .._bridge import bridged
 from .._context.call_state import CallState
 from .._context.cancel_scope import new_cancel_scope
 from .._context.cancel_signal import CancelSignal
 from .._transport.shutdown import SHUTDOWN_REASON, ShutdownCoordinator
-from .._transport.streams import Reply, Runner, run_background
+from .._transport.streams import Outbound, Reply, Runner, run_background
 from ..errors import ServerShuttingDownError, TaskFailedError, TaskNotFoundError
 from ..settings import McpSettings
 from .channel import TaskChannel
 from .records import TaskRecord, TaskStatus, TaskStore
+from .retry import StoreRetry
 from .wire import detailed_params
 
-__all__ = ["TaskEngine", "TaskHandle", "TaskStart"]
+__all__ = ["FINISH_RETRY_SECONDS", "TaskEngine", "TaskHandle", "TaskStart"]
 
 logger = logging.getLogger("fastapi_mcp_ctx")
 
 TaskStart = Literal["call", "handler"]
 SERVER_INFO_KEY: Final = "io.modelcontextprotocol/serverInfo"
 CANCELLED_BY_CLIENT: Final = "cancelled by the client (tasks/cancel)"
+FINISH_RETRY_SECONDS: Final = 3600.0
+"""The longest a task's end is written again while the store is unavailable (else until its TTL)."""
 
 Publish = Callable[[dict[str, Any]], Awaitable[None]]
 Notify = Callable[[str, dict[str, Any]], Awaitable[None]]
@@ -73,9 +83,13 @@ class TaskHandle:
     task_id: str
     _engine: TaskEngine
     _owner: str
+    _call: CallState
+    """The call running as the task: a sync tool's ``ctx.task.status(...)`` runs on its loop (``_bridge``)."""
 
+    @bridged("ctx.task.status")
     async def status(self, message: str) -> None:
-        """Publish ``message`` as the task's ``statusMessage`` (read by ``tasks/get`` on any replica).
+        """Publish ``message`` as the task's ``statusMessage`` (read by ``tasks/get`` on any replica);
+        from a sync ``def`` tool it runs to completion without ``await`` (as every Context call).
 
         Raises:
             TypeError: ``message`` is not a str. StateUnavailableError: the store is down.
@@ -90,6 +104,7 @@ class _Running:
     owner: str
     signal: CancelSignal
     channel: TaskChannel
+    expires_ms: int
     keeper: asyncio.Task[None] | None = None
 
 
@@ -138,6 +153,10 @@ class TaskEngine:
         self.lease_ms = int(settings.task_lease_seconds * 1000)
         self._running: dict[str, _Running] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
+        self.retry = StoreRetry()
+        """How the runner's store steps are run again through an outage (tests: a controlled clock)."""
+        self.lease_sleep: Callable[[float], Awaitable[object]] = asyncio.sleep
+        """The lease keeper's wait between two renewals (tests: a controlled one)."""
 
     # -- reading and changing a record (any replica) -------------------------------------
     async def get(self, owner: str, task_id: Any) -> TaskRecord:
@@ -224,12 +243,12 @@ class TaskEngine:
 
     def _attach(self, record: TaskRecord, owner: str, state: CallState, signal: CancelSignal) -> None:
         channel = TaskChannel(
-            self.store, owner, record.task_id, self.lease_ms / 3000, lambda: self.changed(owner, record.task_id)
+            self.store, owner, record.task_id, self.lease_ms / 3000, lambda: self.changed(owner, record.task_id), self.retry
         )
-        state.task = TaskHandle(record.task_id, self, owner)
+        state.task = TaskHandle(record.task_id, self, owner, state)
         state.task_starter = None
         state.back_channel = channel
-        running = self._running[record.task_id] = _Running(owner, signal, channel)
+        running = self._running[record.task_id] = _Running(owner, signal, channel, record.created_ms + record.ttl_ms)
         running.keeper = self._spawn(self._keep_lease(record.task_id, owner, signal))
 
     async def run(
@@ -242,11 +261,16 @@ class TaskEngine:
         start: TaskStart = "call",
         required: bool = False,
         ttl_ms: int | None = None,
+        outbound: Outbound | None = None,
     ) -> TaskRecord | Reply | None:
         """Run one call as a task; return what the ``tools/call`` is answered with: the created
         record, or (``start="handler"``, the handler ended before ``ctx.start_task()``) the call's
         own reply (an ``input_required`` round, an error; a result too unless ``required``, when it
         is stored as an already completed task).
+
+        ``outbound``: the call's own stream. Until ``ctx.start_task()`` a ``start="handler"``
+        call sends on it as any call does (2025: its questions, ``elicitation/create``...);
+        a task sends nothing (no progress or log messages for tasks, SEP-2663).
 
         ``state.signal`` cancels the task (tasks/cancel, shutdown); the HTTP request's own
         signal is not this one. Raises as :meth:`create`.
@@ -255,9 +279,13 @@ class TaskEngine:
         if start == "call":
             record = await self.create(owner, ttl_ms)
             self._attach(record, owner, state, signal)
-            self._spawn(self._body(owner, state, runner, background))
+            self._spawn(self._body(owner, state, runner, background, _drop))
             return record
         started: asyncio.Future[TaskRecord] = asyncio.get_running_loop().create_future()
+
+        async def until_started(message: dict[str, Any]) -> None:
+            if state.task is None and outbound is not None:
+                await outbound(message)
 
         async def starter() -> TaskHandle:
             if state.task is None:
@@ -269,7 +297,7 @@ class TaskEngine:
             return state.task
 
         state.task_starter = starter
-        body = self._spawn(self._body(owner, state, runner, background))
+        body = self._spawn(self._body(owner, state, runner, background, until_started))
         await asyncio.wait({started, body}, return_when=asyncio.FIRST_COMPLETED)
         if started.done():
             return started.result()
@@ -290,8 +318,11 @@ class TaskEngine:
         task.add_done_callback(self._tasks.discard)
         return task
 
-    async def _body(self, owner: str, state: CallState, runner: Runner, background: BackgroundTasks) -> Reply | None:
-        """The run; returns the reply only when the call ended before it became a task."""
+    async def _body(
+        self, owner: str, state: CallState, runner: Runner, background: BackgroundTasks, outbound: Outbound
+    ) -> Reply | None:
+        """The run; returns the reply only when the call ended before it became a task. Never
+        raises once it is a task (its end is written, else logged)."""
         signal = state.signal
         guard = CancelSignal()  # holds the shutdown's wait open until the record is written
         if self.shutdown is not None:
@@ -301,7 +332,7 @@ class TaskEngine:
             with new_cancel_scope() as scope:
                 signal.bind(scope)
                 try:
-                    reply = await runner(_drop)
+                    reply = await runner(outbound)
                 finally:
                     signal.bind(None)
             if state.task is None:
@@ -314,9 +345,7 @@ class TaskEngine:
         except Exception:
             logger.exception("task %s failed", state.task.task_id if state.task is not None else "(not started)")
             if state.task is not None:
-                await self.store.finish(
-                    owner, state.task.task_id, "failed", "Internal error", json.dumps(TaskFailedError().to_error(state.request_id))
-                )
+                await self._end(owner, state.task.task_id, "failed", "Internal error", TaskFailedError().to_error(state.request_id))
             return None
         finally:
             running = self._running.pop(state.task.task_id, None) if state.task is not None else None
@@ -328,14 +357,11 @@ class TaskEngine:
     async def _finish(self, task_id: str, owner: str, reply: Reply | None, signal: CancelSignal, request_id: str | int | None) -> None:
         if signal.reason == SHUTDOWN_REASON:
             error = TaskFailedError("The server shut down before the task ended", reason="server_shut_down")
-            await self.store.finish(owner, task_id, "failed", "server shut down", json.dumps(error.to_error(request_id)))
-            return
-        if signal.reason is not None:
-            await self.store.cancel(owner, task_id)
+            await self._end(owner, task_id, "failed", "server shut down", error.to_error(request_id))
             return
         status, payload = _payload(reply)
-        if payload is None:
-            await self.store.cancel(owner, task_id)
+        if signal.reason is not None or payload is None:
+            await self._end(owner, task_id, "cancelled", "The task was cancelled by the client", None)
             return
         encoded = json.dumps(payload, separators=(",", ":"), ensure_ascii=False)
         limit = self.settings.task_max_result_bytes
@@ -344,20 +370,39 @@ class TaskEngine:
                 f"The task's {'result' if status == 'completed' else 'error'} is larger than {limit} bytes (MCP_TASK_MAX_RESULT_BYTES)",
                 reason="task_result_too_large",
             )
-            await self.store.finish(owner, task_id, "failed", error.message, json.dumps(error.to_error(request_id)))
+            await self._end(owner, task_id, "failed", error.message, error.to_error(request_id))
             return
-        await self.store.finish(owner, task_id, status, None, encoded)
+        await self._end(owner, task_id, status, None, encoded)
+
+    async def _end(self, owner: str, task_id: str, status: TaskStatus, message: str | None, payload: str | dict[str, Any] | None) -> None:
+        """Write the task's end (``payload``: JSON, or an error object), again while the store is
+        unavailable: until the task's TTL, at most :data:`FINISH_RETRY_SECONDS`. Never raises: a
+        failure is logged (the task then reads ``task_lost`` once its lease lapsed)."""
+        encoded = json.dumps(payload) if isinstance(payload, dict) else payload
+        running = self._running.get(task_id)
+        left = FINISH_RETRY_SECONDS if running is None else (running.expires_ms - time.time() * 1000) / 1000
+        try:
+            await self.retry.run(
+                lambda: self.store.finish(owner, task_id, status, message, encoded),
+                f"task {task_id[:8]}… ending {status}",
+                max(0.0, min(left, FINISH_RETRY_SECONDS)),
+            )
+        except Exception:
+            logger.exception("could not write the end (%s) of task %s", status, task_id)
 
     async def _keep_lease(self, task_id: str, owner: str, signal: CancelSignal) -> None:
         period = self.lease_ms / 3000
+        wait = period
         while True:
-            await asyncio.sleep(period)
+            await self.lease_sleep(wait)
             try:
                 alive = await self.store.renew(owner, task_id, self.lease_ms)
-            except Exception as exc:  # the store is down: the lease may lapse; the run goes on
+            except Exception as exc:  # the store is down: try again sooner (at most every 2 s); the run goes on
                 logger.warning("could not renew the lease of task %s: %s", task_id, exc)
+                wait = min(period, self.retry.cap, 0.25 if wait >= period else wait * 2)
                 continue
-            if not alive:  # cancelled elsewhere (its relay message lost) or expired
+            wait = period
+            if not alive:  # cancelled elsewhere (its relay message lost), or lapsed by a reader
                 signal.cancel(CANCELLED_BY_CLIENT)
                 return
 

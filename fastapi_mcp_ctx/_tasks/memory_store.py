@@ -2,7 +2,9 @@
 
 Same rules as the Redis store (``records.TaskStore``), on ``clock`` (ms since the epoch; tests
 give a controlled one): a record is deleted once ``created + ttl`` has passed, an owner holds at
-most ``max_per_owner`` unexpired records, an active record whose lease passed reads ``failed``.
+most ``max_per_owner`` unexpired records, an active record whose lease passed reads ``failed``
+(for readers; the running replica's own steps ``renew``, ``finish``, ``ask``, ``take`` never lapse
+it), ``take`` reads an answer without removing it (answers end with the task).
 """
 
 from __future__ import annotations
@@ -34,7 +36,9 @@ class MemoryTaskStore:
         for key in expired:
             del self._records[key]
 
-    def _live(self, owner: str, task_id: str) -> dict[str, str] | None:
+    def _live(self, owner: str, task_id: str, *, lapse: bool = True) -> dict[str, str] | None:
+        """The record's fields, None once expired; ``lapse``: a reader, who ends an active task
+        whose lease passed (the runner's own steps pass False)."""
         now = self.clock()
         fields = self._records.get((owner, task_id))
         if fields is None:
@@ -42,7 +46,7 @@ class MemoryTaskStore:
         if int(fields["created"]) + int(fields["ttl"]) <= now:
             del self._records[(owner, task_id)]
             return None
-        if fields["status"] in ACTIVE and int(fields["lease"]) < now:  # its replica stopped renewing
+        if lapse and fields["status"] in ACTIVE and int(fields["lease"]) < now:  # its replica stopped renewing
             self._end(fields, "failed", None, LOST_ERROR, now)
         return fields
 
@@ -85,7 +89,7 @@ class MemoryTaskStore:
         return sorted(records, key=lambda r: (r.created_ms, r.task_id))
 
     async def finish(self, owner: str, task_id: str, status: TaskStatus, message: str | None, payload: str | None) -> bool:
-        fields = self._live(owner, task_id)
+        fields = self._live(owner, task_id, lapse=False)
         if fields is None or fields["status"] not in ACTIVE:
             return False
         self._end(fields, status, message, payload, self.clock())
@@ -101,9 +105,11 @@ class MemoryTaskStore:
         return True
 
     async def ask(self, owner: str, task_id: str, key: str, entry: str) -> bool:
-        fields = self._live(owner, task_id)
+        fields = self._live(owner, task_id, lapse=False)
         if fields is None or fields["status"] not in ACTIVE:
             return False
+        if f"a:{key}" in fields:  # asked again after the answer came (a retried step): no change
+            return True
         fields[f"q:{key}"] = entry
         fields["status"] = "input_required"
         fields["updated"] = str(self.clock())
@@ -124,11 +130,11 @@ class MemoryTaskStore:
         return taken
 
     async def take(self, owner: str, task_id: str, key: str) -> str | None:
-        fields = self._live(owner, task_id)
-        return None if fields is None else fields.pop(f"a:{key}", None)
+        fields = self._live(owner, task_id, lapse=False)
+        return None if fields is None else fields.get(f"a:{key}")
 
     async def renew(self, owner: str, task_id: str, lease_ms: int, message: str | None = None) -> bool:
-        fields = self._live(owner, task_id)
+        fields = self._live(owner, task_id, lapse=False)
         if fields is None or fields["status"] not in ACTIVE:
             return False
         now = self.clock()

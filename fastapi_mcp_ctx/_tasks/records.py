@@ -15,7 +15,7 @@ field without decoding the others (a result is never re-encoded by a Lua script)
 ``result``      the result (JSON) of a ``completed`` task; ``error`` the JSON-RPC error of a
                 ``failed`` one
 ``q:<key>``     a pending input request (JSON ``{"method", "params"}``); ``a:<key>`` its answer,
-                until the running handler takes it
+                until the task ends
 ==============  ===============================================================================
 """
 
@@ -139,7 +139,13 @@ def new_fields(owner: str, ttl_ms: int, poll_ms: int, now_ms: int, lease_ms: int
 class TaskStore(Protocol):
     """Where task records live: every method is one atomic step on the store's clock, scoped to
     ``owner`` (another owner's task id is not found: None / False). Redis failures raise
-    :class:`~fastapi_mcp_ctx.errors.StateUnavailableError`."""
+    :class:`~fastapi_mcp_ctx.errors.StateUnavailableError`.
+
+    ``get``, ``list``, ``cancel`` and ``answer`` are a reader's steps: they first make an active
+    task whose lease expired ``failed`` (:data:`LOST_ERROR`). ``renew``, ``finish``, ``ask`` and
+    ``take`` are the running replica's own steps on its live task: they never do (after a store
+    outage longer than the lease the runner's task is renewed or finished, not lost), and each
+    is idempotent (run twice it leaves what running it once does), so it may be retried."""
 
     async def create(self, task_id: str, owner: str, ttl_ms: int, poll_ms: int, lease_ms: int, max_per_owner: int) -> TaskRecord:
         """Write a new ``working`` record; :class:`~fastapi_mcp_ctx.errors.TaskQuotaExceededError`
@@ -148,7 +154,7 @@ class TaskStore(Protocol):
 
     async def get(self, owner: str, task_id: str) -> TaskRecord | None:
         """The record, or None (unknown, expired, another owner's). An active record whose lease
-        expired is first made ``failed`` with :data:`LOST_ERROR`."""
+        expired is first made ``failed`` with :data:`LOST_ERROR` (so by ``list``, ``cancel``, ``answer``)."""
         ...
 
     async def list(self, owner: str) -> list[TaskRecord]:
@@ -156,8 +162,9 @@ class TaskStore(Protocol):
         ...
 
     async def finish(self, owner: str, task_id: str, status: TaskStatus, message: str | None, payload: str | None) -> bool:
-        """Make an active task terminal: ``payload`` is the result (``completed``) or error
-        (``failed``) JSON. False (nothing changed) when it is terminal already or gone."""
+        """Make an active task terminal (its lease not checked): ``payload`` is the result
+        (``completed``) or error (``failed``) JSON; its answers and pending requests are deleted.
+        False (nothing changed) when it is terminal already or gone."""
         ...
 
     async def cancel(self, owner: str, task_id: str) -> bool | None:
@@ -165,8 +172,9 @@ class TaskStore(Protocol):
         ...
 
     async def ask(self, owner: str, task_id: str, key: str, entry: str) -> bool:
-        """Add pending input request ``key`` (JSON ``entry``); the task goes ``input_required``.
-        False when the task is no longer active."""
+        """Add pending input request ``key`` (JSON ``entry``); the task goes ``input_required``
+        (nothing changes when ``key`` was answered already: a retry). False when the task is no
+        longer active."""
         ...
 
     async def answer(self, owner: str, task_id: str, responses: Mapping[str, str]) -> list[str] | None:
@@ -175,7 +183,7 @@ class TaskStore(Protocol):
         ...
 
     async def take(self, owner: str, task_id: str, key: str) -> str | None:
-        """Remove and return the answer (JSON) recorded for ``key``, or None."""
+        """The answer (JSON) recorded for ``key``, or None; it stays until the task ends."""
         ...
 
     async def renew(self, owner: str, task_id: str, lease_ms: int, message: str | None = None) -> bool:

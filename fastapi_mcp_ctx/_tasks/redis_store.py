@@ -17,6 +17,12 @@ task costs no Redis round trip. The record and its result are written before the
 ``tools/call`` creating it, the end of the run); with Redis persistence (AOF ``everysec`` or
 ``always``) an acknowledged result survives a Redis restart. Failures raise
 :class:`~fastapi_mcp_ctx.errors.StateUnavailableError` (503), never "not found".
+
+Readers (``get``, ``cancel``, ``answer``, ``list``) lapse an active task whose lease expired
+(``failed``, ``task_lost``); the running replica's own steps (``renew``, ``finish``, ``ask``,
+``take``) never do: after an outage longer than the lease its live task is renewed or finished,
+not lost. ``ask`` and ``take`` are idempotent (``take`` reads the answer, which ends with the
+task), so the link retries them after a broken connection, as it does ``get`` and ``renew``.
 """
 
 from __future__ import annotations
@@ -49,8 +55,9 @@ local function finish(status, msg, field, payload)
     if p == 'q:' or p == 'a:' then redis.call('HDEL', rec, n) end
   end
 end
+local function own() return redis.call('HGET', rec, 'status') end
 local function lapse(lost)
-  local st = redis.call('HGET', rec, 'status')
+  local st = own()
   if st and active(st) and tonumber(redis.call('HGET', rec, 'lease')) < now then
     finish('failed', '\\0', 'error', lost)
     return 'failed'
@@ -75,10 +82,9 @@ return now
 )
 # KEYS: rec; ARGV: lost error
 _GET = Script(_LIB + "if not lapse(ARGV[1]) then return false end\nreturn redis.call('HGETALL', rec)\n")
-# KEYS: rec; ARGV: lost, status, msg, payload field, payload
+# KEYS: rec; ARGV: status, msg, payload field, payload (the runner's own step: no lapse)
 _FINISH = Script(
-    _LIB
-    + "local st = lapse(ARGV[1])\nif not st or not active(st) then return 0 end\nfinish(ARGV[2], ARGV[3], ARGV[4], ARGV[5])\nreturn 1\n"
+    _LIB + "local st = own()\nif not st or not active(st) then return 0 end\nfinish(ARGV[1], ARGV[2], ARGV[3], ARGV[4])\nreturn 1\n"
 )
 # KEYS: rec; ARGV: lost
 _CANCEL = Script(
@@ -91,13 +97,14 @@ finish('cancelled', 'The task was cancelled by the client', 'error', '\\0')
 return 1
 """
 )
-# KEYS: rec; ARGV: lost, key, entry
+# KEYS: rec; ARGV: key, entry (the runner's own step: no lapse; again after the answer came: no change)
 _ASK = Script(
     _LIB
     + """
-local st = lapse(ARGV[1])
+local st = own()
 if not st or not active(st) then return 0 end
-redis.call('HSET', rec, 'q:' .. ARGV[2], ARGV[3], 'status', 'input_required', 'updated', now)
+if redis.call('HEXISTS', rec, 'a:' .. ARGV[1]) == 1 then return 1 end
+redis.call('HSET', rec, 'q:' .. ARGV[1], ARGV[2], 'status', 'input_required', 'updated', now)
 return 1
 """
 )
@@ -127,18 +134,16 @@ end
 return taken
 """
 )
-# KEYS: rec; ARGV: key
-_TAKE = Script(
-    "local v = redis.call('HGET', KEYS[1], 'a:' .. ARGV[1])\nif v then redis.call('HDEL', KEYS[1], 'a:' .. ARGV[1]) end\nreturn v\n"
-)
-# KEYS: rec; ARGV: lost, lease_ms, msg
+# KEYS: rec; ARGV: key (read only: the answers are deleted when the task ends)
+_TAKE = Script("return redis.call('HGET', KEYS[1], 'a:' .. ARGV[1])\n")
+# KEYS: rec; ARGV: lease_ms, msg (the runner's own step: no lapse)
 _RENEW = Script(
     _LIB
     + """
-local st = lapse(ARGV[1])
+local st = own()
 if not st or not active(st) then return 0 end
-redis.call('HSET', rec, 'lease', now + tonumber(ARGV[2]))
-if ARGV[3] ~= '\\0' then redis.call('HSET', rec, 'msg', ARGV[3], 'updated', now) end
+redis.call('HSET', rec, 'lease', now + tonumber(ARGV[1]))
+if ARGV[2] ~= '\\0' then redis.call('HSET', rec, 'msg', ARGV[2], 'updated', now) end
 return 1
 """
 )
@@ -199,7 +204,12 @@ class RedisTaskStore:
         return f"{self._ns}tasks:{{{owner_hash(owner)}}}"
 
     async def _run(self, script: Script, owner: str, task_id: str, *args: str | int, idempotent: bool) -> Any:
+        """A reader's step: ``ARGV[1]`` is the error a lapsed lease writes."""
         return await self._link.eval(_WHAT, script, [self._rec(owner, task_id)], [LOST_ERROR, *args], idempotent=idempotent)
+
+    async def _own(self, script: Script, owner: str, task_id: str, *args: str | int) -> Any:
+        """The running replica's step on its task (no lapse; each one idempotent)."""
+        return await self._link.eval(_WHAT, script, [self._rec(owner, task_id)], list(args), idempotent=True)
 
     async def create(self, task_id: str, owner: str, ttl_ms: int, poll_ms: int, lease_ms: int, max_per_owner: int) -> TaskRecord:
         now = await self._link.eval(
@@ -236,10 +246,8 @@ class RedisTaskStore:
         return sorted(records, key=lambda r: (r.created_ms, r.task_id))
 
     async def finish(self, owner: str, task_id: str, status: TaskStatus, message: str | None, payload: str | None) -> bool:
-        field = "result" if status == "completed" else "error"
-        done = await self._run(
-            _FINISH, owner, task_id, status, _NONE if message is None else message, field, _NONE if payload is None else payload, idempotent=False
-        )
+        field = "result" if status == "completed" else "error"  # again once ended: no change, so idempotent
+        done = await self._own(_FINISH, owner, task_id, status, _NONE if message is None else message, field, _NONE if payload is None else payload)
         return int(done) == 1
 
     async def cancel(self, owner: str, task_id: str) -> bool | None:
@@ -247,7 +255,7 @@ class RedisTaskStore:
         return None if done < 0 else done == 1
 
     async def ask(self, owner: str, task_id: str, key: str, entry: str) -> bool:
-        return int(await self._run(_ASK, owner, task_id, key, entry, idempotent=False)) == 1
+        return int(await self._own(_ASK, owner, task_id, key, entry)) == 1
 
     async def answer(self, owner: str, task_id: str, responses: Mapping[str, str]) -> list[str] | None:
         args: list[str | int] = []
@@ -257,8 +265,8 @@ class RedisTaskStore:
         return None if taken is None else [str(k) for k in taken]
 
     async def take(self, owner: str, task_id: str, key: str) -> str | None:
-        value = await self._link.eval(_WHAT, _TAKE, [self._rec(owner, task_id)], [key], idempotent=False)
+        value = await self._own(_TAKE, owner, task_id, key)
         return None if value is None else str(value)
 
     async def renew(self, owner: str, task_id: str, lease_ms: int, message: str | None = None) -> bool:
-        return int(await self._run(_RENEW, owner, task_id, lease_ms, _NONE if message is None else message, idempotent=True)) == 1
+        return int(await self._own(_RENEW, owner, task_id, lease_ms, _NONE if message is None else message)) == 1

@@ -20,7 +20,9 @@ help one idle client holds a rolling restart for as long as it stays connected.
   streams, answered gracefully) is closed at once;
 - **bounding**: calls still running (:meth:`track_call`) get ``grace_seconds`` to finish, then
   are cancelled with :data:`SHUTDOWN_REASON` (the dispatcher answers them with
-  ``ServerShuttingDownError``, HTTP 503 + ``Retry-After``).
+  ``ServerShuttingDownError``, HTTP 503 + ``Retry-After``); running tasks are counted too;
+- **waiting**: the router's lifespan shutdown awaits it (:meth:`at_exit`), since the server
+  exits once no connection is open, whatever still runs in the background.
 
 After :meth:`begin`, the router refuses new sessions and streams with 503 + ``Retry-After``.
 """
@@ -202,6 +204,14 @@ class ShutdownCoordinator:
                 tg.start_soon(self._bound_calls)
         finally:
             self._done.set()
+
+    async def at_exit(self) -> None:
+        """The app's lifespan is ending (the server stops): finish the shutdown a signal began,
+        or run one while calls or tasks still run, so they get ``grace_seconds`` and a task's
+        end is written before the process exits (uvicorn exits at once when no connection is
+        open). Nothing when neither (an app's lifespan may run again: tests)."""
+        if self._begun or self._requested or self._calls:
+            await self.shutdown()
 
     async def _bound_calls(self) -> None:
         if self._calls:
