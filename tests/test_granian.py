@@ -1,9 +1,9 @@
 """The official MCP client (``mcp`` 2.3.0) against the quickstart app served by Granian, both eras.
 
-Granian (an ASGI server written in Rust, ``docs/deployment.md``) is not a dependency: the test
-runs where an interpreter with ``granian`` installed is given as ``TEST_GRANIAN_PYTHON`` (the
-benchmark venv has it: ``bench/requirements.txt``) or the running one has it, and is skipped
-otherwise. Granian serves ``examples.quickstart:app`` in a child process on 127.0.0.1; the client
+Granian (an ASGI server written in Rust, ``docs/deployment.md``) is not a dependency of the
+package; the ``test`` extra installs it, so the test command runs this. Elsewhere it runs where an
+interpreter with ``granian`` is given as ``TEST_GRANIAN_PYTHON`` (the benchmark venv has it:
+``bench/requirements.txt``) or the running one has it, and is skipped otherwise. Granian serves ``examples.quickstart:app`` in a child process on 127.0.0.1; the client
 lists the tools, calls ``add``, gets ``count_to``'s progress in order and reads its own session.
 """
 
