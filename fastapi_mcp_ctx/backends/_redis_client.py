@@ -169,8 +169,8 @@ class LoopClient:
             problem = await check_deployment(self.target, self.exec)
         except NoPermissionError:
             return
-        if problem is not None:
-            raise Misconfigured(problem)
+        if problem is not None:  # the link names its own setting (MCP_SESSION_STORE_URL) instead
+            raise Misconfigured(f"MCP_STORAGE_URL: {problem}")
 
     def _answered(self) -> None:
         self.answered = True
