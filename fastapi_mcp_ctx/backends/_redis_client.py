@@ -287,6 +287,8 @@ async def diagnose(target: RedisTarget | None, exc: BaseException) -> BaseExcept
             "host:port list (any node of the cluster is enough) and that the cluster runs"
         )
     if target.kind == "sentinel" and (isinstance(exc, MasterNotFoundError) or _not_a_sentinel(exc)):
+        if str(exc).count("host=") >= len(target.nodes):  # redis-py lists each sentinel it could not reach: an outage
+            return exc
         problem = await _sentinel_problem(target)
         return exc if problem is None else Misconfigured(problem)
     return exc
