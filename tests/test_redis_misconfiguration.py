@@ -341,3 +341,20 @@ async def test_a_non_idempotent_script_succeeds_after_a_cluster_node_restarts() 
                 assert await link.eval("store", INCR, [key], [], idempotent=False) == 2
         finally:
             await link.aclose()
+
+
+@pytest.mark.redis
+async def test_a_connection_idle_past_the_health_check_interval_is_pinged_and_replaced_before_a_command() -> None:
+    with own_redis() as server:
+        link = RedisLink(server.url)
+        try:
+            assert await link.eval("store", INCR, ["n"], [], idempotent=False) == 1
+            server.stop()  # the loop is blocked: the closed socket's EOF is not read yet, only a PING finds it
+            server.start()
+            pool: Any = link.commands().redis.connection_pool
+            for conn in pool._available_connections:
+                assert not conn._reader.at_eof()
+                conn.next_health_check = -1  # the clock, controlled: idle longer than the interval
+            assert await link.eval("store", INCR, ["n"], [], idempotent=False) == 2  # once, on the first try
+        finally:
+            await link.aclose()
