@@ -358,3 +358,23 @@ async def test_a_connection_idle_past_the_health_check_interval_is_pinged_and_re
             assert await link.eval("store", INCR, ["n"], [], idempotent=False) == 2  # once, on the first try
         finally:
             await link.aclose()
+
+
+async def test_a_server_that_refuses_info_is_not_taken_for_a_misconfiguration() -> None:
+    """The first-use ``INFO cluster`` is a look, not a requirement: a user without ``INFO`` (ACL)
+    or a server that renamed it serves its commands as before."""
+    from redis.exceptions import NoPermissionError, ResponseError
+
+    for refused in (NoPermissionError("this user has no permissions to run the 'info' command"), ResponseError("unknown command 'INFO'")):
+        sent: list[str] = []
+
+        async def execute(*args: Any, refused: Exception = refused, sent: list[str] = sent) -> str:
+            sent.append(str(args[0]))
+            if args[0] == "INFO":
+                raise refused
+            return "OK"
+
+        client = LoopClient(SimpleNamespace(execute_command=execute), False, Slots(2, 1.0), parse_redis_url("redis://10.255.0.1:6379/0"))  # type: ignore[arg-type]
+        for _ in range(2):
+            assert await client.attempt(lambda c: c.exec("SET", "k", "v"), lambda e: StateUnavailableError(str(e)), idempotent=False) == "OK"
+        assert sent == ["INFO", "SET", "SET"]  # looked once: the first success ends the look

@@ -163,11 +163,12 @@ class LoopClient:
     async def _refuse_a_cluster_node(self) -> None:
         """Before the first command that succeeds on this client: a ``redis://`` URL naming a node
         of a Redis Cluster raises :class:`Misconfigured` (one ``INFO cluster``; a server that
-        refuses ``INFO`` is let through: the command itself says what is wrong)."""
+        refuses ``INFO`` is let through: the command itself says what is wrong). A connection
+        failure here is the command's own (as :meth:`attempt` retries or translates it)."""
         assert self.target is not None
         try:
             problem = await check_deployment(self.target, self.exec)
-        except NoPermissionError:
+        except ResponseError:  # no INFO for this user (ACL), or renamed away
             return
         if problem is not None:  # the link names its own setting (MCP_SESSION_STORE_URL) instead
             raise Misconfigured(f"MCP_STORAGE_URL: {problem}")
