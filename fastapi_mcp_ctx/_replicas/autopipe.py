@@ -36,6 +36,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import NoScriptError, RedisError
 
 from ..backends._loops import PerLoop
+from ..backends._redis_client import FAILURES
 from ..backends._redis_client import Script as _Script
 from ..backends._redis_url import RedisTarget
 from ..errors import StateUnavailableError
@@ -159,7 +160,7 @@ class _Lane:
                     answers = await self._round_trip(conn, list(batch))
                 except Exception as exc:  # noqa: BLE001 - every caller of the batch gets it
                     await conn.disconnect(nowait=True)  # never read another batch's reply
-                    redis_failure = isinstance(exc, (RedisError, OSError))  # TimeoutError is an OSError
+                    redis_failure = isinstance(exc, FAILURES)  # TimeoutError is an OSError
                     _fail(batch, self.batcher.translate(exc) if redis_failure else exc)
                 else:
                     for waiters, answer in zip(batch.values(), answers):

@@ -89,13 +89,14 @@ class RedisLink:
         self.namespace = namespace
         self.db = self.target.db
         self.timeout = timeout
+        target = self.target
         self._commands: PerLoop[_Client] = PerLoop(
-            lambda: _Client(_client_from_url(url, timeout, max_connections), True, _Slots(max_connections, pool_timeout)),
+            lambda: _Client(_client_from_url(url, timeout, max_connections), True, _Slots(max_connections, pool_timeout), target),
             _Client.aclose,
         )
         self._batchers: list[KeyBatcher] = []
         self._blocking: PerLoop[_Client] = PerLoop(
-            lambda: _Client(_client_from_url(url, timeout + BLOCK_SECONDS, 2**16), True, _Slots(2**31 - 1, pool_timeout)),
+            lambda: _Client(_client_from_url(url, timeout + BLOCK_SECONDS, 2**16), True, _Slots(2**31 - 1, pool_timeout), target),
             _Client.aclose,
         )
 

@@ -27,10 +27,11 @@ from collections.abc import Mapping
 from typing import Any, Final, cast
 
 from pydantic_core import from_json
-from redis.exceptions import RedisError
+from redis.exceptions import SlotNotCoveredError
 
 from .._transport.bus import Handler, Unsubscribe, add_handler, encode_message
 from ..backends._loops import PerLoop
+from ..backends._redis_client import FAILURES
 from ..errors import StateUnavailableError
 from .link import RedisLink
 
@@ -88,7 +89,7 @@ class _Subscriber:
                     if now - pinged >= _PING_SECONDS:
                         pinged = now
                         await pubsub.ping()
-            except (RedisError, OSError) as exc:
+            except FAILURES as exc:  # the cluster client's RedisClusterException (no slot map, no node) too
                 if self.connected.is_set():
                     logger.warning("replica bus lost Redis (%s: %s); reconnecting", type(exc).__name__, exc)
                 self.failed.set()  # subscribers waiting for a connection give up now, not at their timeout
@@ -147,7 +148,7 @@ class _Subscriber:
                     await getattr(self.pubsub, self.verb)(self.bus.prefix + channel)
                 if not await self._confirmed(waiter):  # when disconnected, the reader subscribes on reconnect
                     raise ConnectionError("the replica bus's last connection attempt failed")
-        except (TimeoutError, RedisError, OSError) as exc:
+        except (TimeoutError, *FAILURES) as exc:
             unsubscribe()
             raise StateUnavailableError("The replica bus (redis) is unavailable, retry later") from exc
         return unsubscribe
@@ -207,10 +208,13 @@ class _Lane:
         from redis.asyncio import Redis
 
         cluster: Any = self.bus.link.commands().redis
-        if self.stale:  # the last connection failed: ask the cluster where the slot went
+        if self.stale or not cluster.nodes_manager.slots_cache:  # the last connection failed, or no map yet: ask the cluster
             await cluster.nodes_manager.initialize()
         self.stale = True  # until a connection is confirmed
-        node = cluster.nodes_manager.get_node_from_slot(self.slot)
+        try:
+            node = cluster.nodes_manager.get_node_from_slot(self.slot)
+        except (KeyError, IndexError) as exc:  # redis-py 8.1: a KeyError when the slot map is empty
+            raise SlotNotCoveredError(f"no node of the cluster holds slot {self.slot}") from exc
         target = self.bus.link.target
         client: Any = Redis(
             host=node.host,
@@ -254,7 +258,7 @@ class _Shards:
     async def subscribe(self, channel: str, handler: Handler, timeout: float) -> Unsubscribe:
         cluster: Any = self.bus.link.commands().redis
         if not cluster.nodes_manager.slots_cache:
-            with contextlib.suppress(RedisError, OSError):
+            with contextlib.suppress(*FAILURES):  # no node answers: the lane's reader retries, subscribe() answers 503
                 await cluster.initialize()
         return await self._lane(channel).subscribe(channel, handler, timeout)
 

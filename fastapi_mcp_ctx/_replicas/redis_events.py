@@ -40,9 +40,9 @@ import secrets
 from typing import Any, Final, cast
 
 import anyio
-from redis.exceptions import RedisError
 
 from .._transport.events import EventPage, StoredEvent, StreamKey, UnknownStreamError
+from ..backends._redis_client import FAILURES
 from . import event_scripts as lua
 from .link import BLOCK_SECONDS, RedisLink, Script
 
@@ -227,7 +227,7 @@ class RedisEventStore:
             c = self.link.blocking()
             try:
                 await c.exec("XREAD", "COUNT", 1, "BLOCK", _ms(min(left, BLOCK_SECONDS)), "STREAMS", stream, f"{after}-{_MAX}")
-            except (RedisError, OSError) as exc:
+            except FAILURES as exc:
                 raise self.link.unavailable(exc, _WHAT) from exc
             page = await self._snapshot(key, after)
             if page is not None:

@@ -35,7 +35,7 @@ from .._transport.bus import MessageBus, Unsubscribe, replica_id
 from .._transport.pending import PendingRequests, origin_of
 from .._transport.sessions import LiveSessions
 from .._wire.jsonrpc import JsonRpcResponse, RequestId
-from ..errors import McpError, StateUnavailableError
+from ..errors import ConfigurationError, McpError, StateUnavailableError
 
 __all__ = ["Relay"]
 
@@ -109,9 +109,9 @@ class Relay:
         try:
             self._unsubscribe.append(await self.bus.subscribe(direct_channel(me), self._on_direct))
             self._unsubscribe.append(await self.bus.subscribe(BROADCAST, self._on_broadcast))
-        except StateUnavailableError:
+        except (StateUnavailableError, ConfigurationError) as exc:  # the request itself then gets the store's typed error
             self.stop()
-            logger.warning("the replica bus is unreachable: forwarding to this replica starts at a later request")
+            logger.warning("the replica bus is unreachable (%s): forwarding to this replica starts at a later request", exc.message)
             return
         self._as = me
 

@@ -6,33 +6,66 @@ Shared by the state backend (``backends.redis``) and the replica stores
 ``decode_responses=True`` client (no I/O), :class:`Slots` caps in-flight commands,
 :class:`LoopClient` runs commands and :class:`Script` objects on one event loop, and
 :func:`refusal` tells a refusal a retry cannot fix from a retryable outage.
+
+Every Redis failure is one of :data:`FAILURES` (redis-py's ``RedisError``, its cluster client's
+``RedisClusterException`` family, which is not a ``RedisError``, and socket errors): the stores
+catch that tuple and nothing narrower. Before a failure is translated, :func:`diagnose` looks at
+the deployment when the failure may be a misconfiguration rather than an outage: a cluster none
+of whose nodes ever answered, a sentinel group that does not monitor the master the URL names,
+a "sentinel" that is a data node.
 """
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
+import logging
 import weakref
 from collections.abc import Awaitable, Callable, Sequence
 from types import TracebackType
 from typing import Any, cast
 
 from redis.asyncio import Redis
+from redis.asyncio.sentinel import MasterNotFoundError
 from redis.exceptions import (
+    AskError,
     AuthenticationError,
     AuthorizationError,
+    ClusterCrossSlotError,
+    ClusterDownError,
     NoPermissionError,
     NoScriptError,
     OutOfMemoryError,
     ReadOnlyError,
+    RedisClusterException,
     RedisError,
     ResponseError,
+    TryAgainError,
 )
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from ..errors import StateUnavailableError
-from ._redis_url import PLAIN_URL_ON_CLUSTER, parse_redis_url, retryable
+from ._redis_url import PLAIN_URL_ON_CLUSTER, RedisTarget, check_deployment, parse_redis_url, retryable
 
-__all__ = ["RETRY_PAUSE", "LoopClient", "Script", "Slots", "client_from_url", "ping_masters", "refusal", "server_text"]
+__all__ = [
+    "FAILURES",
+    "RETRY_PAUSE",
+    "LoopClient",
+    "Misconfigured",
+    "Script",
+    "Slots",
+    "client_from_url",
+    "diagnose",
+    "ping_masters",
+    "refusal",
+    "server_text",
+]
+
+FAILURES: tuple[type[BaseException], ...] = (RedisError, RedisClusterException, OSError)
+"""Every exception a redis-py call raises for a Redis failure (``TimeoutError`` is an ``OSError``)."""
+
+logger = logging.getLogger("fastapi_mcp_ctx")
 
 RETRY_PAUSE = 0.05
 """Seconds between the failed attempt of an idempotent command and its one retry."""
@@ -81,13 +114,15 @@ class Slots:
 class LoopClient:
     """The redis-py client of one event loop, with that loop's command slots."""
 
-    __slots__ = ("exec", "owned", "redis", "slots")
+    __slots__ = ("answered", "exec", "owned", "redis", "slots", "target")
 
-    def __init__(self, redis: Redis, owned: bool, slots: Slots) -> None:
+    def __init__(self, redis: Redis, owned: bool, slots: Slots, target: RedisTarget | None = None) -> None:
         self.redis = redis
         self.owned = owned
         self.exec = cast("Callable[..., Awaitable[Any]]", getattr(redis, "execute_command"))
         self.slots = slots
+        self.target = target  # the deployment, for :func:`diagnose` (None: a client of the caller's)
+        self.answered = False
 
     async def eval(self, script: Script, keys: Sequence[str], args: Sequence[str | int]) -> Any:
         try:
@@ -106,21 +141,48 @@ class LoopClient:
             try:
                 if getattr(self.redis, "_initialize", False) is True:  # a cluster client's first use
                     await _initialize(self.redis)
-                return await work(self)
-            except (RedisError, OSError) as exc:
+                elif not self.answered and self.target is not None and self.target.kind == "single":
+                    await self._refuse_a_cluster_node()
+                result = await work(self)
+            except FAILURES as exc:
                 if not (idempotent and retryable(exc)):
-                    raise translate(exc) from exc
+                    raise translate(await diagnose(self.target, exc)) from exc
+            else:
+                if not self.answered:
+                    self._answered()
+                return result
             await asyncio.sleep(RETRY_PAUSE)
             try:
-                return await work(self)
-            except (RedisError, OSError) as exc:
-                raise translate(exc) from exc
+                result = await work(self)
+            except FAILURES as exc:
+                raise translate(await diagnose(self.target, exc)) from exc
+            if not self.answered:
+                self._answered()
+            return result
+
+    async def _refuse_a_cluster_node(self) -> None:
+        """Before the first command that succeeds on this client: a ``redis://`` URL naming a node
+        of a Redis Cluster raises :class:`Misconfigured` (one ``INFO cluster``; a server that
+        refuses ``INFO`` is let through: the command itself says what is wrong). A connection
+        failure here is the command's own (as :meth:`attempt` retries or translates it)."""
+        assert self.target is not None
+        try:
+            problem = await check_deployment(self.target, self.exec)
+        except ResponseError:  # no INFO for this user (ACL), or renamed away
+            return
+        if problem is not None:  # the link names its own setting (MCP_SESSION_STORE_URL) instead
+            raise Misconfigured(f"MCP_STORAGE_URL: {problem}")
+
+    def _answered(self) -> None:
+        self.answered = True
+        if self.target is not None:
+            _ANSWERED.add(self.target.url)
 
     async def aclose(self) -> None:
         if self.owned:
             try:
                 await self.redis.aclose()
-            except (RedisError, OSError):  # pragma: no cover - closing a dead pool
+            except FAILURES:  # pragma: no cover - closing a dead pool
                 pass
 
 
@@ -149,7 +211,7 @@ async def ping_masters(cluster: Any, timeout: float) -> dict[str, str | None]:
             async with asyncio.timeout(timeout):
                 await cluster.execute_command("PING", target_nodes=node)
             report[str(node.name)] = None
-        except (RedisError, OSError, TimeoutError) as exc:
+        except FAILURES as exc:
             report[str(node.name)] = server_text(exc) if str(exc) else f"no answer within {timeout:g} s"
 
     await asyncio.gather(*(one(n) for n in cluster.get_primaries()))
@@ -173,12 +235,17 @@ def refusal(exc: BaseException) -> str | None:
     error replies above are retryable; a wrong password, a missing ACL permission, a database
     index the server does not have, or any other error reply is a misconfiguration.
     """
+    if isinstance(exc, Misconfigured):
+        return exc.problem
+    if isinstance(exc, (AskError, ClusterCrossSlotError)):  # MOVED / ASK / CROSSSLOT: a cluster node behind redis://
+        # (a cluster client follows MOVED and ASK itself; every script's keys share one slot)
+        return PLAIN_URL_ON_CLUSTER
     if isinstance(exc, (AuthenticationError, AuthorizationError)):
         return "Redis refused the credentials: check the user and password in MCP_STORAGE_URL"
     if isinstance(exc, NoPermissionError):
         return "the Redis user lacks a permission (ACL): allow GET, MGET, EVALSHA, EVAL and PING on the namespace's keys"
-    if not isinstance(exc, ResponseError) or isinstance(exc, (OutOfMemoryError, ReadOnlyError)):
-        return None  # redis-py strips the OOM / READONLY prefix of these replies: they pass, as the others above
+    if not isinstance(exc, ResponseError) or isinstance(exc, (OutOfMemoryError, ReadOnlyError, ClusterDownError, TryAgainError)):
+        return None  # redis-py strips the OOM / READONLY / CLUSTERDOWN / MASTERDOWN / TRYAGAIN prefix: they pass, as the others above
     text = str(exc)
     if text.split(" ", 1)[0].upper() in _TRANSIENT_REPLIES:
         return None
@@ -187,6 +254,86 @@ def refusal(exc: BaseException) -> str | None:
     if "DB index is out of range" in text:
         return "the database number in MCP_STORAGE_URL (redis://host:port/N) is beyond the server's `databases` setting"
     return "Redis answers an error to every command: check MCP_STORAGE_URL, the server's version (Lua scripting, GETDEL) and its configuration"
+
+
+class Misconfigured(RedisError):
+    """A Redis failure that :func:`diagnose` found to be a misconfiguration; ``problem`` says
+    what to do (a :class:`~fastapi_mcp_ctx.errors.ConfigurationError` by :func:`refusal`)."""
+
+    def __init__(self, problem: str) -> None:
+        Exception.__init__(self, problem)
+        self.problem = problem
+
+
+_ANSWERED: set[str] = set()
+"""The URLs of the deployments that answered a command in this process (any loop, any store)."""
+
+
+async def diagnose(target: RedisTarget | None, exc: BaseException) -> BaseException:
+    """``exc``, or a :class:`Misconfigured` when a look at ``target`` shows that no retry can
+    help: a Redis Cluster none of whose startup nodes ever answered in this process (the URL's
+    host:port list is wrong: after one answer, the same failure is an outage), a sentinel group
+    that answers but monitors no master of the URL's name, or a "sentinel" that is a data node.
+    Costs I/O only on the sentinel failures (one ``SENTINEL`` command per sentinel)."""
+    if target is None or isinstance(exc, Misconfigured):
+        return exc
+    if target.kind == "cluster":
+        unreached = isinstance(exc, (RedisClusterException, RedisConnectionError, RedisTimeoutError, OSError))
+        if target.url in _ANSWERED or not unreached or isinstance(exc, (AuthenticationError, AuthorizationError)):
+            return exc
+        nodes = ", ".join(f"{h}:{p}" for h, p in target.nodes)
+        logger.error("no node of the redis+cluster:// URL answered (%s): %s", nodes, server_text(exc))
+        return Misconfigured(
+            f"no node of the redis+cluster:// URL answers ({len(target.nodes)} asked, never answered since start-up): check its "
+            "host:port list (any node of the cluster is enough) and that the cluster runs"
+        )
+    if target.kind == "sentinel" and (isinstance(exc, MasterNotFoundError) or _not_a_sentinel(exc)):
+        if str(exc).count("host=") >= len(target.nodes):  # redis-py lists each sentinel it could not reach: an outage
+            return exc
+        problem = await _sentinel_problem(target)
+        return exc if problem is None else Misconfigured(problem)
+    return exc
+
+
+def _not_a_sentinel(exc: BaseException) -> bool:
+    text = str(exc).lower()
+    return isinstance(exc, ResponseError) and "unknown command" in text and "sentinel" in text
+
+
+async def _sentinel_problem(target: RedisTarget) -> str | None:
+    """Ask each sentinel of ``target`` for the master's address: a misconfiguration when one is
+    a data node (``unknown command 'SENTINEL'``) or when those that answer all know no master
+    of that name; None when the master is known (a failover) or no sentinel answers (an outage)."""
+    from redis.asyncio import Redis as _Redis
+
+    unknown: list[str] = []
+    for host, port in target.nodes:
+        name = f"{host}:{port}"
+        client: Any = _Redis(host=host, port=port, password=target.sentinel_password, ssl=target.ssl, socket_timeout=1.0, decode_responses=True)
+        try:
+            address: Any = await client.execute_command("SENTINEL", "GET-MASTER-ADDR-BY-NAME", target.service)
+        except ResponseError as exc:
+            if _not_a_sentinel(exc):
+                logger.error("redis+sentinel:// names %s, which is not a sentinel (%s)", name, server_text(exc))
+                return (
+                    "a host:port of the redis+sentinel:// URL is a Redis data node, not a sentinel (it answers "
+                    "\"unknown command 'SENTINEL'\"): list the sentinels (port 26379 by default)"
+                )
+            continue
+        except FAILURES:
+            continue
+        finally:
+            await client.aclose()
+        if address:
+            return None
+        unknown.append(name)
+    if not unknown:
+        return None
+    logger.error("no sentinel monitors master %r (asked %s)", target.service, ", ".join(unknown))
+    return (
+        f"no sentinel monitors master {target.service!r} ({len(unknown)} sentinels of the URL answered"
+        "): check the name in the URL path (redis+sentinel://host:port[,…]/name/db)"
+    )
 
 
 def client_from_url(url: str, timeout: float, max_connections: int) -> Redis:

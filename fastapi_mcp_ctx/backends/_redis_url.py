@@ -20,6 +20,11 @@ a key's group in ``{…}`` on a cluster (and is the identity elsewhere, so the s
 Sentinel key names are what they always were). No client built here retries on its own: a
 failed command reaches the store, which retries once only what is idempotent
 (:func:`retryable`), so nothing is applied twice.
+
+Every pooled connection is checked before a command is written on it (:class:`FreshConnection`
+and its siblings): one the server closed (a restart) is replaced for free, one idle longer than
+:data:`HEALTH_CHECK_SECONDS` costs a ``PING`` first. A command is therefore never lost on a
+connection that died while idle, retried or not.
 """
 
 from __future__ import annotations
@@ -30,7 +35,9 @@ from typing import Any, Final, Literal, cast
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from redis.asyncio import ConnectionPool, Redis
+from redis.asyncio.connection import Connection, SSLConnection
 from redis.asyncio.retry import Retry
+from redis.asyncio.sentinel import SentinelManagedConnection, SentinelManagedSSLConnection
 from redis.backoff import NoBackoff
 from redis.exceptions import (
     AuthenticationError,
@@ -44,13 +51,71 @@ from redis.exceptions import (
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-__all__ = ["CLUSTER_SCHEMES", "PLAIN_URL_ON_CLUSTER", "SENTINEL_SCHEMES", "RedisTarget", "check_deployment", "parse_redis_url", "retryable"]
+__all__ = [
+    "CLUSTER_SCHEMES",
+    "HEALTH_CHECK_SECONDS",
+    "PLAIN_URL_ON_CLUSTER",     "SENTINEL_SCHEMES",
+    "FreshConnection",
+    "RedisTarget",
+    "check_deployment",
+    "parse_redis_url",
+    "retryable",
+]
 
 Kind = Literal["single", "cluster", "sentinel"]
 
 CLUSTER_SCHEMES: Final = ("redis+cluster", "rediss+cluster")
 SENTINEL_SCHEMES: Final = ("redis+sentinel", "rediss+sentinel")
 SINGLE_SCHEMES: Final = ("redis", "rediss")
+
+HEALTH_CHECK_SECONDS: Final = 2.0
+"""A pooled connection idle longer than this many seconds is PINGed before its next command
+(redis-py's ``health_check_interval``): one round trip, only after such an idle time."""
+
+
+async def _revive(conn: Any, health_check: Callable[[], Any]) -> None:
+    """Before a command is written on ``conn``: replace it when the server closed it (its EOF is
+    already read: a restart, an idle timeout), else run redis-py's health check (a PING when
+    idle longer than the interval) and replace it when that PING finds it closed. Nothing of the
+    command was sent on the dead connection, so a non-idempotent command is safe to send on the
+    new one. A PING that times out raises (the server is there but does not answer)."""
+    reader = conn._reader
+    if reader is None or not reader.at_eof():
+        try:
+            await health_check()
+            return
+        except RedisConnectionError:
+            pass
+    await conn.disconnect()
+    await conn.connect_check_health(check_health=False)
+
+
+class FreshConnection(Connection):
+    """A pooled connection checked before each command (see :func:`_revive`)."""
+
+    async def check_health(self) -> None:
+        await _revive(self, super().check_health)
+
+
+class FreshSSLConnection(SSLConnection):
+    """:class:`FreshConnection` over TLS."""
+
+    async def check_health(self) -> None:
+        await _revive(self, super().check_health)
+
+
+class FreshSentinelConnection(SentinelManagedConnection):
+    """:class:`FreshConnection` to a sentinel group's master."""
+
+    async def check_health(self) -> None:
+        await _revive(self, super().check_health)
+
+
+class FreshSentinelSSLConnection(SentinelManagedSSLConnection):
+    """:class:`FreshSentinelConnection` over TLS."""
+
+    async def check_health(self) -> None:
+        await _revive(self, super().check_health)
 
 
 def _nodes(netloc: str, default_port: int) -> tuple[tuple[str, int], ...]:
@@ -111,23 +176,30 @@ class RedisTarget:
             "username": self.username,
             "password": self.password,
             "retry": Retry(NoBackoff(), 0),
+            "health_check_interval": HEALTH_CHECK_SECONDS,
         }
         if self.kind == "cluster":
             from redis.asyncio.cluster import ClusterNode, RedisCluster
 
-            return RedisCluster(
+            cluster: Any = RedisCluster(
                 startup_nodes=[ClusterNode(h, p) for h, p in self.nodes],
                 max_connections=max_connections,
                 ssl=self.ssl,
                 require_full_coverage=False,  # a shard down: the others keep serving their slots
                 **common,
             )
+            fresh = FreshSSLConnection if self.ssl else FreshConnection  # RedisCluster takes no connection_class
+            cluster.nodes_manager.connection_kwargs["connection_class"] = fresh  # the nodes it finds
+            for node in cluster.nodes_manager.startup_nodes.values():
+                node.connection_class = fresh
+            return cluster
         if self.kind == "sentinel":
             return Redis(connection_pool=self.pool(timeout=timeout, max_connections=max_connections, socket_timeout=timeout))
         from_url = cast("Callable[..., ConnectionPool]", getattr(ConnectionPool, "from_url"))
         common.pop("username")
         common.pop("password")
-        return Redis.from_pool(from_url(self.url, max_connections=max_connections, **common))
+        fresh = FreshSSLConnection if self.ssl else FreshConnection
+        return Redis.from_pool(from_url(self.url, max_connections=max_connections, connection_class=fresh, **common))
 
     def pool(
         self, *, timeout: float, max_connections: int = 2**31, socket_timeout: float | None = None, node: tuple[str, int] | None = None
@@ -141,29 +213,26 @@ class RedisTarget:
             "socket_timeout": socket_timeout,
             "retry": Retry(NoBackoff(), 0),
             "max_connections": max_connections,
+            "health_check_interval": HEALTH_CHECK_SECONDS,
         }
         if self.kind == "cluster":
             if node is None:
                 raise ValueError("a Redis Cluster has no single connection pool: name one of its nodes")
-            from redis.asyncio.connection import Connection, SSLConnection
-
-            connection_class = SSLConnection if self.ssl else Connection
+            connection_class = FreshSSLConnection if self.ssl else FreshConnection
             return ConnectionPool(
                 connection_class=connection_class, host=node[0], port=node[1], username=self.username, password=self.password, **kw
             )
         if self.kind == "single":
             from_url = cast("Callable[..., ConnectionPool]", getattr(ConnectionPool, "from_url"))
-            return from_url(self.url, **kw)
+            return from_url(self.url, connection_class=FreshSSLConnection if self.ssl else FreshConnection, **kw)
         from redis.asyncio.sentinel import Sentinel, SentinelConnectionPool
 
-        sentinel_kwargs: dict[str, Any] = {"socket_timeout": timeout, "socket_connect_timeout": timeout}
+        # no retry of its own either: redis-py's default (3, backoff up to 10 s) made 16 s of one outage answer
+        sentinel_kwargs: dict[str, Any] = {"socket_timeout": timeout, "socket_connect_timeout": timeout, "retry": Retry(NoBackoff(), 0)}
         if self.sentinel_password is not None:
             sentinel_kwargs["password"] = self.sentinel_password
         sentinel = Sentinel(list(self.nodes), sentinel_kwargs=sentinel_kwargs)
-        if self.ssl:
-            from redis.asyncio.sentinel import SentinelManagedSSLConnection
-
-            kw["connection_class"] = SentinelManagedSSLConnection
+        kw["connection_class"] = FreshSentinelSSLConnection if self.ssl else FreshSentinelConnection
         return SentinelConnectionPool(
             self.service, sentinel, db=self.db, username=self.username, password=self.password, check_connection=False, **kw
         )

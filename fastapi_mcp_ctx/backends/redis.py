@@ -130,7 +130,7 @@ class RedisBackend:
         slots = Slots(self._max_connections, self._pool_timeout)
         if self._factory is not None:
             spare, self._spare = self._spare, None
-            return LoopClient(spare or self._factory(), True, slots)
+            return LoopClient(spare or self._factory(), True, slots, self._target)
         assert self._client is not None
         self._one_loop.claim()
         return LoopClient(self._client, self._owns, slots)
