@@ -51,14 +51,13 @@ from ..settings import McpSettings
 from .channel import TaskChannel
 from .records import TaskRecord, TaskStatus, TaskStore
 from .retry import StoreRetry
-from .wire import detailed_params
+from .wire import detailed_params, task_outcome
 
 __all__ = ["FINISH_RETRY_SECONDS", "TaskEngine", "TaskHandle", "TaskStart"]
 
 logger = logging.getLogger("fastapi_mcp_ctx")
 
 TaskStart = Literal["call", "handler"]
-SERVER_INFO_KEY: Final = "io.modelcontextprotocol/serverInfo"
 CANCELLED_BY_CLIENT: Final = "cancelled by the client (tasks/cancel)"
 FINISH_RETRY_SECONDS: Final = 3600.0
 """The longest a task's end is written again while the store is unavailable (else until its TTL)."""
@@ -106,24 +105,6 @@ class _Running:
     channel: TaskChannel
     expires_ms: int
     keeper: asyncio.Task[None] | None = None
-
-
-def _payload(reply: Reply | None) -> tuple[TaskStatus, dict[str, Any] | None]:
-    if reply is None:
-        return "cancelled", None
-    message = reply.message
-    if "error" in message:
-        return "failed", dict(message["error"])
-    result = dict(message.get("result") or {})
-    result.pop("resultType", None)
-    meta = result.get("_meta")
-    if isinstance(meta, dict) and SERVER_INFO_KEY in meta:
-        rest = {k: v for k, v in meta.items() if k != SERVER_INFO_KEY}  # pyright: ignore[reportUnknownVariableType]
-        if rest:
-            result["_meta"] = rest
-        else:
-            del result["_meta"]
-    return "completed", result
 
 
 class TaskEngine:
@@ -305,7 +286,7 @@ class TaskEngine:
         reply = body.result()
         if reply is None or not required:
             return reply
-        status, payload = _payload(reply)
+        status, payload = task_outcome(reply)
         if status != "completed" or payload is None or reply.message.get("result", {}).get("resultType") == "input_required":
             return reply
         record = await self.create(owner, ttl_ms)  # a required task tool answers with a task, even one already done
@@ -359,7 +340,7 @@ class TaskEngine:
             error = TaskFailedError("The server shut down before the task ended", reason="server_shut_down")
             await self._end(owner, task_id, "failed", "server shut down", error.to_error(request_id))
             return
-        status, payload = _payload(reply)
+        status, payload = task_outcome(reply)
         if signal.reason is not None or payload is None:
             await self._end(owner, task_id, "cancelled", "The task was cancelled by the client", None)
             return

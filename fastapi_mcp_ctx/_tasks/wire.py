@@ -23,10 +23,11 @@ import asyncio
 from collections.abc import Mapping
 from typing import Any, Final, Literal
 
+from .._transport.streams import Reply
 from .._wire.pages import paginate
 from ..errors import InvalidParamsError, McpError, MethodNotFoundError, MissingCapabilityError, TaskNotFoundError, TaskTtlError
 from ..settings import McpSettings
-from .records import TaskRecord, iso
+from .records import TaskRecord, TaskStatus, iso
 
 __all__ = [
     "EXTENSION",
@@ -37,6 +38,7 @@ __all__ = [
     "legacy_capability",
     "legacy_task",
     "modern_detailed",
+    "task_outcome",
     "task_request",
 ]
 
@@ -198,3 +200,27 @@ async def wait_terminal(get: Any, owner: str, task_id: Any, poll_seconds: float)
             return record
         await asyncio.sleep(delay)
         delay = min(delay * 2, poll_seconds)
+
+
+SERVER_INFO_KEY: Final = "io.modelcontextprotocol/serverInfo"
+
+
+def task_outcome(reply: Reply | None) -> tuple[TaskStatus, dict[str, Any] | None]:
+    """A finished run's end as stored: ``("completed", result)`` (its ``resultType`` and the
+    server's ``_meta`` serverInfo dropped: ``tasks/get`` inlines it), ``("failed", error)`` for a
+    JSON-RPC error, ``("cancelled", None)`` when the run produced no reply."""
+    if reply is None:
+        return "cancelled", None
+    message = reply.message
+    if "error" in message:
+        return "failed", dict(message["error"])
+    result = dict(message.get("result") or {})
+    result.pop("resultType", None)
+    meta = result.get("_meta")
+    if isinstance(meta, dict) and SERVER_INFO_KEY in meta:
+        rest = {k: v for k, v in meta.items() if k != SERVER_INFO_KEY}  # pyright: ignore[reportUnknownVariableType]
+        if rest:
+            result["_meta"] = rest
+        else:
+            del result["_meta"]
+    return "completed", result
