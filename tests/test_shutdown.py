@@ -223,3 +223,25 @@ async def test_a_signal_cancelled_before_its_scope_is_bound_cancels_the_scope_at
         reached = True
     signal.bind(None)
     assert scope.cancelled_caught and not reached
+
+
+async def test_a_lifespan_run_again_after_a_finished_shutdown_serves_again() -> None:
+    """One app object served twice in a process (a ``with TestClient(app)`` per test): a call still
+    running when the first lifespan ended made it shut down; the second lifespan serves again."""
+    from fastapi import FastAPI
+
+    from fastapi_mcp_ctx import McpRouter
+
+    router = McpRouter(settings=mcp_settings(shutdown_grace_seconds=0.01))
+    app = FastAPI()
+    app.include_router(router)
+    running = CancelSignal()
+    async with app.router.lifespan_context(app):
+        router.shutdown_coordinator.call_started(running)
+    assert router.shutting_down and running.reason == SHUTDOWN_REASON  # its grace ran out at exit
+    router.shutdown_coordinator.call_ended(running)
+    async with app.router.lifespan_context(app):
+        assert not router.shutting_down
+        async with open_client(app) as client:
+            response = await client.post("/mcp", json=rpc("ping"), headers={"Accept": ACCEPT_BOTH, "MCP-Protocol-Version": LEGACY})
+            assert response.status_code != 503, response.text

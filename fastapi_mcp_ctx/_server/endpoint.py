@@ -145,6 +145,7 @@ class McpEndpoint:
 
         @asynccontextmanager
         async def lifespan(app: Any) -> AsyncGenerator[Any]:
+            self.shutdown_coordinator.reopen()  # a lifespan run again after a finished shutdown (tests)
             self.start(app)
             async with original(app) as state:
                 yield state

@@ -205,6 +205,15 @@ class ShutdownCoordinator:
         finally:
             self._done.set()
 
+    def reopen(self) -> None:
+        """The app's lifespan starts again after a shutdown that finished (one app object served
+        twice in one process: a test suite's ``with TestClient(app)`` per test): serve again
+        instead of answering 503. Nothing while a shutdown is still running or none happened."""
+        if self._begun and self._done is not None and self._done.is_set():
+            self._begun = self._requested = False
+            self._deadline = None
+            self._done = None
+
     async def at_exit(self) -> None:
         """The app's lifespan is ending (the server stops): finish the shutdown a signal began,
         or run one while calls or tasks still run, so they get ``grace_seconds`` and a task's
