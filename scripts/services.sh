@@ -229,7 +229,7 @@ bind 127.0.0.1
 sentinel resolve-hostnames no
 sentinel monitor $SENTINEL_MASTER 127.0.0.1 $master 2
 sentinel down-after-milliseconds $SENTINEL_MASTER $SENTINEL_DOWN_MS
-sentinel failover-timeout $SENTINEL_MASTER 10000
+sentinel failover-timeout $SENTINEL_MASTER 3000
 sentinel parallel-syncs $SENTINEL_MASTER 1
 CONF
         fi

@@ -212,7 +212,7 @@ async def test_kill_9_of_the_master_holding_a_live_session_under_load(failover_t
                 while not [t for t in out.victim_ok if t > killed_at + 0.5] or not [t for t, _, _ in pokes if t > killed_at + 0.5]:
                     await anyio.sleep(0.1)
             recovered = min([t for t in out.victim_ok if t > killed_at + 0.5], default=float("inf"))
-            await anyio.sleep(3.0)  # load after the recovery
+            await anyio.sleep(5.0)  # load after the recovery
             after = anyio.current_time()
             stop.set()
     heal(deployment)
@@ -229,7 +229,10 @@ async def test_kill_9_of_the_master_holding_a_live_session_under_load(failover_t
     for reader in readers:
         reader.check()
         received = {t for _, _, t in reader.events}
-        late = [text for when, session, text in pokes if session == reader.session and recovered + 1.0 < when < after - 1.0]
+        # From the bus's resubscription on (its reconnect backoff is at most 2 s after the store is
+        # back): a poke published in that gap reaches the event log but no live stream until the
+        # stream's next resume (docs/deployment.md, "what a failover looks like to a client").
+        late = [text for when, session, text in pokes if session == reader.session and recovered + 3.0 < when < after - 0.5]
         assert late and set(late) <= received, f"pokes after the recovery that never arrived: {sorted(set(late) - received)}"
 
 
