@@ -206,6 +206,24 @@ def test_header_map_keeps_the_last_value_and_names_repeated_headers() -> None:
     assert header_map([(b"host", b"a")]).repeated == set()
 
 
+@pytest.mark.parametrize(
+    "raw",
+    [
+        [],
+        [(b"Host", b"127.0.0.1"), (b"ACCEPT", b"application/json, text/event-stream"), (b"x-\xc0", b"\xe9t\xe9")],
+        [(b"a", b"line\nfeed"), (b"b", b"")],  # the separator inside a value: the per-header path
+        [(b"a\nb", b"1")],
+        [(b"", b""), (b"x", b"\x00")],
+        [(b"dup", b"1"), (b"DUP", b"2"), (b"dup", b"3")],
+    ],
+)
+def test_header_map_decodes_latin_1_and_lowercases_every_name(raw: list[tuple[bytes, bytes]]) -> None:
+    expected: dict[str, str] = {}
+    for key, value in raw:
+        expected[key.decode("latin-1").lower()] = value.decode("latin-1")
+    assert header_map(raw) == expected and header_map(tuple(raw)) == expected and header_map(iter(raw)) == expected
+
+
 # -- the body read's first step: the answer at once, the deadline only for a real wait ------------
 
 

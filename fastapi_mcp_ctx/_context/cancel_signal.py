@@ -15,6 +15,7 @@ from typing import Any
 import anyio
 
 from .._bridge import CallCancelled, Created, bridged
+from .cancel_scope import HandlerScope
 
 __all__ = ["CancelSignal"]
 
@@ -31,7 +32,7 @@ class CancelSignal:
 
     def __init__(self) -> None:
         self._event: anyio.Event | None = None
-        self._scope: anyio.CancelScope | None = None
+        self._scope: HandlerScope | None = None
         self._work: set[asyncio.Task[Any]] | None = None
         self._ended = False
         self.reason: str | None = None
@@ -54,7 +55,7 @@ class CancelSignal:
     def created(self, value: list[Created] | None) -> None:
         pass
 
-    def bind(self, scope: anyio.CancelScope | None) -> None:
+    def bind(self, scope: HandlerScope | None) -> None:
         """Cancel ``scope`` (the handler's) when this signal fires, at once when it already has;
         None unbinds."""
         self._scope = scope
