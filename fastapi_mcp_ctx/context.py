@@ -17,7 +17,6 @@ state; its members come in groups from its bases, each a module of its own, bott
 from __future__ import annotations
 
 from contextvars import ContextVar
-from dataclasses import replace
 from types import GenericAlias, MappingProxyType
 from typing import TYPE_CHECKING, Annotated, Any, Final, NoReturn
 
@@ -107,7 +106,7 @@ class Context(CallInput, _Reasons[ReasonT]):
         """A copy of this context whose ``extra`` is merged with ``values`` (this one unchanged)."""
         if self._call.outputs is None:  # the copy's ctx.enrich / ctx.content reach this call's result
             self._call.outputs = CallOutputs()
-        clone: Context[ReasonT] = Context(replace(self._call, extra=MappingProxyType({**self._call.extra, **values})))
+        clone: Context[ReasonT] = Context(self._call.replaced(extra=MappingProxyType({**self._call.extra, **values})))
         clone._state = self._state
         return clone
 

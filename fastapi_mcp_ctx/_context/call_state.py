@@ -11,9 +11,8 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Final, Literal, Protocol
 
 from starlette.requests import Request
 
@@ -76,9 +75,13 @@ async def no_task_start() -> None:
     task starts, the handler goes on as the plain call it is."""
 
 
-@dataclass(slots=True)
 class CallState:
-    """Everything the dispatcher knows about one call (built per request, never shared)."""
+    """Everything the dispatcher knows about one call (built per request, never shared).
+
+    A plain class, not slotted: the fields a call rarely sets (its stream control, input round, enrichment,
+    task...) are read from the class until set, so building one sets only what the dispatcher
+    knows (about half the fields: the per-call cost of a slotted dataclass's generated
+    ``__init__``, which sets every field and calls three factories, is halved)."""
 
     request_id: str | int
     method: str
@@ -91,12 +94,12 @@ class CallState:
     operation: str | None = None
     logger_name: str | None = None
     uri: str | None = None
-    extra: Mapping[str, Any] = field(default_factory=lambda: _NO_EXTRA)
+    extra: Mapping[str, Any] = _NO_EXTRA
     outbound: Outbound | None = None
-    signal: CancelSignal = field(default_factory=CancelSignal)
-    client_log_level: Callable[[], str | None] = lambda: None
+    signal: CancelSignal
+    client_log_level: Callable[[], str | None]
     state_factory: Callable[[str | None], ContextState] | None = None
-    started_at: float = field(default_factory=time.time)
+    started_at: float
     span_id: str | None = None
     last_progress: float | None = None
     notifications: ChangeNotifications | None = None
@@ -117,3 +120,67 @@ class CallState:
     task_starter: Callable[[], Awaitable[TaskView | None]] | None = None
     """``ctx.start_task()`` of a tool declared ``task_start="handler"`` (``_tasks.engine``), until it ran;
     :func:`no_task_start` for a ``task="optional"`` tool the client did not opt into."""
+
+    def __init__(
+        self,
+        request_id: str | int,
+        method: str,
+        envelope: RequestEnvelope,
+        settings: McpSettings,
+        request: Request,
+        session_id: str | None = None,
+        tenant_id: str | None = "default",
+        auth: Any = None,
+        operation: str | None = None,
+        logger_name: str | None = None,
+        uri: str | None = None,
+        client_log_level: Callable[[], str | None] | None = None,
+        state_factory: Callable[[str | None], ContextState] | None = None,
+        notifications: ChangeNotifications | None = None,
+        signal: CancelSignal | None = None,
+        **others: Any,
+    ) -> None:
+        self.request_id = request_id
+        self.method = method
+        self.envelope = envelope
+        self.settings = settings
+        self.request = request
+        self.session_id = session_id
+        self.tenant_id = tenant_id
+        self.auth = auth
+        self.operation = operation
+        self.logger_name = logger_name
+        self.uri = uri
+        self.client_log_level = client_log_level if client_log_level is not None else _no_level
+        self.state_factory = state_factory
+        self.notifications = notifications
+        self.signal = signal if signal is not None else CancelSignal()
+        self.started_at = time.time()
+        for name, value in others.items():  # the rarely set fields (tests, the task engine)
+            if name not in _OTHER_FIELDS:
+                raise TypeError(f"CallState() got an unexpected keyword argument {name!r}")
+            setattr(self, name, value)
+
+    def replaced(self, **changes: Any) -> CallState:
+        """A copy of this state with ``changes`` (field names) applied; the rest is shared
+        (``ctx.with_extra``: the same signal, request, outbound)."""
+        clone = object.__new__(CallState)
+        clone.__dict__.update(self.__dict__)
+        for name, value in changes.items():
+            if name not in CallState.__annotations__:
+                raise TypeError(f"CallState has no field {name!r}")
+            setattr(clone, name, value)
+        return clone
+
+
+def _no_level() -> str | None:
+    """``client_log_level`` of a call whose client set none."""
+    return None
+
+
+_OTHER_FIELDS: Final = frozenset(
+    {
+        "extra", "outbound", "started_at", "span_id", "last_progress", "back_channel", "stream_control", "input_round",
+        "trace_id", "enrichment", "contracts", "outputs", "loop", "created", "task", "task_starter",
+    }
+)

@@ -301,6 +301,7 @@ class ToolRegistry:
     def __init__(self) -> None:
         self._tools: dict[str, ToolDef] = {}
         self.version = 0
+        self._task_tools = 0  # tools declared task="optional"/"required": any_task() per call, not a walk
 
     def add(self, tool: ToolDef) -> None:
         """Register ``tool``; raises ValueError when the name is taken."""
@@ -308,13 +309,16 @@ class ToolRegistry:
             raise ValueError(f"a tool named {tool.name!r} is already registered")
         self._tools[tool.name] = tool
         self.version += 1
+        self._task_tools += tool.task is not None
 
     def remove(self, name: str) -> bool:
         """Unregister a tool; returns False when it was not registered."""
-        removed = self._tools.pop(name, None) is not None
-        if removed:
-            self.version += 1
-        return removed
+        tool = self._tools.pop(name, None)
+        if tool is None:
+            return False
+        self.version += 1
+        self._task_tools -= tool.task is not None
+        return True
 
     def get(self, name: str) -> ToolDef | None:
         """The tool called ``name``, or None."""
@@ -337,7 +341,7 @@ class ToolRegistry:
 
     def any_task(self) -> bool:
         """True when a registered tool was declared ``task="optional"`` or ``"required"``."""
-        return any(tool.task is not None for tool in self._tools.values())
+        return self._task_tools > 0
 
     def any_scoped(self) -> bool:
         """Whether some tool needs a scope (``tools/list`` is filtered per caller only then)."""

@@ -99,7 +99,7 @@ def _refuse_non_finite(tool: ToolDef, value: Any, encoded: bytes) -> None:
     text with ``NaN``/``Infinity`` tokens) holds an ``inf``/``nan`` float: not JSON (RFC 8259
     §6), and ``null`` in its place would be a silent lie. The walk runs only when the text
     shows such a token."""
-    if b"NaN" not in encoded and b"Infinity" not in encoded:
+    if encoded.find(b"NaN") < 0 and encoded.find(b"Infinity") < 0:  # find, not ``in``: no TypeError made and dropped
         return
     paths = non_finite_paths(value)
     if not paths:
@@ -148,7 +148,7 @@ def shape_result(tool: ToolDef, value: Any) -> dict[str, Any]:
             text = value
         else:
             encoded = encode(structured)
-            if b"NaN" in encoded or b"Infinity" in encoded:  # the walk (and its wrapper) only then
+            if encoded.find(b"NaN") >= 0 or encoded.find(b"Infinity") >= 0:  # the walk (and its wrapper) only then
                 _refuse_non_finite(tool, {"result": structured} if tool.wrap_output else structured, encoded)
             text = encoded.decode()
         if tool.wrap_output:

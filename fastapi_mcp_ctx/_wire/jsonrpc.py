@@ -129,7 +129,8 @@ def parse_message(body: bytes) -> Message:
         raise InvalidRequestError(_BATCH_MESSAGE)
     obj: dict[str, Any] = raw  # pyright: ignore[reportUnknownVariableType]
     kept = _encoded(obj)  # what the parser kept, re-encoded once: both checks below read it
-    may_hold = may_overflow(body) if kept is None else (b"Infinity" in kept or b"NaN" in kept)  # an inf/nan is written so
+    # (bytes.find, not ``in``: ``in`` first tries its operand as an integer, a TypeError made and dropped)
+    may_hold = may_overflow(body) if kept is None else (kept.find(b"Infinity") >= 0 or kept.find(b"NaN") >= 0)  # an inf/nan is written so
     overflowed = non_finite_paths(raw) if may_hold else []
     _refuse_duplicate_keys(body, text, obj, kept)
     if obj.get("jsonrpc") != "2.0":
@@ -181,7 +182,7 @@ def may_overflow(data: bytes) -> bool:
     if len(data) < _SHAPE_FROM:  # short: the two regular expressions cost less than the translated copy
         return _LONG_DIGITS.search(data) is not None or _BIG_EXPONENT.search(data) is not None
     shape = data.translate(_NUMBER_SHAPE)  # digits → "0", "E" → "e", "+" → "-": three substring searches
-    return (shape.count(48) >= 200 and _LONG_RUN in shape) or b"e000" in shape or b"e-000" in shape  # 48: "0"
+    return (shape.count(48) >= 200 and shape.find(_LONG_RUN) >= 0) or shape.find(b"e000") >= 0 or shape.find(b"e-000") >= 0  # 48: "0"
 
 
 def non_finite_paths(value: Any) -> list[str]:
@@ -256,7 +257,7 @@ def _refuse_duplicate_keys(body: bytes, text: str, obj: dict[str, Any], kept: by
     Raises:
         InvalidRequestError: ``-32600``, naming the object and the key.
     """
-    if b"\\" not in body and _each_key_once(text, obj, kept):
+    if body.find(b"\\") < 0 and _each_key_once(text, obj, kept):
         return
     try:
         strict: Any = json.loads(text, object_pairs_hook=_pairs, parse_int=_zero, parse_float=_zero, parse_constant=_zero)
