@@ -196,7 +196,7 @@ def _view(answer: Mapping[str, Any] | None) -> InputView:
     return InputView(kind, None, None, answer)
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False)
 class InputRound:
     """One attempt's input: admitted answers, the handler's plain state, the helpers' record.
 
@@ -213,6 +213,20 @@ class InputRound:
     consumed: dict[str, dict[str, Any]] = field(default_factory=lambda: {})
     counters: dict[str, int] = field(default_factory=lambda: {})
     number: int = 1
+
+    def __init__(
+        self,
+        answers: dict[str, dict[str, Any]] | None = None,
+        state: str | None = None,
+        consumed: dict[str, dict[str, Any]] | None = None,
+        counters: dict[str, int] | None = None,
+        number: int = 1,
+    ) -> None:  # written out: the generated one calls a factory per dict, and every call makes a round
+        self.answers = {} if answers is None else answers
+        self.state = state
+        self.consumed = {} if consumed is None else consumed
+        self.counters = {} if counters is None else counters
+        self.number = number
 
     def next_key(self, kind: str) -> str:
         """The default key of the next awaitable question of ``kind`` (``elicit-1``, ``sample-2``…):

@@ -35,10 +35,12 @@ _WHITESPACE: Final = b" \t\r\n"
 
 def starts_batch(body: bytes) -> bool:
     """True when ``body`` (JSON text) opens with ``[`` after any whitespace: a batch array."""
-    first = body[:1]
-    if first == b"[":
+    if not body:
+        return False
+    first = body[0]  # an int: ``in`` on bytes takes it directly (a bytes operand costs a TypeError made and dropped)
+    if first == 0x5B:  # "["
         return True
-    return bool(first) and first in _WHITESPACE and body.lstrip(_WHITESPACE)[:1] == b"["
+    return first in _WHITESPACE and body.lstrip(_WHITESPACE)[:1] == b"["
 
 
 def _no_constant(name: str) -> Any:

@@ -36,9 +36,11 @@ SSE_HEADERS: Final[dict[str, str]] = {
 Outbound = Callable[[dict[str, Any]], Awaitable[None]]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Reply:
-    """The final message of a call, with the HTTP status and headers used when sent as JSON."""
+    """The final message of a call, with the HTTP status and headers used when sent as JSON
+    (never changed once made; not frozen: a frozen dataclass's ``__init__`` costs several times
+    a plain one's, and a call makes one)."""
 
     message: dict[str, Any]
     status: int = 200
