@@ -243,6 +243,11 @@ class MemorySessionStore:
         self._records[record.id] = record.compact()
 
     async def get(self, session_id: str) -> SessionRecord | None:
+        return self.lookup(session_id)
+
+    def lookup(self, session_id: str) -> SessionRecord | None:
+        """:meth:`get` without its coroutine (the session gate's per-request form: an in-memory
+        lookup never waits)."""
         record = self._records.get(session_id)
         if record is None:
             self._hint_unknown()
