@@ -124,7 +124,8 @@ class SessionRecord:
         )
         return cls(id=new_session_id(), owner=owner, protocol_version=protocol_version, client_metadata=metadata)
 
-    def _both(self) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    def client_metadata_parsed(self) -> tuple[dict[str, Any], dict[str, Any] | None]:
+        """``(client_capabilities, client_info)`` in one parse (or one look in the hot cache): read, never mutate."""
         parsed = self._parsed
         if parsed is not None:
             return parsed
@@ -134,12 +135,12 @@ class SessionRecord:
     @property
     def client_capabilities(self) -> dict[str, Any]:
         """``ClientCapabilities`` from ``initialize`` (``{}`` when none): read, never mutate."""
-        return self._both()[0]
+        return self.client_metadata_parsed()[0]
 
     @property
     def client_info(self) -> dict[str, Any] | None:
         """``clientInfo`` (``Implementation``) from ``initialize``, or None: read, never mutate."""
-        return self._both()[1]
+        return self.client_metadata_parsed()[1]
 
     @property
     def client_metadata(self) -> bytes:
