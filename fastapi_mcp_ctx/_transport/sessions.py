@@ -13,7 +13,6 @@ import logging
 import secrets
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import anyio
@@ -282,13 +281,17 @@ class MemorySessionStore:
         return self._records.pop(session_id, None) is not None
 
 
-@dataclass(slots=True)
 class LiveSession:
-    """In-process companions of a session: the standalone stream and in-flight calls."""
+    """In-process companions of a session: the standalone stream and in-flight calls (one is
+    made for each call of a session with nothing else live: a plain class, no dataclass
+    ``__init__`` with its default factory)."""
 
-    standalone_send: MemoryObjectSendStream[dict[str, Any]] | None = None
-    standalone_receive: MemoryObjectReceiveStream[dict[str, Any]] | None = None
-    in_flight: dict[str | int, CancelSignal] = field(default_factory=lambda: {})
+    __slots__ = ("in_flight", "standalone_receive", "standalone_send")
+
+    def __init__(self) -> None:
+        self.standalone_send: MemoryObjectSendStream[dict[str, Any]] | None = None
+        self.standalone_receive: MemoryObjectReceiveStream[dict[str, Any]] | None = None
+        self.in_flight: dict[str | int, CancelSignal] = {}
 
     def open_standalone(self, max_buffer: int = 1024) -> MemoryObjectReceiveStream[dict[str, Any]] | None:
         """Open the GET stream (queueing ``max_buffer`` messages at most); None when one is
