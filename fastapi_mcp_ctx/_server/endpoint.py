@@ -299,8 +299,7 @@ class McpEndpoint:
         except McpError as exc:  # a bad _meta (progressToken...): the request's own error, its id echoed
             return json_reply(error_reply(message.id, exc, "legacy"), headers)
         if session is not None:
-            envelope.client_capabilities = session.client_capabilities
-            envelope.client_info = session.client_info
+            envelope.client_capabilities, envelope.client_info = session.client_metadata_parsed()
         return await self.dispatcher.dispatch(message, envelope, request, session, headers, sse_allowed)
 
     # -- JSON-RPC batches (2025-03-26 sessions; _server/batch.py) -------------------------

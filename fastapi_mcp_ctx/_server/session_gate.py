@@ -9,6 +9,7 @@ unknown one, DELETE ends it), §Listening for Messages from the Server (the GET 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 from starlette.requests import Request
@@ -19,7 +20,14 @@ from .._replicas.relay import Relay
 from .._transport.notifications import Notifier
 from .._transport.pending import PendingRequests
 from .._transport.resumable import ResumableStreams
-from .._transport.sessions import LiveSessions, OwnerQuotaExceeded, SessionRecord, SessionStore, check_client_metadata
+from .._transport.sessions import (
+    LiveSessions,
+    MemorySessionStore,
+    OwnerQuotaExceeded,
+    SessionRecord,
+    SessionStore,
+    check_client_metadata,
+)
 from .._transport.shutdown import ShutdownCoordinator
 from .._transport.streams import Reply, StandaloneStream
 from .._wire.envelope import HeaderMap, check_legacy_version, choose_era
@@ -76,6 +84,10 @@ class SessionGate:
         self.streams, self.notifier, self.pending, self.relay = streams, notifier, pending, relay
         self.shutdown_coordinator = shutdown_coordinator
         self._remote_stores = bool(getattr(sessions, "shared", False) or getattr(notifier.bus, "shared", False))
+        # the in-memory store's lookup without a coroutine (not when a subclass overrides ``get``)
+        self._lookup: Callable[[str], SessionRecord | None] | None = None
+        if isinstance(sessions, MemorySessionStore) and type(sessions).get is MemorySessionStore.get:
+            self._lookup = sessions.lookup
 
     def store_work(self, scope: Scope) -> Any:
         """The bound of a piece of this request's session-store / bus work: one deadline per
@@ -131,13 +143,17 @@ class SessionGate:
         session_id = headers.get(SESSION_HEADER)
         if session_id is None:
             raise MissingSessionError()
-        async with self.store_work(scope):
-            record = await self.sessions.get(session_id)
+        lookup = self._lookup
+        if lookup is not None:  # in memory: no store work to bound on the way of a live session
+            record = lookup(session_id)
             if record is None:
-                self.live.end(session_id)  # expired: its in-process companions go too
-                await self.notifier.session_ended(session_id)
-                self.pending.close_scope(session_id)
-                await self.streams.session_ended(session_id)
+                async with self.store_work(scope):
+                    await self._expired(session_id)
+        else:
+            async with self.store_work(scope):
+                record = await self.sessions.get(session_id)
+                if record is None:
+                    await self._expired(session_id)
         if record is None:
             raise SessionNotFoundError()
         principal: Principal | None = scope.get(PRINCIPAL_SCOPE_KEY)
@@ -147,6 +163,13 @@ class SessionGate:
         if version is not None and version.strip() != record.protocol_version:  # served, but not in this session
             raise ProtocolVersionMismatchError(version.strip()[:64], record.protocol_version)
         return record
+
+    async def _expired(self, session_id: str) -> None:
+        """An unknown or expired session: its in-process companions go too."""
+        self.live.end(session_id)
+        await self.notifier.session_ended(session_id)
+        self.pending.close_scope(session_id)
+        await self.streams.session_ended(session_id)
 
     def _reject_modern_header(self, headers: HeaderMap) -> Response | None:
         """GET/DELETE: the 2026 era has neither (405), nor stateless mode (no stream, no session:

@@ -13,7 +13,6 @@ import logging
 import secrets
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import anyio
@@ -124,7 +123,8 @@ class SessionRecord:
         )
         return cls(id=new_session_id(), owner=owner, protocol_version=protocol_version, client_metadata=metadata)
 
-    def _both(self) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    def client_metadata_parsed(self) -> tuple[dict[str, Any], dict[str, Any] | None]:
+        """``(client_capabilities, client_info)`` in one parse (or one look in the hot cache): read, never mutate."""
         parsed = self._parsed
         if parsed is not None:
             return parsed
@@ -134,12 +134,12 @@ class SessionRecord:
     @property
     def client_capabilities(self) -> dict[str, Any]:
         """``ClientCapabilities`` from ``initialize`` (``{}`` when none): read, never mutate."""
-        return self._both()[0]
+        return self.client_metadata_parsed()[0]
 
     @property
     def client_info(self) -> dict[str, Any] | None:
         """``clientInfo`` (``Implementation``) from ``initialize``, or None: read, never mutate."""
-        return self._both()[1]
+        return self.client_metadata_parsed()[1]
 
     @property
     def client_metadata(self) -> bytes:
@@ -243,6 +243,11 @@ class MemorySessionStore:
         self._records[record.id] = record.compact()
 
     async def get(self, session_id: str) -> SessionRecord | None:
+        return self.lookup(session_id)
+
+    def lookup(self, session_id: str) -> SessionRecord | None:
+        """:meth:`get` without its coroutine (the session gate's per-request form: an in-memory
+        lookup never waits)."""
         record = self._records.get(session_id)
         if record is None:
             self._hint_unknown()
@@ -276,13 +281,17 @@ class MemorySessionStore:
         return self._records.pop(session_id, None) is not None
 
 
-@dataclass(slots=True)
 class LiveSession:
-    """In-process companions of a session: the standalone stream and in-flight calls."""
+    """In-process companions of a session: the standalone stream and in-flight calls (one is
+    made for each call of a session with nothing else live: a plain class, no dataclass
+    ``__init__`` with its default factory)."""
 
-    standalone_send: MemoryObjectSendStream[dict[str, Any]] | None = None
-    standalone_receive: MemoryObjectReceiveStream[dict[str, Any]] | None = None
-    in_flight: dict[str | int, CancelSignal] = field(default_factory=lambda: {})
+    __slots__ = ("in_flight", "standalone_receive", "standalone_send")
+
+    def __init__(self) -> None:
+        self.standalone_send: MemoryObjectSendStream[dict[str, Any]] | None = None
+        self.standalone_receive: MemoryObjectReceiveStream[dict[str, Any]] | None = None
+        self.in_flight: dict[str | int, CancelSignal] = {}
 
     def open_standalone(self, max_buffer: int = 1024) -> MemoryObjectReceiveStream[dict[str, Any]] | None:
         """Open the GET stream (queueing ``max_buffer`` messages at most); None when one is
