@@ -148,7 +148,10 @@ async def test_the_handlers_own_anyio_scopes_let_the_cancellation_through(opener
         assert child_cancelled == [True]
 
 
-async def test_an_outside_native_cancellation_still_propagates() -> None:
+@pytest.mark.parametrize("scope_cancelled_too", [True, False])
+async def test_an_outside_native_cancellation_still_propagates(scope_cancelled_too: bool) -> None:
+    """The server's own ``Task.cancel()`` passes the scope, alone or in the same loop iteration
+    as the scope's own cancellation."""
     started, scope = asyncio.Event(), CallScope()
 
     async def handler() -> None:
@@ -158,27 +161,12 @@ async def test_an_outside_native_cancellation_still_propagates() -> None:
 
     task = asyncio.ensure_future(handler())
     await started.wait()
-    scope.cancel()
-    task.cancel()  # the server's own cancellation, in the same loop iteration
-    with pytest.raises(asyncio.CancelledError):
-        await asyncio.wait_for(task, HANG_GUARD)
-    assert task.cancelled()
-
-
-async def test_an_outside_cancellation_alone_is_not_taken_for_the_scopes() -> None:
-    started, scope = asyncio.Event(), CallScope()
-
-    async def handler() -> None:
-        with scope:
-            started.set()
-            await asyncio.Event().wait()
-
-    task = asyncio.ensure_future(handler())
-    await started.wait()
+    if scope_cancelled_too:
+        scope.cancel()
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await asyncio.wait_for(task, HANG_GUARD)
-    assert not scope.cancelled_caught
+    assert task.cancelled() and not scope.cancelled_caught
 
 
 async def test_an_outer_anyio_scope_cancelled_propagates_past_the_call() -> None:
