@@ -178,9 +178,6 @@ def _no_level() -> str | None:
     return None
 
 
-_OTHER_FIELDS: Final = frozenset(
-    {
-        "extra", "outbound", "started_at", "span_id", "last_progress", "back_channel", "stream_control", "input_round",
-        "trace_id", "enrichment", "contracts", "outputs", "loop", "created", "task", "task_starter",
-    }
-)
+_init_code = CallState.__init__.__code__
+_OTHER_FIELDS: Final = frozenset(CallState.__annotations__) - frozenset(_init_code.co_varnames[: _init_code.co_argcount])
+"""The fields ``CallState(...)`` takes as keywords beyond its named parameters (the rarely set ones)."""
