@@ -23,6 +23,7 @@ from fastapi_mcp_ctx._server.first_step import first_step
 from fastapi_mcp_ctx._server.http import _parse_accept, _read_before, accepted  # pyright: ignore[reportPrivateUsage]
 from fastapi_mcp_ctx._wire.envelope import _decode_header_value, decode_header_value, encode_header_value, header_map  # pyright: ignore[reportPrivateUsage]
 from fastapi_mcp_ctx._wire.jsonrpc import EncodedResult, _each_key_once, dumps, may_overflow, parse_message, result_message  # pyright: ignore[reportPrivateUsage]
+from fastapi_mcp_ctx._wire.memo import HeaderNames
 from fastapi_mcp_ctx.errors import (
     HeaderMismatchError,
     HostNotAllowedError,
@@ -222,6 +223,15 @@ def test_header_map_decodes_latin_1_and_lowercases_every_name(raw: list[tuple[by
     for key, value in raw:
         expected[key.decode("latin-1").lower()] = value.decode("latin-1")
     assert header_map(raw) == expected and header_map(tuple(raw)) == expected and header_map(iter(raw)) == expected
+
+
+def test_remembered_header_names_are_the_decoded_ones_and_bounded() -> None:
+    names = HeaderNames(2)
+    assert names[b"Host"] == "host" and names[b"X-\xc0"] == "x-\xe0" and names[b"third"] == "third"
+    assert dict(names) == {b"Host": "host", b"X-\xc0": "x-\xe0"}  # full: the third decoded, not kept
+    assert HeaderNames(8)[b"x" * 65] == "x" * 65 and len(names) == 2
+    raw = [(bytearray(b"Host"), b"a"), (b"Accept", b"*/*")]  # a name that cannot be a key: decoded one by one
+    assert header_map(raw) == {"host": "a", "accept": "*/*"}  # pyright: ignore[reportArgumentType]
 
 
 # -- the body read's first step: the answer at once, the deadline only for a real wait ------------

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import re
 from collections.abc import Iterable, Sequence
+from collections.abc import Set as AbstractSet
 from itertools import chain
 from typing import Final
 
@@ -103,7 +104,7 @@ _SINGLE_VALUED: dict[str, type[McpError]] = {
 }
 
 
-def reject_repeated(repeated: set[str]) -> None:
+def reject_repeated(repeated: AbstractSet[str]) -> None:
     """A header that must appear once appears twice: never let the last copy silently win.
 
     Each ``Mcp-Param-*`` mirror (2026-07-28 ``streamable-http`` §Custom Parameter Headers) is

@@ -20,6 +20,7 @@ import base64
 import binascii
 import re
 from collections.abc import Iterable, Mapping
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from typing import Any, Final, Literal
@@ -27,7 +28,7 @@ from typing import Any, Final, Literal
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
 
 from ..errors import HeaderMismatchError, InvalidParamsError, UnsupportedVersionError, UnsupportedVersionHeaderError
-from .memo import BoundedMemo
+from .memo import BoundedMemo, HeaderNames
 
 __all__ = [
     "LOG_LEVELS",
@@ -78,27 +79,33 @@ _PLAIN_VALUE: Final = re.compile(r"^(?:[\x21-\x7e](?:[\x20-\x7e]*[\x21-\x7e])?)?
 class HeaderMap(dict[str, str]):
     """Request headers read once: lower-cased name → value (the last one when repeated).
 
-    ``repeated`` holds the names that appeared more than once.
+    ``repeated`` holds the names that appeared more than once (an empty frozenset, shared, when
+    none did: :func:`header_map` gives a map its own set only then).
     """
 
-    __slots__ = ("repeated",)
+    repeated: AbstractSet[str] = frozenset()
 
-    def __init__(self, items: Mapping[str, str] | None = None) -> None:
-        super().__init__(items or {})
-        self.repeated: set[str] = set()
+
+_NAMES: Final = HeaderNames(256)  # a client sends the same few header names on every request
 
 
 def header_map(raw: Iterable[tuple[bytes, bytes]]) -> HeaderMap:
     """Build a :class:`HeaderMap` from ASGI ``scope["headers"]`` (latin-1, as HTTP defines)."""
     pairs = raw if isinstance(raw, (list, tuple)) else list(raw)
-    headers = HeaderMap({key.decode("latin-1").lower(): value.decode("latin-1") for key, value in pairs})
+    names = _NAMES
+    try:
+        headers = HeaderMap({names[key]: value.decode("latin-1") for key, value in pairs})
+    except TypeError:  # a name that is not hashable (a bytearray): decoded one by one
+        headers = HeaderMap({key.decode("latin-1").lower(): value.decode("latin-1") for key, value in pairs})
     if len(headers) != len(pairs):  # a name appeared twice: find which (rare)
         seen: set[str] = set()
+        repeated: set[str] = set()
         for key, _ in pairs:
             name = key.decode("latin-1").lower()
             if name in seen:
-                headers.repeated.add(name)
+                repeated.add(name)
             seen.add(name)
+        headers.repeated = repeated
     return headers
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Generic, TypeVar
 
-__all__ = ["BoundedMemo"]
+__all__ = ["BoundedMemo", "HeaderNames"]
 
 V = TypeVar("V")
 
@@ -42,3 +42,22 @@ class BoundedMemo(Generic[V]):
         if len(self._answers) < self._size and len(key) <= self._max_key_chars:
             self._answers[key] = value
         return value
+
+
+class HeaderNames(dict[bytes, str]):
+    """Raw header names (ASGI bytes) → their lower-cased latin-1 text, remembered for at most
+    ``size`` names of at most 64 bytes: ``names[raw]`` is one C dict look-up for a name seen
+    before, the decoded, lower-cased and already hashed string (a request's headers are the same
+    few names every time); an unseen name is decoded here (:meth:`__missing__`)."""
+
+    __slots__ = ("_size",)
+
+    def __init__(self, size: int) -> None:
+        super().__init__()
+        self._size = size
+
+    def __missing__(self, raw: bytes) -> str:
+        name = raw.decode("latin-1").lower()
+        if len(self) < self._size and len(raw) <= 64:
+            self[raw] = name
+        return name
