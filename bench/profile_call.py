@@ -13,7 +13,7 @@ dependency (``get_db``) and the ``X-Tenant`` header; ``da`` = ``tools/call looku
 whose ``key`` only its dependency ``value_of(key, db=Depends(get_db))`` declares, beside FastAPI's
 ``POST /mcp/{key}`` path operation reading the same dependency with ``key`` a path parameter; ``a`` = ``tools/call add(2, 3)``; both
 2025-11-25 era, no session; ``b`` = the a call in the 2026-07-28 era (``_meta`` envelope,
-``Mcp-Method`` / ``Mcp-Name`` headers; the ceiling answers it as a); ``s`` = the a call in a 2025 session (a stateful app,
+``Mcp-Method`` / ``Mcp-Name`` headers; the ceiling answers it as the shared harness's does: a's result with ``resultType`` and ``serverInfo``); ``s`` = the a call in a 2025 session (a stateful app,
 ``initialize`` once, every call carrying its ``Mcp-Session-Id``); ``r`` / ``rm`` = ``resources/read
 bench://note`` and ``g`` / ``gm`` = ``prompts/get greet {"who": "Ada"}`` in the 2025 / 2026 era, the harness's
 own requests (``bench.harness.workloads``), on the harness's resource and prompt (``bench.servers.tools``),
@@ -146,8 +146,15 @@ def _variant_app(app: FastAPI, router: McpRouter, variant: str) -> Any:
 _dumps = json.JSONEncoder(separators=(",", ":")).encode
 
 
-def _result(request_id: Any, structured: dict[str, Any], text: str) -> bytes:
-    result = {"content": [{"text": text, "type": "text"}], "isError": False, "structuredContent": structured}
+def _result(request_id: Any, structured: dict[str, Any], text: str, modern: bool = False) -> bytes:
+    """The SDK's CallToolResult, keys in its order; with ``resultType`` and ``serverInfo`` for a
+    2026-07-28 request, as the shared harness's ceiling (``ceiling_core._tool_result``) answers b."""
+    result: dict[str, Any] = {"content": [{"text": text, "type": "text"}], "isError": False}
+    if modern:
+        result["resultType"] = "complete"
+    result["structuredContent"] = structured
+    if modern:
+        result["_meta"] = _SERVER_INFO
     return _dumps({"jsonrpc": "2.0", "id": request_id, "result": result}).encode()
 
 
@@ -157,8 +164,10 @@ def fastapi_app(workload: str) -> FastAPI:
 
     async def mcp(request: Request) -> Response:
         message = json.loads(await request.body())
-        total = message["params"]["arguments"]["a"] + message["params"]["arguments"]["b"]
-        return Response(content=_result(message["id"], {"result": total}, str(total)), media_type="application/json")
+        params = message["params"]
+        total = params["arguments"]["a"] + params["arguments"]["b"]
+        modern = _PV_KEY in (params.get("_meta") or {})
+        return Response(content=_result(message["id"], {"result": total}, str(total), modern), media_type="application/json")
 
     async def mcp_with_dependencies(request: Request, db: dict[str, str] = Depends(get_db), x_tenant: str = Header()) -> Response:
         message = json.loads(await request.body())
