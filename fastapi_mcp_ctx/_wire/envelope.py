@@ -302,66 +302,89 @@ def read_modern_envelope(
             or carrying an invalid ``logLevel`` / non-string version (``-32602``).
         UnsupportedVersionError: the declared version is not served (``-32022``).
     """
-    if http_headers and headers.repeated:
-        for name in ("mcp-protocol-version", "mcp-method", "mcp-name"):
-            if name in headers.repeated:
-                raise HeaderMismatchError(f"{name} header appears more than once")
-    raw_meta = _meta_of(params)
-    if not isinstance(raw_meta, dict):
-        _refuse_unknown_version(headers)
-        raise InvalidParamsError(
-            "params._meta must be an object carrying the required "
-            f"'{META_VERSION}' and '{META_CAPABILITIES}' envelope keys"
-        )
+    raw_meta: Any = params.get("_meta")
+    if (http_headers and headers.repeated) or not isinstance(raw_meta, dict):
+        _refuse_envelope(headers, raw_meta, http_headers)  # raises, in the ladder's order (a repeated header of no MCP name: passes)
     meta: dict[str, Any] = raw_meta  # pyright: ignore[reportUnknownVariableType]
-    if META_VERSION not in meta or META_CAPABILITIES not in meta:
-        missing = [key for key in (META_VERSION, META_CAPABILITIES) if key not in meta]
-        _refuse_unknown_version(headers)
-        raise InvalidParamsError(f"params._meta is missing the required envelope key(s): {', '.join(missing)}")
-    capabilities = meta[META_CAPABILITIES]
+    try:
+        version: Any = meta[META_VERSION]
+        capabilities: Any = meta[META_CAPABILITIES]
+    except KeyError:
+        _refuse_envelope(headers, meta, http_headers)
+        raise  # unreachable: _refuse_envelope raised
     if not isinstance(capabilities, dict):
         raise InvalidParamsError(f"params._meta['{META_CAPABILITIES}'] must be an object")
-    version: Any = meta[META_VERSION]
     if http_headers:
-        header_version = headers.get("mcp-protocol-version")
-        if header_version is None:
-            raise HeaderMismatchError("Missing MCP-Protocol-Version header")
-        if header_version.strip(" \t") != version:
-            raise HeaderMismatchError("mcp-protocol-version header does not match the request envelope's protocol version")
-        header_method = headers.get("mcp-method")
-        if header_method is None:
-            raise HeaderMismatchError("Missing Mcp-Method header")
-        if header_method.strip(" \t") != method:
-            raise HeaderMismatchError("mcp-method header does not match the request body's method")
+        # most requests send each header exactly as the body says: one comparison; anything else
+        # (absent, padded, different) takes the rung's full check
+        if headers.get("mcp-protocol-version") != version:
+            _check_mirror(headers, "mcp-protocol-version", version, "MCP-Protocol-Version", "the request envelope's protocol version")
+        if headers.get("mcp-method") != method:
+            _check_mirror(headers, "mcp-method", method, "Mcp-Method", "the request body's method")
         member = NAME_MEMBER.get(method)
         if member is not None:
-            header_name = headers.get("mcp-name")
-            body_name = params.get(member)
-            if header_name is None:
-                if method not in NAME_OPTIONAL:
-                    raise HeaderMismatchError(f"Missing Mcp-Name header (it mirrors params.{member})")
-            elif decode_header_value(header_name) != body_name:
-                raise HeaderMismatchError(f"mcp-name header does not match the request body's '{member}' parameter")
-    if not isinstance(version, str):
-        raise InvalidParamsError(f"params._meta['{META_VERSION}'] must be a string")
-    if version not in MODERN_PROTOCOL_VERSIONS:
+            _check_name(headers.get("mcp-name"), method, member, params.get(member))
+    if version not in MODERN_PROTOCOL_VERSIONS:  # a str: the versions are; anything else is judged below
+        if not isinstance(version, str):
+            raise InvalidParamsError(f"params._meta['{META_VERSION}'] must be a string")
         raise UnsupportedVersionError(version, list(MODERN_PROTOCOL_VERSIONS))
-    log_level = meta.get(META_LOG_LEVEL)
+    usual = len(meta) == 3 and META_CLIENT_INFO in meta  # version, capabilities, clientInfo: no logLevel, no progressToken
+    log_level = None if usual else meta.get(META_LOG_LEVEL)
     if log_level is not None and log_level not in LOG_LEVELS:
         raise InvalidParamsError(f"Invalid {META_LOG_LEVEL}: expected one of {', '.join(LOG_LEVELS)}")
     client_info = meta.get(META_CLIENT_INFO)
     if client_info is not None and not (isinstance(client_info, dict) and isinstance(client_info.get("name"), str)):  # pyright: ignore[reportUnknownMemberType]
         raise InvalidParamsError(f"params._meta['{META_CLIENT_INFO}'] must be an object with a string 'name' (schema: Implementation)")
+    progress_token = None if usual else _progress_token(meta)
     return RequestEnvelope(
-        era="modern",
-        protocol_version=version,
-        client_capabilities=capabilities,  # pyright: ignore[reportUnknownArgumentType]
-        client_info=client_info if isinstance(client_info, dict) else None,  # pyright: ignore[reportUnknownArgumentType]
-        log_level=log_level,
-        progress_token=_progress_token(meta),
-        trace=_trace(headers, meta),
-        meta=meta,
+        "modern",
+        version,
+        capabilities,  # pyright: ignore[reportUnknownArgumentType]
+        client_info,  # pyright: ignore[reportUnknownArgumentType]
+        log_level,
+        progress_token,
+        _trace(headers, meta),  # pyright: ignore[reportUnknownArgumentType]
+        meta,  # pyright: ignore[reportUnknownArgumentType]
     )
+
+
+def _refuse_envelope(headers: HeaderMap, meta: Any, http_headers: bool) -> None:
+    """The ladder's first rungs, for a request that fails one: a standard header repeated
+    (``-32020``), then ``_meta`` not an object or lacking a required key (``-32602``, or
+    ``-32022`` when the header names a version this server does not serve)."""
+    if http_headers and headers.repeated:
+        for name in ("mcp-protocol-version", "mcp-method", "mcp-name"):
+            if name in headers.repeated:
+                raise HeaderMismatchError(f"{name} header appears more than once")
+    if not isinstance(meta, dict):
+        _refuse_unknown_version(headers)
+        raise InvalidParamsError(
+            "params._meta must be an object carrying the required "
+            f"'{META_VERSION}' and '{META_CAPABILITIES}' envelope keys"
+        )
+    missing = [key for key in (META_VERSION, META_CAPABILITIES) if key not in meta]
+    if missing:
+        _refuse_unknown_version(headers)
+        raise InvalidParamsError(f"params._meta is missing the required envelope key(s): {', '.join(missing)}")
+
+
+def _check_mirror(headers: HeaderMap, name: str, body_value: Any, title: str, what: str) -> None:
+    """A standard header must be present and equal (after optional whitespace) to the body's value."""
+    value = headers.get(name)
+    if value is None:
+        raise HeaderMismatchError(f"Missing {title} header")
+    if value.strip(" \t") != body_value:
+        raise HeaderMismatchError(f"{name} header does not match {what}")
+
+
+def _check_name(header_name: str | None, method: str, member: str, body_name: Any) -> None:
+    """``Mcp-Name`` (decoded, :func:`decode_header_value`) must equal ``params.<member>``; it may
+    be missing only for the methods of :data:`NAME_OPTIONAL`."""
+    if header_name is None:
+        if method not in NAME_OPTIONAL:
+            raise HeaderMismatchError(f"Missing Mcp-Name header (it mirrors params.{member})")
+    elif decode_header_value(header_name) != body_name:
+        raise HeaderMismatchError(f"mcp-name header does not match the request body's '{member}' parameter")
 
 
 def check_header_params(header_params: Mapping[str, str], arguments: Mapping[str, Any], headers: Mapping[str, str]) -> None:
