@@ -269,3 +269,17 @@ async def test_concurrent_calls_through_two_replicas_only_the_unknown_session_is
             assert [r.status_code for r in responses] == [200, 404, 200, 200, 200]
             for i in (0, 2, 3, 4):
                 assert json.loads(responses[i].text)["id"] == i
+
+
+async def test_the_batch_is_packed_as_redis_py_packs_it() -> None:
+    """KeyBatcher writes EVALSHA from parts encoded once: byte for byte redis-py's ``pack_command``
+    (one key, several, a key that is not ASCII), with the pool's encoder."""
+    link = RedisLink("redis://127.0.0.1:1/0", namespace="ap:", timeout=1.0)  # no I/O: nothing is sent
+    store = RedisSessionStore(link, idle_seconds=60, max_sessions=1000)
+    batcher = batcher_of(store)
+    lane = batcher._lanes.get()  # pyright: ignore[reportPrivateUsage]
+    conn = lane.pool.make_connection()
+    for keys in (["ap:ses:a"], ["ap:ses:a", "ap:ses:b", "ap:ses:c"], ["ap:ses:é"]):
+        expected = b"".join(conn.pack_command("EVALSHA", batcher.script.sha, len(keys) + 1, batcher.fixed_key, *keys, *batcher.argv))
+        assert lane._packed(keys) == expected  # pyright: ignore[reportPrivateUsage]
+    await link.aclose()

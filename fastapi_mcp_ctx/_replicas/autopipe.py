@@ -39,6 +39,7 @@ from ..backends._loops import PerLoop
 from ..backends._redis_client import FAILURES
 from ..backends._redis_client import Script as _Script
 from ..backends._redis_url import RedisTarget
+from ..backends._timeout import Deadline
 from ..errors import StateUnavailableError
 
 __all__ = ["MAX_BATCH", "KeyBatcher"]
@@ -134,6 +135,9 @@ class _Lane:
         self.pending: _Waiters = {}
         self.kicked = False
         self.tasks: set[asyncio.Task[None]] = set()
+        encoder = pool.get_encoder()
+        self._encode: Callable[[str | int], bytes] = encoder.encode  # the connections' own (its encoding and errors)
+        self._parts: tuple[bytes, bytes, bytes, int] | None = None  # see _packed
 
     def kick(self) -> None:
         self.kicked = False
@@ -183,17 +187,19 @@ class _Lane:
             return await self._round_trip_per_key(conn, keys)
         b = self.batcher
         reused = conn.is_connected
-        command = ("EVALSHA", b.script.sha, len(keys) + 1, b.fixed_key, *keys, *b.argv)
-        async with asyncio.timeout(b.timeout):
+        packed: bytes | None = self._packed(keys)
+        async with Deadline(self.loop.time() + b.timeout):
             while True:
                 b.round_trips += 1
                 try:
                     if not conn.is_connected:  # connect() itself: a sentinel's connection asks where the master is
                         await conn.connect()
-                    await conn.send_packed_command(conn.pack_command(*command), check_health=False)
+                    if packed is None:
+                        packed = conn.pack_command("EVAL", b.script.source, len(keys) + 1, b.fixed_key, *keys, *b.argv)
+                    await conn.send_packed_command(packed, check_health=False)
                     answers: Any = await conn.read_response()
                 except NoScriptError:  # script cache flushed (restart, SCRIPT FLUSH): EVAL caches it
-                    command = ("EVAL", b.script.source, *command[2:])
+                    packed = None
                     continue
                 except RedisConnectionError:
                     if not reused:
@@ -212,7 +218,7 @@ class _Lane:
         b = self.batcher
         reused = conn.is_connected
         head: tuple[Any, ...] = ("EVALSHA", b.script.sha)
-        async with asyncio.timeout(b.timeout):
+        async with Deadline(self.loop.time() + b.timeout):
             while True:
                 b.round_trips += 1
                 try:
@@ -240,6 +246,27 @@ class _Lane:
                     continue
                 return answers
 
+    def _packed(self, keys: list[str]) -> bytes:
+        """``EVALSHA sha numkeys fixed_key *keys *argv`` in RESP, as redis-py's ``pack_command``
+        writes it, from the parts that never change (encoded once per lane with the pool's
+        encoder) and the batch's keys."""
+        parts = self._parts
+        if parts is None:
+            b = self.batcher
+            parts = self._parts = (
+                _bulk(self._encode(b.script.sha)),
+                _bulk(self._encode(b.fixed_key)),
+                b"".join(_bulk(self._encode(arg)) for arg in b.argv),
+                len(b.argv),
+            )
+        sha, fixed, argv, n_argv = parts
+        encode = self._encode
+        chunks = [b"*%d\r\n$7\r\nEVALSHA\r\n" % (4 + len(keys) + n_argv), sha, _bulk(b"%d" % (len(keys) + 1)), fixed]
+        for key in keys:
+            chunks.append(_bulk(encode(key)))
+        chunks.append(argv)
+        return b"".join(chunks)
+
     async def aclose(self) -> None:
         for task in tuple(self.tasks):
             task.cancel()
@@ -252,6 +279,11 @@ class _Lane:
         self.pending = {}
         for conn in self.idle:
             await conn.disconnect(nowait=True)
+
+
+def _bulk(value: bytes) -> bytes:
+    """One RESP bulk string."""
+    return b"$%d\r\n%s\r\n" % (len(value), value)
 
 
 def _fail(batch: _Waiters, error: BaseException) -> None:

@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncGenerator
 from typing import Any, Final
 
+from ..backends._timeout import Deadline
 from ..errors import StateUnavailableError
 
 __all__ = ["DEADLINE_SCOPE_KEY", "StoreDeadline", "store_work"]
@@ -37,24 +37,20 @@ class StoreDeadline:
         self.seconds = seconds
         self.at = asyncio.get_running_loop().time() + seconds
 
-    @contextlib.asynccontextmanager
-    async def bound(self) -> AsyncGenerator[None]:
-        """Run the body until the deadline at most.
+    def bound(self) -> Deadline:
+        """Run the body until the deadline at most: ``async with deadline.bound(): ...``
+        (a fresh bound each time; one timer, see ``backends._timeout``).
 
         Raises:
             StateUnavailableError: the deadline passed first (HTTP 503, ``Retry-After: 1``).
         """
-        timeout = asyncio.timeout_at(self.at)
-        try:
-            async with timeout:
-                yield
-        except TimeoutError as exc:
-            if not timeout.expired():
-                raise
-            raise StateUnavailableError(
-                f"The session store (redis) did not answer within {self.seconds:g} s "
-                "(MCP_SESSION_STORE_DEADLINE_SECONDS), retry later"
-            ) from exc
+        return Deadline(self.at, self._unavailable)
+
+    def _unavailable(self) -> StateUnavailableError:
+        return StateUnavailableError(
+            f"The session store (redis) did not answer within {self.seconds:g} s "
+            "(MCP_SESSION_STORE_DEADLINE_SECONDS), retry later"
+        )
 
 
 _UNBOUNDED: Final = contextlib.nullcontext()
