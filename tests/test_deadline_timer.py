@@ -41,29 +41,14 @@ async def test_a_block_that_ends_in_time_leaves_no_timer() -> None:
     assert not deadline.expired
 
 
-async def test_an_outside_cancellation_still_propagates() -> None:
+@pytest.mark.parametrize("seconds", [30.0, 0.0], ids=["before-expiry", "at-expiry"])
+async def test_an_outside_cancellation_still_propagates(seconds: float) -> None:
+    """Cancelled from outside, before ``at`` or in the turn the deadline fires: the task stays cancelled."""
     loop = asyncio.get_running_loop()
     entered = asyncio.Event()
 
     async def body() -> None:
-        async with Deadline(loop.time() + 30):
-            entered.set()
-            await asyncio.sleep(30)
-
-    task = asyncio.create_task(body())
-    await entered.wait()
-    task.cancel()
-    with pytest.raises(asyncio.CancelledError):
-        await task
-
-
-async def test_outside_cancellation_at_expiry_is_not_swallowed() -> None:
-    """The deadline fires and an outside cancel arrives in the same turn: the task stays cancelled."""
-    loop = asyncio.get_running_loop()
-    entered = asyncio.Event()
-
-    async def body() -> None:
-        async with Deadline(loop.time()):
+        async with Deadline(loop.time() + seconds):
             entered.set()
             await asyncio.sleep(30)
 
