@@ -137,7 +137,7 @@ class _Lane:
         self.tasks: set[asyncio.Task[None]] = set()
         encoder = pool.get_encoder()
         self._encode: Callable[[str | int], bytes] = encoder.encode  # the connections' own (its encoding and errors)
-        self._parts: tuple[bytes, bytes, bytes, int] | None = None  # see _packed
+        self._parts: tuple[bytes, bytes, bytes, bytes, int] | None = None  # see _packed
 
     def kick(self) -> None:
         self.kicked = False
@@ -249,18 +249,19 @@ class _Lane:
     def _packed(self, keys: list[str]) -> bytes:
         """``EVALSHA sha numkeys fixed_key *keys *argv`` in RESP, as redis-py's ``pack_command``
         writes it, from the parts that never change (encoded once per lane with the pool's
-        encoder) and the batch's keys."""
+        encoder) and the batch's keys; a batch of one key (the usual one) from two constant parts."""
         parts = self._parts
         if parts is None:
             b = self.batcher
-            parts = self._parts = (
-                _bulk(self._encode(b.script.sha)),
-                _bulk(self._encode(b.fixed_key)),
-                b"".join(_bulk(self._encode(arg)) for arg in b.argv),
-                len(b.argv),
-            )
-        sha, fixed, argv, n_argv = parts
+            sha, fixed = _bulk(self._encode(b.script.sha)), _bulk(self._encode(b.fixed_key))
+            argv = b"".join(_bulk(self._encode(arg)) for arg in b.argv)
+            one_key = b"*%d\r\n$7\r\nEVALSHA\r\n" % (5 + len(b.argv)) + sha + _bulk(b"2") + fixed
+            parts = self._parts = (one_key, sha, fixed, argv, len(b.argv))
+        one_key, sha, fixed, argv, n_argv = parts
         encode = self._encode
+        if len(keys) == 1:
+            key = encode(keys[0])
+            return b"%s$%d\r\n%s\r\n%s" % (one_key, len(key), key, argv)
         chunks = [b"*%d\r\n$7\r\nEVALSHA\r\n" % (4 + len(keys) + n_argv), sha, _bulk(b"%d" % (len(keys) + 1)), fixed]
         for key in keys:
             chunks.append(_bulk(encode(key)))
