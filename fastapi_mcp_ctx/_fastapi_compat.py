@@ -43,6 +43,7 @@ __all__ = [
     "SolveScope",
     "SolvedCall",
     "base_type",
+    "blank_response",
     "build_dependant",
     "call_kind",
     "dependency_of",
@@ -208,6 +209,22 @@ def solve(
     return SolveScope(dependant, request, overrides_provider, background_tasks, response)
 
 
+_BLANK_HEADER: tuple[bytes, bytes] = (b"content-length", b"0")
+_new_response = Response.__new__
+
+
+def blank_response() -> Response:
+    """What ``Response()`` makes (status 200, empty body, ``content-length: 0``), without its
+    ``__init__``'s rendering and header building: the response a tool's dependencies may set
+    headers on, which nobody sends (a fresh one per call, as FastAPI's)."""
+    response = _new_response(Response)
+    response.status_code = 200
+    response.background = None
+    response.body = b""
+    response.raw_headers = [_BLANK_HEADER]
+    return response
+
+
 class SolveScope:
     """The async context manager :func:`solve` returns (a class, not ``@asynccontextmanager``:
     no generator per call); FastAPI's two exit stacks, request- and function-scoped."""
@@ -242,7 +259,7 @@ class SolveScope:
                 dependant=self._dependant,
                 body=None,
                 background_tasks=self._background_tasks,
-                response=self._response if self._response is not None else Response(),
+                response=self._response if self._response is not None else blank_response(),
                 dependency_overrides_provider=self._overrides,
                 dependency_cache=None,
                 async_exit_stack=request_stack,
