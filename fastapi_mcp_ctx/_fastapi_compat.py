@@ -18,7 +18,7 @@ from collections.abc import Callable, Coroutine, Iterator, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Annotated, Any, Literal, get_args, get_origin
+from typing import Annotated, Any, Final, Literal, get_args, get_origin
 
 from fastapi import params
 from fastapi import routing as fastapi_routing
@@ -31,6 +31,7 @@ from fastapi.dependencies.utils import (
 )
 from fastapi.routing import APIRoute
 from fastapi.security import SecurityScopes
+from starlette.datastructures import QueryParams
 from starlette.requests import HTTPConnection, Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute
@@ -209,6 +210,8 @@ def solve(
     return SolveScope(dependant, request, overrides_provider, background_tasks, response)
 
 
+_NO_QUERY: Final = QueryParams(b"")
+"""The query parameters of an empty query string (immutable: shared by every call's Request)."""
 _BLANK_HEADER: tuple[bytes, bytes] = (b"content-length", b"0")
 _new_response = Response.__new__
 
@@ -249,6 +252,8 @@ class SolveScope:
 
     async def __aenter__(self) -> SolvedCall:
         scope = self._request.scope
+        if scope.get("query_string") == b"":  # the solver reads request.query_params: the empty one, parsed once
+            vars(self._request).setdefault("_query_params", _NO_QUERY)
         request_stack = self._request_stack
         scope["fastapi_inner_astack"] = request_stack
         scope["fastapi_astack"] = request_stack
