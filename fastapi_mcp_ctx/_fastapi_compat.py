@@ -14,7 +14,8 @@ import copy
 import dataclasses
 import functools
 import inspect
-from collections.abc import Callable, Coroutine, Iterator, Sequence
+import operator
+from collections.abc import Callable, Coroutine, Iterator, Sequence, Sized
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from types import TracebackType
@@ -228,6 +229,10 @@ def blank_response() -> Response:
     return response
 
 
+_entered: Callable[[AsyncExitStack[Any]], Sized] = operator.attrgetter("_exit_callbacks")
+"""What an ``AsyncExitStack`` entered and will exit (contextlib's own deque; empty: nothing)."""
+
+
 class SolveScope:
     """The async context manager :func:`solve` returns (a class, not ``@asynccontextmanager``:
     no generator per call); FastAPI's two exit stacks, request- and function-scoped."""
@@ -277,9 +282,13 @@ class SolveScope:
 
     async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> bool | None:
         """Function-scoped dependencies first, then request-scoped ones (FastAPI's order); the
-        exception, if any, is thrown into each yield dependency as FastAPI does."""
+        exception, if any, is thrown into each yield dependency as FastAPI does. An empty stack
+        (no function-scoped yield dependency: the common graph) is not exited: its exit does nothing."""
+        function_stack = self._function_stack
+        if not _entered(function_stack):
+            return await self._request_stack.__aexit__(exc_type, exc, tb)
         try:
-            suppressed = await self._function_stack.__aexit__(exc_type, exc, tb)
+            suppressed = await function_stack.__aexit__(exc_type, exc, tb)
         except BaseException as raised:
             if not await self._request_stack.__aexit__(type(raised), raised, raised.__traceback__):
                 raise
