@@ -14,11 +14,12 @@ import copy
 import dataclasses
 import functools
 import inspect
-from collections.abc import Callable, Coroutine, Iterator, Sequence
+import operator
+from collections.abc import Callable, Coroutine, Iterator, Sequence, Sized
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Annotated, Any, Literal, get_args, get_origin
+from typing import Annotated, Any, Final, Literal, get_args, get_origin
 
 from fastapi import params
 from fastapi import routing as fastapi_routing
@@ -31,6 +32,7 @@ from fastapi.dependencies.utils import (
 )
 from fastapi.routing import APIRoute
 from fastapi.security import SecurityScopes
+from starlette.datastructures import QueryParams
 from starlette.requests import HTTPConnection, Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute
@@ -43,6 +45,7 @@ __all__ = [
     "SolveScope",
     "SolvedCall",
     "base_type",
+    "blank_response",
     "build_dependant",
     "call_kind",
     "dependency_of",
@@ -208,6 +211,28 @@ def solve(
     return SolveScope(dependant, request, overrides_provider, background_tasks, response)
 
 
+_NO_QUERY: Final = QueryParams(b"")
+"""The query parameters of an empty query string (immutable: shared by every call's Request)."""
+_BLANK_HEADER: tuple[bytes, bytes] = (b"content-length", b"0")
+_new_response = Response.__new__
+
+
+def blank_response() -> Response:
+    """What ``Response()`` makes (status 200, empty body, ``content-length: 0``), without its
+    ``__init__``'s rendering and header building: the response a tool's dependencies may set
+    headers on, which nobody sends (a fresh one per call, as FastAPI's)."""
+    response = _new_response(Response)
+    response.status_code = 200
+    response.background = None
+    response.body = b""
+    response.raw_headers = [_BLANK_HEADER]
+    return response
+
+
+_entered: Callable[[AsyncExitStack[Any]], Sized] = operator.attrgetter("_exit_callbacks")
+"""What an ``AsyncExitStack`` entered and will exit (contextlib's own deque; empty: nothing)."""
+
+
 class SolveScope:
     """The async context manager :func:`solve` returns (a class, not ``@asynccontextmanager``:
     no generator per call); FastAPI's two exit stacks, request- and function-scoped."""
@@ -232,6 +257,8 @@ class SolveScope:
 
     async def __aenter__(self) -> SolvedCall:
         scope = self._request.scope
+        if scope.get("query_string") == b"":  # the solver reads request.query_params: the empty one, parsed once
+            vars(self._request).setdefault("_query_params", _NO_QUERY)
         request_stack = self._request_stack
         scope["fastapi_inner_astack"] = request_stack
         scope["fastapi_astack"] = request_stack
@@ -242,7 +269,7 @@ class SolveScope:
                 dependant=self._dependant,
                 body=None,
                 background_tasks=self._background_tasks,
-                response=self._response if self._response is not None else Response(),
+                response=self._response if self._response is not None else blank_response(),
                 dependency_overrides_provider=self._overrides,
                 dependency_cache=None,
                 async_exit_stack=request_stack,
@@ -255,9 +282,13 @@ class SolveScope:
 
     async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> bool | None:
         """Function-scoped dependencies first, then request-scoped ones (FastAPI's order); the
-        exception, if any, is thrown into each yield dependency as FastAPI does."""
+        exception, if any, is thrown into each yield dependency as FastAPI does. An empty stack
+        (no function-scoped yield dependency: the common graph) is not exited: its exit does nothing."""
+        function_stack = self._function_stack
+        if not _entered(function_stack):
+            return await self._request_stack.__aexit__(exc_type, exc, tb)
         try:
-            suppressed = await self._function_stack.__aexit__(exc_type, exc, tb)
+            suppressed = await function_stack.__aexit__(exc_type, exc, tb)
         except BaseException as raised:
             if not await self._request_stack.__aexit__(type(raised), raised, raised.__traceback__):
                 raise

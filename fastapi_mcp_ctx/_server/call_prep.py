@@ -30,7 +30,7 @@ from .._transport.requests import BackChannel
 from .._transport.sessions import LiveSessions, SessionRecord, new_session_id
 from .._transport.shutdown import SHUTDOWN_REASON, ShutdownCoordinator
 from .._transport.streams import Outbound, Reply
-from .._wire.envelope import RequestEnvelope
+from .._wire.envelope import HeaderMap, RequestEnvelope
 from .._wire.jsonrpc import JsonRpcRequest, error_message, result_message
 from ..auth import Principal
 from ..context import Context
@@ -45,7 +45,7 @@ from ..errors import (
 )
 from ..settings import McpSettings
 from ..state import ContextState
-from .http import BODY_SCOPE_KEY, replaying_receive
+from .http import BODY_SCOPE_KEY, HEADERS_SCOPE_KEY, replaying_receive
 from .input_rounds import run_rounds
 from .outcomes import PreparedCall, error_reply
 
@@ -121,6 +121,10 @@ class CallPreparation:
         # already: the call's request replays it, so ``await request.body()`` works in a tool.
         scope = dict(request.scope) if private_scope else request.scope
         call_request = Request(scope, replaying_receive(scope.get(BODY_SCOPE_KEY, b""), request.receive))
+        if private_scope:
+            headers: HeaderMap | None = scope.get(HEADERS_SCOPE_KEY)  # the route's screen read them
+            if headers is not None and "cookie" not in headers:  # the solver reads request.cookies: none
+                vars(call_request)["_cookies"] = {}
         live = self.live.get(session.id) if session is not None else None
         if live is not None and message.id in live.in_flight:
             raise InvalidRequestError(f"Request id {echo(repr(message.id))} is already in flight in this session")
