@@ -13,4 +13,4 @@ if [ ! -x "$VENV/bin/python" ] || [ "$("$VENV/bin/python" -c 'import fastapi; pr
   "$VENV/bin/python" -m pip install -q "fastapi==$LOWEST" -e . httpx pytest pytest-asyncio uvicorn 2>&1 | grep -v "is ignored" || true
 fi
 echo "== dependency bridge on FastAPI $("$VENV/bin/python" -c 'import fastapi; print(fastapi.__version__)')"
-"$VENV/bin/pytest" -q -p no:cacheprovider tests/test_dependencies.py tests/test_dependency_arguments.py tests/test_call_path.py tests/test_tools.py tests/test_route.py tests/test_lean_route.py tests/test_auth.py tests/test_auth_adversarial.py tests/test_stdio_units.py
+"$VENV/bin/pytest" -q -p no:cacheprovider tests/test_dependencies.py tests/test_dependency_arguments.py tests/test_call_path.py tests/test_tools.py tests/test_route.py tests/test_lean_route.py tests/test_auth.py tests/test_auth_adversarial.py tests/test_stdio_units.py tests/test_solve_shortcuts.py

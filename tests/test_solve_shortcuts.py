@@ -1,0 +1,136 @@
+"""What the tool's dependency solve skips must equal what FastAPI would have built.
+
+The bridge hands FastAPI's solver a ``Response`` made without ``Response.__init__``, the empty
+query string's ``QueryParams`` parsed once, no cookies when the request sends none, and leaves an
+empty function-scoped exit stack unexited (``_fastapi_compat``, ``_server/call_prep``). These
+tests hold each shortcut to the object or the behaviour it replaces, on every FastAPI admitted.
+"""
+
+from __future__ import annotations
+
+import inspect
+from contextlib import AsyncExitStack
+from typing import Any
+
+import pytest
+from fastapi import Cookie, Depends, FastAPI, Query, Request
+from fastapi.testclient import TestClient
+from starlette.responses import Response
+
+from fastapi_mcp_ctx import McpRouter, McpSettings, ToolError
+from fastapi_mcp_ctx._fastapi_compat import blank_response
+
+HEADERS = {"Accept": "application/json, text/event-stream", "MCP-Protocol-Version": "2025-11-25", "Content-Type": "application/json"}
+
+
+def test_the_blank_response_is_what_response_makes() -> None:
+    made, blank = Response(), blank_response()
+    assert vars(blank) == vars(made)
+    assert blank.headers == made.headers and blank is not blank_response()  # one per call
+
+
+def test_an_exit_stack_exposes_what_it_entered() -> None:
+    """``SolveScope.__aexit__`` reads contextlib's own record of what a stack entered."""
+    stack = AsyncExitStack()
+    assert len(stack._exit_callbacks) == 0  # pyright: ignore[reportPrivateUsage]
+    stack.callback(lambda: None)
+    assert len(stack._exit_callbacks) == 1  # pyright: ignore[reportPrivateUsage]
+
+
+def app_with(*tools: Any) -> TestClient:
+    router = McpRouter(settings=McpSettings(server_name="x", server_version="1", auth_mode="none", session_mode="stateless"))
+    for tool in tools:
+        router.add_tool(tool)
+    app = FastAPI()
+    app.include_router(router)
+    return TestClient(app, base_url="http://localhost")
+
+
+def call(client: TestClient, name: str, url: str = "/mcp", **headers: str) -> dict[str, Any]:
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": name, "arguments": {}}}
+    response = client.post(url, headers={**HEADERS, **headers}, json=body)
+    assert response.status_code == 200
+    return response.json()["result"]
+
+
+async def cookie_and_query(session: str | None = Cookie(default=None), q: str | None = Query(default=None)) -> dict[str, str]:
+    """Read a cookie and a query parameter."""
+    return {"session": str(session), "q": str(q)}
+
+
+async def request_view(request: Request, v: str = Depends(lambda: "v")) -> dict[str, str]:
+    """The call's Request, as a dependency-taking tool sees it."""
+    return {"cookies": repr(request.cookies), "query": str(request.query_params)}
+
+
+@pytest.mark.parametrize(
+    ("url", "headers", "expected"),
+    [
+        ("/mcp", {}, {"session": "None", "q": "None"}),
+        ("/mcp", {"Cookie": "session=abc; z=1"}, {"session": "abc", "q": "None"}),
+        ("/mcp?q=zz", {}, {"session": "None", "q": "zz"}),
+    ],
+)
+def test_cookie_and_query_parameters_of_a_tool(url: str, headers: dict[str, str], expected: dict[str, str]) -> None:
+    assert call(app_with(cookie_and_query), "cookie_and_query", url, **headers)["structuredContent"] == expected
+
+
+@pytest.mark.parametrize(
+    ("url", "headers", "expected"),
+    [
+        ("/mcp", {}, {"cookies": "{}", "query": ""}),
+        ("/mcp", {"Cookie": "session=abc; z=1"}, {"cookies": "{'session': 'abc', 'z': '1'}", "query": ""}),
+        ("/mcp?q=zz", {}, {"cookies": "{}", "query": "q=zz"}),
+    ],
+)
+def test_the_requests_cookies_and_query_params(url: str, headers: dict[str, str], expected: dict[str, str]) -> None:
+    assert call(app_with(request_view), "request_view", url, **headers)["structuredContent"] == expected
+
+
+def test_a_cookie_dict_is_the_calls_own() -> None:
+    """The empty cookies of one call are not shared with the next (a tool may write into them)."""
+
+    async def scribble(request: Request, v: str = Depends(lambda: "v")) -> str:
+        """Write into the request's cookies."""
+        seen = repr(request.cookies)
+        request.cookies["x"] = "1"
+        return seen
+
+    client = app_with(scribble)
+    assert call(client, "scribble")["structuredContent"] == {"result": "{}"}
+    assert call(client, "scribble")["structuredContent"] == {"result": "{}"}
+
+
+FUNCTION_SCOPE = "scope" in inspect.signature(Depends).parameters  # FastAPI >= 0.121
+
+
+@pytest.mark.skipif(not FUNCTION_SCOPE, reason="Depends(scope=...) arrived in FastAPI 0.121")
+@pytest.mark.parametrize("fails", [False, True])
+def test_request_and_function_scoped_yield_dependencies(fails: bool) -> None:
+    """Teardown order and the exception thrown in after ``yield``: the function-scoped stack first."""
+    events: list[str] = []
+
+    def dependency(label: str) -> Any:
+        async def dep() -> Any:
+            events.append(f"{label}:setup")
+            try:
+                yield label
+            except Exception as exc:
+                events.append(f"{label}:exc:{type(exc).__name__}")
+                raise
+            finally:
+                events.append(f"{label}:teardown")
+
+        return dep
+
+    async def both(a: str = Depends(dependency("req")), b: str = Depends(dependency("fn"), scope="function")) -> str:  # type: ignore[call-arg]
+        """Take both kinds."""
+        events.append("handler")
+        if fails:
+            raise ToolError("nope")
+        return a + b
+
+    result = call(app_with(both), "both")
+    assert result["isError"] is fails
+    thrown = ["fn:exc:ToolError", "fn:teardown", "req:exc:ToolError", "req:teardown"]
+    assert events == ["req:setup", "fn:setup", "handler", *(thrown if fails else ["fn:teardown", "req:teardown"])]
