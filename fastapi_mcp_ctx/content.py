@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import base64
 import binascii
+from typing import TYPE_CHECKING
 
-import mcp_types as types
+if TYPE_CHECKING:
+    import mcp_types as types
 
 __all__ = ["audio_content", "embedded_blob_resource", "embedded_text_resource", "image_content", "strict_base64", "text_content"]
 
@@ -45,21 +47,25 @@ def _b64(data: bytes | str) -> str:
 
 def text_content(text: str) -> types.TextContent:
     """``{"type": "text", "text": text}``."""
+    import mcp_types as types  # noqa: PLC0415 - deferred: see _wire/versions.py
     return types.TextContent(type="text", text=text)
 
 
 def image_content(data: bytes | str, mime_type: str = "image/png") -> types.ImageContent:
     """``{"type": "image", "data": <base64>, "mimeType": mime_type}`` from raw bytes or base64."""
+    import mcp_types as types  # noqa: PLC0415 - deferred: see _wire/versions.py
     return types.ImageContent(type="image", data=_b64(data), mime_type=mime_type)
 
 
 def audio_content(data: bytes | str, mime_type: str = "audio/wav") -> types.AudioContent:
     """``{"type": "audio", "data": <base64>, "mimeType": mime_type}`` from raw bytes or base64."""
+    import mcp_types as types  # noqa: PLC0415 - deferred: see _wire/versions.py
     return types.AudioContent(type="audio", data=_b64(data), mime_type=mime_type)
 
 
 def embedded_text_resource(uri: str, text: str, mime_type: str = "text/plain") -> types.EmbeddedResource:
     """``{"type": "resource", "resource": {"uri", "mimeType", "text"}}``."""
+    import mcp_types as types  # noqa: PLC0415 - deferred: see _wire/versions.py
     return types.EmbeddedResource(
         type="resource", resource=types.TextResourceContents(uri=uri, mime_type=mime_type, text=text)
     )
@@ -68,6 +74,7 @@ def embedded_text_resource(uri: str, text: str, mime_type: str = "text/plain") -
 def embedded_blob_resource(uri: str, data: bytes, mime_type: str = "application/octet-stream") -> types.EmbeddedResource:
     """``{"type": "resource", "resource": {"uri", "mimeType", "blob": <base64>}}`` from raw
     bytes (encoded once, standard alphabet, padded, no line breaks)."""
+    import mcp_types as types  # noqa: PLC0415 - deferred: see _wire/versions.py
     return types.EmbeddedResource(
         type="resource", resource=types.BlobResourceContents(uri=uri, mime_type=mime_type, blob=base64.b64encode(data).decode("ascii"))
     )

@@ -24,14 +24,17 @@ handler asks again.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Final, Literal, TypeVar
 
-import mcp_types as types
 from pydantic import BaseModel, TypeAdapter
 from pydantic import ValidationError as PydanticValidationError
+
+if TYPE_CHECKING:
+    import mcp_types as types
 
 __all__ = ["InputRound", "InputView", "Inputs", "admit", "answer_for", "answers_method", "decode_round_state", "encode_round_state"]
 
@@ -40,9 +43,12 @@ Kind = Literal["elicit", "sample", "roots", "none"]
 
 _KIND_OF_METHOD: Final[dict[str, Kind]] = {"elicitation/create": "elicit", "sampling/createMessage": "sample", "roots/list": "roots"}
 _ACTIONS: Final = frozenset({"accept", "decline", "cancel"})
-_SAMPLING: Final[TypeAdapter[types.CreateMessageResult | types.CreateMessageResultWithTools]] = TypeAdapter(
-    types.CreateMessageResult | types.CreateMessageResultWithTools
-)
+
+@functools.cache
+def _sampling() -> TypeAdapter[types.CreateMessageResult | types.CreateMessageResultWithTools]:
+    import mcp_types as types  # noqa: PLC0415 - deferred: see _wire/versions.py
+    return TypeAdapter(types.CreateMessageResult | types.CreateMessageResultWithTools)
+
 _STATE_VERSION: Final = 1
 
 
@@ -133,6 +139,7 @@ def answer_for(answer: Any, method: str) -> dict[str, Any] | None:
 
 def _admit_one(answer: Any, asked: str | None, can: Callable[[str], bool]) -> dict[str, Any] | None:
     """The admitted form of one answer, or None when it is dropped (module docstring)."""
+    import mcp_types as types  # noqa: PLC0415 - deferred: see _wire/versions.py
     if not isinstance(answer, Mapping):
         return None
     fields: dict[str, Any] = dict(answer)  # pyright: ignore[reportUnknownArgumentType]
@@ -149,7 +156,7 @@ def _admit_one(answer: Any, asked: str | None, can: Callable[[str], bool]) -> di
         return {"action": "accept", "content": dict(content)} if can("elicitation.form") else None  # pyright: ignore[reportUnknownArgumentType]
     if kind == "sample":
         try:
-            _SAMPLING.validate_python(fields)
+            _sampling().validate_python(fields)
         except PydanticValidationError:
             return None
         if not can("sampling") or (_has_tool_blocks(fields.get("content")) and not can("sampling.tools")):

@@ -33,7 +33,6 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Final, NoReturn, Protocol, TypeVar
 
 import anyio
-import mcp_types as types
 from pydantic import BaseModel
 from pydantic import ValidationError as PydanticValidationError
 
@@ -52,6 +51,8 @@ from ..inputs import InputRound, admit, answers_method
 from .client_view import capability_object
 
 if TYPE_CHECKING:
+    import mcp_types as types
+
     from .call_state import CallState
 
 __all__ = ["Messenger", "ask_elicit", "ask_list_roots", "ask_sample", "current_round", "refusal", "request_input", "with_elicitation_id"]
@@ -241,6 +242,7 @@ async def ask_sample(
 ) -> types.CreateMessageResult | types.CreateMessageResultWithTools:
     """``await ctx.sample(...)``: a prompt string (``options``: the :func:`input_required.sample`
     keywords) or full ``sampling/createMessage`` params."""
+    import mcp_types as types  # noqa: PLC0415 - deferred: see _wire/versions.py
     if isinstance(prompt_or_params, str):
         entry = build_sample(prompt_or_params, **options)
     elif options:
@@ -256,6 +258,7 @@ async def ask_sample(
 
 async def ask_list_roots(ctx: Messenger, call: CallState, can: Can, key: str | None, timeout: float | None) -> list[types.Root]:
     """``await ctx.list_roots()``: the client's roots."""
+    import mcp_types as types  # noqa: PLC0415 - deferred: see _wire/versions.py
     name = key if key is not None else current_round(call).next_key("roots")
     answer = await _ask(ctx, call, can, name, build_list_roots(), timeout, lambda _: True)
     return types.ListRootsResult.model_validate(answer).roots

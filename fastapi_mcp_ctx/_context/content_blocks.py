@@ -15,11 +15,11 @@ Spec 2025-11-25 ``server/tools`` §Tool Result (Image Content, Audio Content).
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Final
 
-import mcp_types as types
 from pydantic import TypeAdapter
 from pydantic import ValidationError as PydanticValidationError
 
@@ -28,14 +28,27 @@ from ..content import strict_base64
 from ..errors import DeclarationError
 
 if TYPE_CHECKING:
+    import mcp_types as types
+
     from .call_state import CallState
 
 __all__ = ["ContentCollector", "check_mime_type"]
 
 _TOKEN: Final = r"[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]{0,126}"
 _MIME: Final = re.compile(rf"^({_TOKEN})/{_TOKEN}(?:\s*;\s*{_TOKEN}=(?:{_TOKEN}|\"[^\"\\\r\n]*\"))*\Z")
-_BLOCK: Final[TypeAdapter[Any]] = TypeAdapter(types.ContentBlock)
-_MODELS: Final = (types.TextContent, types.ImageContent, types.AudioContent, types.EmbeddedResource, types.ResourceLink)
+
+
+@functools.cache
+def _block() -> TypeAdapter[Any]:
+    """The ``ContentBlock`` adapter, built at the first block given as a mapping."""
+    import mcp_types as types  # noqa: PLC0415 - deferred: see _wire/versions.py
+    return TypeAdapter(types.ContentBlock)
+
+
+@functools.cache
+def _models() -> tuple[type, ...]:
+    import mcp_types as types  # noqa: PLC0415 - deferred: see _wire/versions.py
+    return (types.TextContent, types.ImageContent, types.AudioContent, types.EmbeddedResource, types.ResourceLink)
 
 
 def check_mime_type(mime_type: object, kind: str) -> str:
@@ -61,8 +74,9 @@ def _encoded(data: object, kind: str) -> str:
 
 def _wire_block(block: object) -> dict[str, Any]:
     """A checked content block as its wire dict."""
+    import mcp_types as types  # noqa: PLC0415 - deferred: see _wire/versions.py
     try:
-        model: Any = block if isinstance(block, _MODELS) else _BLOCK.validate_python(block)
+        model: Any = block if isinstance(block, _models()) else _block().validate_python(block)
     except PydanticValidationError as exc:
         problems = "; ".join(e["msg"] for e in exc.errors(include_url=False, include_input=False)[:3])
         raise DeclarationError(f"ctx.content: not a content block ({problems})") from exc

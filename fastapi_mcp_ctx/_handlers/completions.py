@@ -15,13 +15,15 @@ template is ``-32602``; an argument without a completer gets an empty completion
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
-import mcp_types as types
 from fastapi import params
 
 from ..errors import InvalidParamsError
 from .feature_handler import FeatureHandler, build_handler
+
+if TYPE_CHECKING:
+    pass
 
 __all__ = ["MAX_VALUES", "build_completer", "parse_request", "shape_completion"]
 
@@ -81,6 +83,7 @@ def shape_completion(value: Any) -> dict[str, Any]:
     Raises:
         TypeError: the completer returned neither strings nor a ``Completion`` (its bug).
     """
+    import mcp_types as types  # noqa: PLC0415 - deferred: see _wire/versions.py
     total: int | None = None
     has_more: bool | None = None
     if isinstance(value, types.Completion):

@@ -15,13 +15,13 @@ block (``TextContent``, ``ImageContent``, ``AudioContent``, ``EmbeddedResource``
 
 from __future__ import annotations
 
+import functools
 import inspect
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
-import mcp_types as types
 from fastapi import params
 from pydantic import BaseModel, TypeAdapter
 from pydantic import ValidationError as PydanticValidationError
@@ -32,11 +32,18 @@ from ..errors import InvalidParamsError
 from .cache_hints import CacheHints
 from .feature_handler import FeatureHandler, build_handler
 
+if TYPE_CHECKING:
+    import mcp_types as types
+
 __all__ = ["PromptDef", "PromptRegistry", "build_prompt", "shape_messages"]
 
 _NAME: Final = re.compile(r"^[A-Za-z0-9_.\-/]{1,128}\Z")
-_BLOCKS: Final = (types.TextContent, types.ImageContent, types.AudioContent, types.EmbeddedResource, types.ResourceLink)
-_MESSAGE: Final[TypeAdapter[types.PromptMessage]] = TypeAdapter(types.PromptMessage)
+
+
+@functools.cache
+def _message_adapter() -> TypeAdapter[types.PromptMessage]:
+    import mcp_types as types  # noqa: PLC0415 - deferred: see _wire/versions.py
+    return TypeAdapter(types.PromptMessage)
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,15 +169,16 @@ def _dump(model: BaseModel) -> dict[str, Any]:
 
 
 def _message(value: Any, prompt: str) -> dict[str, Any]:
+    import mcp_types as types  # noqa: PLC0415 - deferred: see _wire/versions.py
     if isinstance(value, str):
         return {"role": "user", "content": {"type": "text", "text": value}}
-    if isinstance(value, _BLOCKS):
+    if isinstance(value, (types.TextContent, types.ImageContent, types.AudioContent, types.EmbeddedResource, types.ResourceLink)):
         return {"role": "user", "content": _dump(value)}
     if isinstance(value, types.PromptMessage):
         return _dump(value)
     if isinstance(value, Mapping):
         try:
-            return _dump(_MESSAGE.validate_python(value))
+            return _dump(_message_adapter().validate_python(value))
         except PydanticValidationError as exc:
             raise TypeError(f"prompt {prompt!r} returned a message that is not a PromptMessage: {exc.error_count()} problem(s)") from exc
     raise TypeError(f"prompt {prompt!r} returned {type(value).__name__}: return str, content blocks or PromptMessage objects")
@@ -182,6 +190,7 @@ def shape_messages(value: Any, prompt: PromptDef) -> dict[str, Any]:
     Raises:
         TypeError: a value of another kind (the server's bug: ``-32603``, logged).
     """
+    import mcp_types as types  # noqa: PLC0415 - deferred: see _wire/versions.py
     if type(value) is not str and isinstance(value, types.GetPromptResult):  # a str skips the model class's ABCMeta check
         result = value.model_dump(by_alias=True, exclude_none=True, mode="json", exclude={"result_type"})
         if "description" not in result and prompt.description:

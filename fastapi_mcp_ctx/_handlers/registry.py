@@ -11,16 +11,17 @@ Spec 2025-11-25 ``server/tools`` §Tool, §Output Schema.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import logging
 import re
+import sys
 import types as pytypes
 import typing
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Annotated, Any, Final, Union, get_args, get_origin
+from typing import TYPE_CHECKING, Annotated, Any, Final, Union, get_args, get_origin
 
-import mcp_types as types
 from fastapi import Depends, params
 from fastapi.dependencies.models import Dependant
 from pydantic import BaseModel, ConfigDict, PydanticUserError, TypeAdapter
@@ -34,6 +35,9 @@ from .parameters import classify
 from .tool_declarations import declare
 from .tool_def import ToolDef
 
+if TYPE_CHECKING:
+    import mcp_types as types
+
 __all__ = ["WRAP_MARKER", "SignatureParts", "ToolRegistry", "build_dependants", "build_tool", "split_signature"]
 
 logger = logging.getLogger("fastapi_mcp_ctx")
@@ -41,14 +45,6 @@ logger = logging.getLogger("fastapi_mcp_ctx")
 WRAP_MARKER: Final = "x-fastmcp-wrap-result"
 """The outputSchema keyword marking a wrapped non-object output (FastMCP's name; its client unwraps ``result``)."""
 _NAME: Final = re.compile(r"^[A-Za-z0-9_.\-/]{1,128}\Z")
-_CONTENT_TYPES: Final[tuple[type, ...]] = (
-    types.TextContent,
-    types.ImageContent,
-    types.AudioContent,
-    types.EmbeddedResource,
-    types.ResourceLink,
-    types.CallToolResult,
-)
 _HEADER_TOKEN: Final = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+\Z")
 # Core-schema node types whose strict validation builds a new value of exactly the declared
 # types (containers rebuilt, scalars checked): serializing that value cannot meet an unexpected
@@ -63,13 +59,20 @@ _REBUILT_BY_VALIDATION: Final = frozenset(
 )  # fmt: skip
 
 
+@functools.cache
+def _content_types() -> tuple[type, ...]:
+    import mcp_types as types  # noqa: PLC0415 - deferred: see _wire/versions.py
+    return (types.TextContent, types.ImageContent, types.AudioContent, types.EmbeddedResource, types.ResourceLink, types.CallToolResult)
+
+
 def _is_content_annotation(annotation: Any) -> bool:
     origin = get_origin(annotation)
     if origin in (list, Sequence, typing.Sequence):
         return all(_is_content_annotation(a) for a in get_args(annotation))
     if origin is Union or origin is pytypes.UnionType:
         return all(_is_content_annotation(a) for a in get_args(annotation))
-    return inspect.isclass(annotation) and issubclass(annotation, _CONTENT_TYPES)
+    # without mcp_types imported, no class can be one of its models (nor subclass one)
+    return inspect.isclass(annotation) and "mcp_types" in sys.modules and issubclass(annotation, _content_types())
 
 
 def _clean_schema(schema: dict[str, Any], *, arguments: bool = False) -> dict[str, Any]:

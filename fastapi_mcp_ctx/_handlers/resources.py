@@ -21,9 +21,8 @@ import base64
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
-import mcp_types as types
 from fastapi import params
 from pydantic import BaseModel
 from pydantic_core import to_jsonable_python
@@ -37,10 +36,12 @@ from ..errors import ResourceNotFoundError
 from .cache_hints import CacheHints
 from .feature_handler import FeatureHandler, build_handler
 
+if TYPE_CHECKING:
+    pass
+
 __all__ = ["ResourceDef", "ResourceRegistry", "build_resource", "shape_contents"]
 
 _SCHEME: Final = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*:")
-_CONTENT_TYPES: Final = (types.TextResourceContents, types.BlobResourceContents)
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,7 +187,8 @@ def _dump(model: BaseModel) -> dict[str, Any]:
 
 
 def _item(value: Any, uri: str, mime_type: str | None) -> dict[str, Any]:
-    if isinstance(value, _CONTENT_TYPES):
+    import mcp_types as types  # noqa: PLC0415 - deferred: see _wire/versions.py
+    if isinstance(value, (types.TextResourceContents, types.BlobResourceContents)):
         return _dump(value)
     item: dict[str, Any] = {"uri": uri}
     if isinstance(value, (bytes, bytearray, memoryview)):
@@ -213,11 +215,12 @@ def shape_contents(value: Any, uri: str, mime_type: str | None) -> dict[str, Any
         TypeError: another protocol result (an ``InputRequiredResult``, a ``CallToolResult``...):
             the server's bug, answered ``-32603`` and logged, never sent as text (known fault B46).
     """
+    import mcp_types as types  # noqa: PLC0415 - deferred: see _wire/versions.py
     if isinstance(value, types.ReadResourceResult):
         return value.model_dump(by_alias=True, exclude_none=True, mode="json", exclude={"result_type"})
     if isinstance(value, types.Result):  # e.g. an InputRequiredResult: never JSON-dumped as content (B46)
         raise TypeError(f"resource {uri!r} returned a {type(value).__name__}: return contents or a ReadResourceResult")
-    if isinstance(value, (list, tuple)) and value and all(isinstance(v, _CONTENT_TYPES) for v in value):  # pyright: ignore[reportUnknownVariableType]
+    if isinstance(value, (list, tuple)) and value and all(isinstance(v, (types.TextResourceContents, types.BlobResourceContents)) for v in value):  # pyright: ignore[reportUnknownVariableType]
         items: list[Any] = list(value)  # pyright: ignore[reportUnknownArgumentType]
         return {"contents": [_dump(v) for v in items]}
     return {"contents": [_item(value, uri, mime_type)]}

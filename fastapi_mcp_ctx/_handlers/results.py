@@ -28,10 +28,11 @@ blocks before ``content``, ``ctx.enrich`` fields into ``structuredContent`` plus
 
 from __future__ import annotations
 
+import functools
 import logging
-from typing import Any, Final
+import sys
+from typing import TYPE_CHECKING, Any, Final
 
-import mcp_types as types
 from pydantic import BaseModel, ValidationError
 from pydantic_core import (
     PydanticSerializationError,
@@ -47,13 +48,23 @@ from ..enrichment import trailer_text
 from ..errors import McpError, ToolError
 from .tool_def import ToolDef
 
+if TYPE_CHECKING:
+    pass
+
 __all__ = ["ERROR_META_KEY", "error_result", "merge_outputs", "shape_result", "text_result"]
 
 logger = logging.getLogger("fastapi_mcp_ctx")
 
 ERROR_META_KEY: Final = "fastapi-mcp-ctx/error"
 """The ``_meta`` key holding the error envelope of every ``isError`` result the framework builds."""
-_BLOCK_TYPES = (types.TextContent, types.ImageContent, types.AudioContent, types.EmbeddedResource, types.ResourceLink)
+_MODULES: Final = sys.modules
+"""Without ``mcp_types`` imported, no value can be one of its models: :func:`shape_result` skips the checks."""
+
+
+@functools.cache
+def _block_types() -> tuple[type, ...]:
+    import mcp_types as types  # noqa: PLC0415 - deferred: see _wire/versions.py
+    return (types.TextContent, types.ImageContent, types.AudioContent, types.EmbeddedResource, types.ResourceLink)
 
 
 def _dump(model: BaseModel) -> dict[str, Any]:
@@ -91,7 +102,8 @@ def _is_block_list(value: Any) -> bool:
     if not isinstance(value, list) or not value:
         return False
     items: list[Any] = value  # pyright: ignore[reportUnknownVariableType]
-    return all(isinstance(v, _BLOCK_TYPES) for v in items)
+    blocks = _block_types()
+    return all(isinstance(v, blocks) for v in items)
 
 
 def _refuse_non_finite(tool: ToolDef, value: Any, encoded: bytes) -> None:
@@ -113,6 +125,21 @@ def _refuse_non_finite(tool: ToolDef, value: Any, encoded: bytes) -> None:
     )
 
 
+def _shape_model(tool: ToolDef, value: Any) -> dict[str, Any] | None:
+    """The result of ``value`` when it is a ``CallToolResult``, a content block or a list of them; else None."""
+    import mcp_types as types  # noqa: PLC0415 - deferred: see _wire/versions.py
+
+    if isinstance(value, types.CallToolResult):
+        if value.structured_content is not None:  # its Any-typed field would turn nan into null
+            _refuse_non_finite(tool, value.structured_content, to_json(value.structured_content, fallback=str))
+        return value.model_dump(by_alias=True, exclude_none=True, mode="json", exclude={"result_type"})
+    if isinstance(value, _block_types()):
+        return {"content": [_dump(value)], "isError": False}
+    if _is_block_list(value):
+        return {"content": [_dump(v) for v in value], "isError": False}
+    return None
+
+
 def shape_result(tool: ToolDef, value: Any) -> dict[str, Any]:
     """Shape the handler's return ``value`` into a ``CallToolResult`` dict (wire spelling).
 
@@ -122,14 +149,10 @@ def shape_result(tool: ToolDef, value: Any) -> dict[str, Any]:
             structured output (the server's bug, logged; never a non-conforming result, never
             ``NaN`` on the wire nor a silent ``null``).
     """
-    if isinstance(value, types.CallToolResult):
-        if value.structured_content is not None:  # its Any-typed field would turn nan into null
-            _refuse_non_finite(tool, value.structured_content, to_json(value.structured_content, fallback=str))
-        return value.model_dump(by_alias=True, exclude_none=True, mode="json", exclude={"result_type"})
-    if isinstance(value, _BLOCK_TYPES):
-        return {"content": [_dump(value)], "isError": False}
-    if _is_block_list(value):
-        return {"content": [_dump(v) for v in value], "isError": False}
+    if "mcp_types" in _MODULES:
+        shaped = _shape_model(tool, value)
+        if shaped is not None:
+            return shaped
     adapter = tool.output_adapter
     if adapter is not None:
         try:

@@ -9,15 +9,17 @@ holds resources, prompts and completions): each method builds a ``ToolDef``
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any, Literal, TypeVar, cast, overload
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast, overload
 
-import mcp_types as types
 from fastapi import params
 
 from .._auth.scopes import with_scopes
 from ..contracts import ErrorContract
 from .decorating import check_handler, check_name, is_bare
 from .registry import ToolRegistry, build_tool
+
+if TYPE_CHECKING:
+    import mcp_types as types
 
 __all__ = ["ToolRoutes"]
 

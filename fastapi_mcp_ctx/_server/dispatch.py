@@ -15,11 +15,6 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from fastapi.background import BackgroundTasks
-from mcp_types.version import (
-    HANDSHAKE_PROTOCOL_VERSIONS,
-    LATEST_HANDSHAKE_VERSION,
-    MODERN_PROTOCOL_VERSIONS,
-)
 from starlette.requests import Request
 from starlette.responses import Response
 
@@ -45,6 +40,11 @@ from .._transport.subscriptions import SessionAddress
 from .._wire.envelope import LOG_LEVELS, RequestEnvelope, check_header_params
 from .._wire.jsonrpc import EncodedResult, JsonRpcRequest, dumps, result_message
 from .._wire.pages import decode_cursor, paginate
+from .._wire.versions import (
+    HANDSHAKE_PROTOCOL_VERSIONS,
+    LATEST_HANDSHAKE_VERSION,
+    MODERN_PROTOCOL_VERSIONS,
+)
 from ..auth import Principal
 from ..context import Context
 from ..errors import (

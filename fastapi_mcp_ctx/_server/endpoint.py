@@ -19,7 +19,6 @@ from collections.abc import AsyncGenerator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
 
-from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.types import Scope
@@ -43,6 +42,7 @@ from .._wire.envelope import (
     read_modern_envelope,
 )
 from .._wire.jsonrpc import JsonRpcNotification, JsonRpcRequest, JsonRpcResponse, request_id_of
+from .._wire.versions import MODERN_PROTOCOL_VERSIONS
 from ..errors import (
     InvalidRequestError,
     MalformedAnswerError,

@@ -46,11 +46,11 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Final
 
 import anyio
-from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, is_version_at_least
 from starlette.responses import Response
 
 from .._wire.envelope import HeaderMap
 from .._wire.jsonrpc import dumps
+from .._wire.versions import HANDSHAKE_PROTOCOL_VERSIONS, is_version_at_least
 from ..errors import InvalidEventIdError, McpError, ServerShuttingDownError, StreamConflictError
 from ..settings import McpSettings
 from .events import EventStore, StreamKey, UnknownStreamError, new_stream_id, parse_event_id
