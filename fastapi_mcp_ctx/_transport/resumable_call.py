@@ -36,7 +36,7 @@ from .._context.cancel_signal import CancelSignal
 from .._wire.jsonrpc import dumps, error_message
 from ..errors import CallLostError, ConfigurationError, StateUnavailableError
 from .events import StoredEvent, StreamKey, UnknownStreamError, new_stream_id
-from .resumable import ResumableStreams, sse_headers
+from .resumable import PRIMED, ResumableStreams, sse_headers
 from .sessions import SessionRecord
 from .sse import End, event_frame, retry_frame
 from .streams import Reply, Runner, run_background, sse_frame
@@ -120,6 +120,10 @@ class ResumableCallResponse(Response):
     _watch_later: asyncio.TimerHandle | None = None
     _renewal: asyncio.Task[None] | None = None
     reason: End | None = None
+    status_code = 200
+    background = None  # the call's own tasks run after its answer (``_background``)
+    _state: Literal["pending", "starting", "sse", "json"] = "pending"
+    _send: Send | None = None
 
     def __init__(
         self,
@@ -137,12 +141,9 @@ class ResumableCallResponse(Response):
         self._extra_headers = dict(headers)
         self._sse_allowed = sse_allowed
         self._json_allowed = json_allowed
-        self._retry_ms = streams.retry_ms(session.protocol_version)
+        # ResumableStreams.retry_ms, without its call
+        self._retry_ms = streams.settings.sse_retry_ms if session.protocol_version in PRIMED else None
         self._background = call.background
-        self.background = None
-        self.status_code = 200
-        self._state: Literal["pending", "starting", "sse", "json"] = "pending"
-        self._send: Send | None = None
 
     @property
     def kind(self) -> Literal["post", "get"]:
