@@ -65,7 +65,7 @@ from .sse import Attachments, Connection, closer, sse_headers
 __all__ = ["ResumableStreams", "sse_headers"]
 
 PRIMING_VERSION: Final = "2025-11-25"
-_PRIMED: Final = frozenset(v for v in HANDSHAKE_PROTOCOL_VERSIONS if is_version_at_least(v, PRIMING_VERSION))
+PRIMED: Final = frozenset(v for v in HANDSHAKE_PROTOCOL_VERSIONS if is_version_at_least(v, PRIMING_VERSION))
 """The handshake versions whose streams are primed (compared once, at import, not per call)."""
 _RETIRED_MAX: Final = 10_000
 logger = logging.getLogger("fastapi_mcp_ctx")
@@ -122,7 +122,7 @@ class ResumableStreams:
     def retry_ms(self, version: str) -> int | None:
         """The ``retry`` announced to a client at ``version``: None before 2025-11-25 (no priming,
         no server-side close) and outside the handshake era."""
-        if version in _PRIMED:
+        if version in PRIMED:
             return self.settings.sse_retry_ms
         return None
 

@@ -36,10 +36,10 @@ from .._context.cancel_signal import CancelSignal
 from .._wire.jsonrpc import dumps, error_message
 from ..errors import CallLostError, ConfigurationError, StateUnavailableError
 from .events import StoredEvent, StreamKey, UnknownStreamError, new_stream_id
-from .resumable import ResumableStreams, sse_headers
+from .resumable import PRIMED, ResumableStreams, sse_headers
 from .sessions import SessionRecord
 from .sse import End, event_frame, retry_frame
-from .streams import Reply, Runner, run_background, sse_frame
+from .streams import Reply, Runner, sse_frame
 
 __all__ = ["ResumableCallResponse", "answered_stream"]
 
@@ -120,6 +120,10 @@ class ResumableCallResponse(Response):
     _watch_later: asyncio.TimerHandle | None = None
     _renewal: asyncio.Task[None] | None = None
     reason: End | None = None
+    status_code = 200
+    background = None  # the call's own tasks run after its answer (``_background``)
+    _state: Literal["pending", "starting", "sse", "json"] = "pending"
+    _send: Send | None = None
 
     def __init__(
         self,
@@ -137,12 +141,9 @@ class ResumableCallResponse(Response):
         self._extra_headers = dict(headers)
         self._sse_allowed = sse_allowed
         self._json_allowed = json_allowed
-        self._retry_ms = streams.retry_ms(session.protocol_version)
+        # ResumableStreams.retry_ms, without its call
+        self._retry_ms = streams.settings.sse_retry_ms if session.protocol_version in PRIMED else None
         self._background = call.background
-        self.background = None
-        self.status_code = 200
-        self._state: Literal["pending", "starting", "sse", "json"] = "pending"
-        self._send: Send | None = None
 
     @property
     def kind(self) -> Literal["post", "get"]:
@@ -180,9 +181,19 @@ class ResumableCallResponse(Response):
                 # a sync tool's thread cannot be interrupted: its call returns normally after the
                 # signal fired, and that late result is dropped
                 reply = call.cancelled_message()
-            if self._state == "pending" and (self._json_allowed or reply is None):
+            if self._state == "pending" and reply is not None and self._json_allowed:
+                # the common end (_send_json inline, without its coroutine nor _finish's)
                 self._state = "json"  # no await since the check: no stream can start any more
-                await self._send_json(reply)  # the common end, without _finish's coroutine
+                body = dumps(reply.message)
+                headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+                extra = {**self._extra_headers, **reply.headers} if reply.headers else self._extra_headers
+                for name, value in extra.items():
+                    headers.append((name.lower().encode("latin-1"), value.encode("latin-1")))
+                await send({"type": "http.response.start", "status": reply.status, "headers": headers})
+                await send({"type": "http.response.body", "body": body, "more_body": False})
+            elif self._state == "pending" and reply is None:
+                self._state = "json"
+                await self._send_json(None)
             else:
                 await self._finish(reply)
         finally:
@@ -192,7 +203,8 @@ class ResumableCallResponse(Response):
                 coordinator.release_stream(self)
             if call.state is not None:
                 call.state.stream_control = None
-        await run_background(self._background)
+        if self._background.tasks:  # run_background, without its coroutine when there is nothing to run
+            await self._background()
 
     def _guard(self) -> anyio.Lock:
         if self._lock is None:
