@@ -160,7 +160,7 @@ class SessionGate:
         if record.owner != (principal.owner_key if principal is not None else None):
             raise SessionNotFoundError()  # another caller's session: indistinguishable from unknown
         version = headers.get("mcp-protocol-version")
-        if version is not None and version.strip() != record.protocol_version:  # served, but not in this session
+        if version is not None and version != record.protocol_version and version.strip() != record.protocol_version:  # served, but not in this session
             raise ProtocolVersionMismatchError(version.strip()[:64], record.protocol_version)
         return record
 

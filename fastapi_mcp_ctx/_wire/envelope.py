@@ -271,10 +271,10 @@ def _progress_token(meta: dict[str, Any] | None) -> str | int | None:
 
 def read_legacy_envelope(headers: HeaderMap, params: dict[str, Any], protocol_version: str) -> RequestEnvelope:
     """The envelope of a handshake-era request (progress token and trace from ``_meta``)."""
-    raw_meta = _meta_of(params)
+    raw_meta = params.get("_meta")
     if raw_meta is None:  # most calls: no _meta, so no progress token, and a trace only from headers
         traced = "traceparent" in headers or "tracestate" in headers or "baggage" in headers
-        return RequestEnvelope(era="legacy", protocol_version=protocol_version, trace=_trace(headers, None) if traced else {})
+        return RequestEnvelope("legacy", protocol_version, None, None, None, None, _trace(headers, None) if traced else {})
     if not isinstance(raw_meta, dict):
         raise InvalidParamsError("params._meta must be an object (schema: RequestParams._meta)")
     meta: dict[str, Any] = raw_meta  # pyright: ignore[reportUnknownVariableType]
