@@ -170,6 +170,10 @@ class Reader:
         assert [t for t, n in Counter(texts).items() if n > 1] == []
 
 
+DRAIN = 3.0
+"""Seconds the GET streams keep reading after the last poke was acknowledged (a loaded machine
+delays a bus notification's delivery to a stream by a second and more)."""
+
 async def _poker(http: httpx.AsyncClient, url: str, sessions: list[str], acked: list[tuple[float, str, str]], stop: anyio.Event) -> None:
     n = 0
     while not stop.is_set():
@@ -202,7 +206,8 @@ async def test_kill_9_of_the_master_holding_a_live_session_under_load(failover_t
                 tg.start_soon(_client, http, topo.url, session, out, i == 0, stop)
             for reader in readers:
                 tg.start_soon(reader.run, http, topo.url, stop)
-            tg.start_soon(_poker, http, topo.url, [sessions[0], sessions[1]], pokes, stop)
+            stop_pokes = anyio.Event()  # the pokes end first: the streams get DRAIN seconds to deliver the last ones
+            tg.start_soon(_poker, http, topo.url, [sessions[0], sessions[1]], pokes, stop_pokes)
             await anyio.sleep(2.0)
             assert out.acked and not out.refused, "no load before the kill, or refusals before it"
             killed_at = anyio.current_time()
@@ -213,7 +218,8 @@ async def test_kill_9_of_the_master_holding_a_live_session_under_load(failover_t
                     await anyio.sleep(0.1)
             recovered = min([t for t in out.victim_ok if t > killed_at + 0.5], default=float("inf"))
             await anyio.sleep(5.0)  # load after the recovery
-            after = anyio.current_time()
+            stop_pokes.set()
+            await anyio.sleep(DRAIN)
             stop.set()
     heal(deployment)
     recovery = recovered - killed_at
@@ -232,7 +238,7 @@ async def test_kill_9_of_the_master_holding_a_live_session_under_load(failover_t
         # From the bus's resubscription on (its reconnect backoff is at most 2 s after the store is
         # back): a poke published in that gap reaches the event log but no live stream until the
         # stream's next resume (docs/deployment.md, "what a failover looks like to a client").
-        late = [text for when, session, text in pokes if session == reader.session and recovered + 3.0 < when < after - 0.5]
+        late = [text for when, session, text in pokes if session == reader.session and recovered + 3.0 < when]
         assert late and set(late) <= received, f"pokes after the recovery that never arrived: {sorted(set(late) - received)}"
 
 
