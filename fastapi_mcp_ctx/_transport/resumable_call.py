@@ -184,11 +184,7 @@ class ResumableCallResponse(Response):
             if self._state == "pending" and reply is not None and self._json_allowed:
                 # the common end (_send_json inline, without its coroutine nor _finish's)
                 self._state = "json"  # no await since the check: no stream can start any more
-                body = dumps(reply.message)
-                headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
-                extra = {**self._extra_headers, **reply.headers} if reply.headers else self._extra_headers
-                for name, value in extra.items():
-                    headers.append((name.lower().encode("latin-1"), value.encode("latin-1")))
+                body, headers = _json_answer(reply, self._extra_headers)
                 await send({"type": "http.response.start", "status": reply.status, "headers": headers})
                 await send({"type": "http.response.body", "body": body, "more_body": False})
             elif self._state == "pending" and reply is None:
@@ -412,12 +408,19 @@ class ResumableCallResponse(Response):
             await send({"type": "http.response.start", "status": 202, "headers": headers})
             await send({"type": "http.response.body", "body": b"", "more_body": False})
             return
-        body = dumps(reply.message)
-        merged = {**self._extra_headers, **reply.headers} if reply.headers else self._extra_headers
-        headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
-        headers += [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in merged.items()]
+        body, headers = _json_answer(reply, self._extra_headers)
         await send({"type": "http.response.start", "status": reply.status, "headers": headers})
         await send({"type": "http.response.body", "body": body, "more_body": False})
+
+
+def _json_answer(reply: Reply, extra_headers: dict[str, str]) -> tuple[bytes, list[tuple[bytes, bytes]]]:
+    """The JSON body of ``reply`` and its response headers (``extra_headers``, then the reply's own)."""
+    body = dumps(reply.message)
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    merged = {**extra_headers, **reply.headers} if reply.headers else extra_headers
+    for name, value in merged.items():
+        headers.append((name.lower().encode("latin-1"), value.encode("latin-1")))
+    return body, headers
 
 
 def answered_stream(streams: ResumableStreams, reply: Reply, session: SessionRecord, headers: Mapping[str, str]) -> Response:
