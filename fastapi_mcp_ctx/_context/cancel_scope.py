@@ -92,9 +92,12 @@ class CallScope:
     """One handler call's cancel scope on asyncio (module docstring): ``with CallScope():`` in the
     task that runs the handler; :meth:`cancel` from anywhere on the loop."""
 
-    __slots__ = ("_cancel_called", "_cancelling", "_handle", "_issued", "_outer", "_task", "cancelled_caught")
+    __slots__ = ("_cancel_called", "_cancelling", "_handle", "_home", "_issued", "_outer", "_task", "cancelled_caught")
 
-    def __init__(self) -> None:
+    def __init__(self, task: asyncio.Task[Any] | None = None) -> None:
+        """``task``: the task that enters the scope, when the caller knows it already
+        (:func:`new_cancel_scope`); else it is looked up on entry."""
+        self._home = task
         self._task: asyncio.Task[Any] | None = None
         self._cancel_called = False
         self._issued = False
@@ -103,7 +106,7 @@ class CallScope:
         """True when the scope ended its call by cancelling it (its own ``CancelledError`` caught)."""
 
     def __enter__(self) -> CallScope:
-        task = _current_task()
+        task = self._home or _current_task()
         if task is None:
             raise RuntimeError("CallScope needs a running asyncio task")
         self._task = task
@@ -164,18 +167,21 @@ class CallScope:
         return False
 
 
-def _plain_asyncio() -> bool:
-    """True when sniffio would answer ``"asyncio"`` (no override, an asyncio task runs)."""
+def _plain_asyncio_task() -> asyncio.Task[Any] | None:
+    """The running asyncio task when sniffio would answer ``"asyncio"`` (no override, an asyncio
+    task runs), else None."""
     if _library_cvar is not None and (_library_cvar.get() is not None or _library_thread.name is not None):  # pyright: ignore[reportOptionalMemberAccess]
-        return False
+        return None
     try:
-        return _current_task() is not None
+        return _current_task()
     except RuntimeError:
-        return False
+        return None
 
 
 def new_cancel_scope() -> HandlerScope:
-    """A handler call's scope: a :class:`CallScope` on plain asyncio, else ``anyio.CancelScope()``."""
-    if _plain_asyncio():
-        return CallScope()
+    """A handler call's scope, to enter at once in the calling task: a :class:`CallScope` on plain
+    asyncio (told its task, so entering it looks up nothing), else ``anyio.CancelScope()``."""
+    task = _plain_asyncio_task()
+    if task is not None:
+        return CallScope(task)
     return anyio.CancelScope()

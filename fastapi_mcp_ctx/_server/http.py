@@ -182,16 +182,16 @@ async def read_body(request: Request, headers: HeaderMap, limit: int, timeout: f
         if int(declared) > limit:
             raise PayloadTooLargeError(f"Payload Too Large: the body exceeds {limit} bytes")
     try:
-        task = _asyncio_task()
-        if task is None:
-            with anyio.fail_after(timeout):
-                return await _read(request, limit)
         first: Message | None = None
         rest: Rest[Message] | None = None
         if request.scope.get(LEAN_SCOPE_KEY):  # the server's own receive: nothing read the body before
             first, rest = first_step(request.receive())
             if first is not None and first["type"] == "http.request" and not first.get("more_body", False):
                 return _within(first.get("body", b""), limit)  # all there already: no wait to bound
+        task = _asyncio_task()  # only now: the usual body above needs no deadline, hence no task
+        if task is None:  # another event loop (trio): anyio's deadline around the same read
+            with anyio.fail_after(timeout):
+                return await _read(request, limit, first, rest)
         return await _read_before(task, timeout, request, limit, first, rest)
     except TimeoutError:
         raise RequestTimeoutError(
