@@ -119,8 +119,13 @@ class CallPreparation:
         # One HTTP request carries one call; a handler with dependencies gets a private scope
         # copy because the solver stores the call's exit stacks in it. The body was read
         # already: the call's request replays it, so ``await request.body()`` works in a tool.
-        scope = dict(request.scope) if private_scope else request.scope
-        call_request = Request(scope, replaying_receive(scope.get(BODY_SCOPE_KEY, b""), request.receive))
+        if private_scope:
+            scope = dict(request.scope)
+            call_request = Request(scope, replaying_receive(scope.get(BODY_SCOPE_KEY, b""), request.receive))
+        else:  # the request itself, its receive replaying the body: no second Request of the same scope
+            scope = request.scope
+            call_request = request
+            request._receive = replaying_receive(scope.get(BODY_SCOPE_KEY, b""), request.receive)  # pyright: ignore[reportPrivateUsage]
         if private_scope:
             headers: HeaderMap | None = scope.get(HEADERS_SCOPE_KEY)  # the route's screen read them
             if headers is not None and "cookie" not in headers:  # the solver reads request.cookies: none
