@@ -11,9 +11,9 @@ One probe, both eras on the same endpoint:
 Each step is timed (milliseconds, wall clock) and bounded: each exchange must be complete within
 ``timeout`` seconds (a server trickling SSE comments never holds the probe) and its body may not
 exceed ``MAX_RESPONSE_BYTES`` (4 MiB, after decompression); either failure fails the step. A
-transport failure (connection refused,
-421 Host refused, 401, 404, a redirect (its target named: use that URL)…) stops the probe with a message saying what to do. Spec: 2025-11-25
-``basic/lifecycle`` and ``basic/transports``; 2026-07-28 ``server/discover`` and
+transport failure (connection refused, 421 Host refused, 401, 404, a redirect (its target named:
+use that URL)…) stops the probe with a message saying what to do (``_probe_answers.py``). Spec:
+2025-11-25 ``basic/lifecycle`` and ``basic/transports``; 2026-07-28 ``server/discover`` and
 ``basic/transports/streamable-http``.
 """
 
@@ -28,6 +28,8 @@ from typing import Any, cast
 
 import httpx
 
+from ._probe_answers import ProbeFailure, check_status, connect_reason, read_messages
+
 __all__ = ["MAX_RESPONSE_BYTES", "ProbeReport", "Step", "probe"]
 
 LEGACY_VERSION = "2025-11-25"
@@ -38,20 +40,6 @@ _CLIENT_INFO = {"name": "fastapi-mcp-ctx-check", "version": "1"}
 MAX_RESPONSE_BYTES = 4 * 1024 * 1024
 """The largest response body the probe reads (bytes, decoded); a larger one fails the step."""
 _FRAMING = frozenset({"content-encoding", "content-length", "transfer-encoding"})
-
-
-class ProbeFailure(Exception):
-    """A step failed; ``str(exc)`` is the line shown to the operator.
-
-    Attributes:
-        step: the exchange that failed (``initialize``, ``tools/list``…).
-        fatal: the failure is the same for every era (connection, Host, credentials, path).
-    """
-
-    def __init__(self, message: str, step: str, *, fatal: bool = False) -> None:
-        super().__init__(message)
-        self.step = step
-        self.fatal = fatal
 
 
 @dataclass
@@ -102,119 +90,6 @@ class ProbeReport:
         return "\n".join(lines)
 
 
-def _messages(response: httpx.Response) -> list[dict[str, Any]]:
-    """The JSON-RPC messages of a JSON or SSE response body."""
-    content_type = response.headers.get("content-type", "")
-    if content_type.startswith("text/event-stream"):
-        found: list[Any] = []
-        for event in response.text.replace("\r\n", "\n").split("\n\n"):
-            data = "\n".join(line[5:].lstrip(" ") for line in event.split("\n") if line.startswith("data:"))
-            if data.strip():
-                found.append(json.loads(data))
-    elif content_type.startswith("application/json"):
-        found = [response.json()]
-    else:
-        return []
-    messages = [cast("dict[str, Any]", m) for m in found if isinstance(m, dict)]
-    return [m for m in messages if m.get("jsonrpc") == "2.0"]
-
-
-def _check_status(response: httpx.Response, url: str, step: str) -> None:
-    """Raise for an HTTP status that stops the probe (fatal for 421/401/403/404 without a
-    JSON-RPC body); return to read the JSON-RPC body otherwise."""
-    status = response.status_code
-    host = response.request.headers.get("host") or httpx.URL(url).netloc.decode()  # the Host actually sent
-    if status == 421:
-        raise ProbeFailure(
-            f"HTTP 421: the server's DNS-rebinding protection refused the Host header {host!r}; "
-            "add it to MCP_ALLOWED_HOSTS on the server, or probe the address it was started with",
-            step,
-            fatal=True,
-        )
-    if status == 401:
-        raise ProbeFailure(_unauthorized_advice(response), step, fatal=True)
-    if status == 403:
-        said = _error_message(response)
-        reason = f": {said}" if said else " these credentials or this Origin"
-        raise ProbeFailure(f"HTTP 403: the server refused{reason}", step, fatal=True)
-    if status == 404 and (served := _served_paths(response)):  # the app's pointer (_server.lost_requests)
-        right = str(httpx.URL(url).copy_with(path=served[0], query=None))
-        raise ProbeFailure(
-            f"HTTP 404: no MCP endpoint at {httpx.URL(url).path}; this server's MCP endpoint is {' or '.join(served)}: "
-            f"fastapi-mcp-ctx check {right}",
-            step,
-            fatal=True,
-        )
-    if status == 404 and not _messages_or_empty(response):
-        raise ProbeFailure(
-            "HTTP 404: no MCP endpoint at this URL (the path is usually /mcp); if the path is right, the app may not "
-            "include its McpRouter: app.include_router(mcp_router)",
-            step,
-            fatal=True,
-        )
-    if response.is_redirect:  # e.g. FastAPI's redirect_slashes: /mcp/ → /mcp
-        location = response.headers.get("location")
-        if not location:
-            raise ProbeFailure(f"HTTP {status}: the server redirects without a Location header; check the URL", step, fatal=True)
-        target = str(httpx.URL(url).join(location))
-        raise ProbeFailure(
-            f"HTTP {status}: the server redirects {httpx.URL(url).path} to {target}; MCP clients do not follow redirects "
-            f"of a POST reliably, so use that URL: fastapi-mcp-ctx check {target}",
-            step,
-            fatal=True,
-        )
-    if status >= 500 and not _messages_or_empty(response):
-        raise ProbeFailure(f"HTTP {status}: the server failed ({response.text[:200]!r})", step)
-
-
-def _served_paths(response: httpx.Response) -> list[str]:
-    """The MCP paths a 404's JSON-RPC error names (``data.mcpPaths``), if any."""
-    for message in _messages_or_empty(response):
-        error = message.get("error")
-        data = cast("dict[str, Any]", error).get("data") if isinstance(error, dict) else None
-        paths = cast("dict[str, Any]", data).get("mcpPaths") if isinstance(data, dict) else None
-        if isinstance(paths, list):
-            return [p for p in cast("list[Any]", paths) if isinstance(p, str) and p.startswith("/")]
-    return []
-
-
-def _unauthorized_advice(response: httpx.Response) -> str:
-    """What to send after a 401, from the challenge received (RFC 9110 §11.6.1): a Bearer
-    challenge asks for a token; another scheme is the application's own and is named; no
-    challenge means the application's ``authenticate`` refused without saying how to pass."""
-    challenge = response.headers.get("www-authenticate")
-    said = _error_message(response)
-    if not challenge or not challenge.strip():
-        reason = f" ({said})" if said else ""
-        return (
-            f"HTTP 401: the server's authenticate dependency refused the request{reason} and named no scheme "
-            "(no WWW-Authenticate): pass the credentials the application expects, e.g. -H 'X-API-Key: <key>'"
-        )
-    scheme = challenge.strip().split(None, 1)[0].rstrip(",")
-    if scheme.lower() == "bearer":
-        return f"HTTP 401: the server requires a bearer token (WWW-Authenticate: {challenge}); pass -H 'Authorization: Bearer <token>'"
-    return (
-        f"HTTP 401: the server requires its own {scheme!r} credentials (WWW-Authenticate: {challenge}); "
-        f"pass them as that scheme says, e.g. -H 'Authorization: {scheme} <credentials>'"
-    )
-
-
-def _error_message(response: httpx.Response) -> str | None:
-    """The message of the JSON-RPC error in ``response`` (what the server says to do), if any."""
-    for message in _messages_or_empty(response):
-        error = message.get("error")
-        if isinstance(error, dict) and isinstance(text := cast("dict[str, Any]", error).get("message"), str):
-            return text[:300]
-    return None
-
-
-def _messages_or_empty(response: httpx.Response) -> list[dict[str, Any]]:
-    try:
-        return _messages(response)
-    except ValueError:
-        return []
-
-
 class _Prober:
     def __init__(self, client: httpx.AsyncClient, url: str, headers: Mapping[str, str], timeout: float) -> None:
         self.client = client
@@ -237,9 +112,9 @@ class _Prober:
         started = time.perf_counter()
         response = await self._send("POST", json.dumps(body).encode(), merged, method)
         ms = (time.perf_counter() - started) * 1000
-        _check_status(response, self.url, method)
+        check_status(response, self.url, method)
         try:
-            messages = _messages(response)
+            messages = read_messages(response)
         except ValueError as exc:
             raise ProbeFailure(f"HTTP {response.status_code}: the body is not JSON ({exc})", method) from exc
         reply = next((m for m in messages if m.get("id") == self.next_id), None)
@@ -261,7 +136,7 @@ class _Prober:
             raise ProbeFailure(f"no complete answer within {self.timeout:g} s (--timeout)", step) from exc
         except httpx.ConnectError as exc:
             where = httpx.URL(self.url).netloc.decode()
-            raise ProbeFailure(f"cannot connect to {where}: {_reason(exc)} (is the server running?)", step, fatal=True) from exc
+            raise ProbeFailure(f"cannot connect to {where}: {connect_reason(exc)} (is the server running?)", step, fatal=True) from exc
         except httpx.TimeoutException as exc:
             raise ProbeFailure(f"no answer within the timeout ({type(exc).__name__})", step) from exc
         except httpx.HTTPError as exc:
@@ -367,18 +242,6 @@ _LISTS = (
     ("resources", "resources/templates/list", "resourceTemplates"),
     ("prompts", "prompts/list", "prompts"),
 )
-
-
-def _reason(exc: BaseException) -> str:
-    """The operating system's reason behind a connect failure ("connection refused"…)."""
-    seen: BaseException | None = exc
-    while seen is not None:
-        if isinstance(seen, ConnectionRefusedError):
-            return "connection refused"
-        if isinstance(seen, OSError) and seen.strerror:
-            return seen.strerror.lower()
-        seen = seen.__cause__ or seen.__context__
-    return str(exc) or type(exc).__name__
 
 
 def _capabilities(value: Any) -> str:

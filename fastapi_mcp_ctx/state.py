@@ -9,7 +9,7 @@ Values are stored as JSON text, on every backend (memory included): a read retur
 JSON form (a ``datetime`` comes back as its ISO string, a tuple as a list, a pydantic model
 as a dict) and never an object shared with the caller. A value that is not JSON
 (``bytes``, a cycle, a function, ``NaN``/``inf``) raises :class:`SerializationError`
-before anything is written.
+before anything is written (the codec: ``_state_values.py``).
 """
 
 from __future__ import annotations
@@ -27,10 +27,10 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar, cast, overload
 from urllib.parse import quote
 
-from pydantic import BaseModel, TypeAdapter
-from pydantic_core import PydanticSerializationError, to_jsonable_python
+from pydantic import TypeAdapter
 
 from ._bridge import LoopOwner, bridged
+from ._state_values import decode_value, encode_value, load_value
 from .backends.base import StateBackend
 from .errors import (
     InvalidCursorError,
@@ -113,44 +113,11 @@ class StatePage:
     next_cursor: str | None = None
 
 
-# ----------------------------------------------------------------------------- JSON
-def _json_default(obj: Any) -> Any:
-    if isinstance(obj, (bytes, bytearray, memoryview)):
-        raise TypeError("bytes-like values are not JSON-serializable")
-    try:
-        return to_jsonable_python(obj)
-    except PydanticSerializationError as exc:
-        raise TypeError(str(exc)) from exc
-
-
-_ENCODER = json.JSONEncoder(ensure_ascii=True, allow_nan=False, separators=(",", ":"), default=_json_default)
-_encode = _ENCODER.encode
-_decode = json.loads
-_ADAPTERS: dict[Any, TypeAdapter[Any]] = {}
-
-
 def _dumps(key: str, value: Any) -> str:
     try:
-        return _encode(value)
+        return encode_value(value)
     except (TypeError, ValueError, RecursionError, OverflowError) as exc:
         raise SerializationError(f"Value for key {key!r} is not JSON-serializable: {exc}") from exc
-
-
-def _validator(model: Any) -> TypeAdapter[Any]:
-    if isinstance(model, TypeAdapter):
-        return cast(TypeAdapter[Any], model)
-    adapter = _ADAPTERS.get(model)
-    if adapter is None:
-        adapter = _ADAPTERS[model] = TypeAdapter(model)
-    return adapter
-
-
-def _load(text: str, model: Any) -> Any:
-    if model is None:
-        return _decode(text)
-    if isinstance(model, type) and issubclass(model, BaseModel):
-        return model.model_validate_json(text)
-    return _validator(model).validate_json(text)
 
 
 # ------------------------------------------------------------------------ validation
@@ -254,7 +221,7 @@ class ContextState:
         text = await self._backend.get(ns + _check_key(key))
         if text is None:
             return None
-        return _load(text, model)
+        return load_value(text, model)
 
     @bridged("ctx.state.set")
     async def set(self, key: str, value: Any, ttl: float | None = None) -> None:
@@ -296,7 +263,7 @@ class ContextState:
         text = await self._backend.take(ns + _check_key(key))
         if text is None:
             return None
-        return _load(text, model)
+        return load_value(text, model)
 
     # --------------------------------------------------------------------- batches
     @bridged("ctx.state.get_many")
@@ -306,7 +273,7 @@ class ContextState:
         checked = _check_keys(keys)
         found = await self._backend.get_many([ns + k for k in checked])
         cut = len(ns)
-        return {k[cut:]: _decode(v) for k, v in found.items()}
+        return {k[cut:]: decode_value(v) for k, v in found.items()}
 
     @bridged("ctx.state.set_many")
     async def set_many(self, items: Mapping[str, Any], ttl: float | None = None) -> None:
@@ -359,7 +326,7 @@ class ContextState:
         after = None if cursor is None else ns + self._open_cursor(cursor, prefix)
         rows = await self._backend.scan(ns + prefix, after, limit + 1)
         cut = len(ns)
-        items = [StateItem(k[cut:], _decode(v)) for k, v in rows[:limit]]
+        items = [StateItem(k[cut:], decode_value(v)) for k, v in rows[:limit]]
         next_cursor = self._seal_cursor(prefix, items[-1].key) if len(rows) > limit else None
         return StatePage(items=items, next_cursor=next_cursor)
 

@@ -41,7 +41,8 @@ from typing import Any, Final, cast
 
 import anyio
 
-from .._transport.events import EventPage, StoredEvent, StreamKey, UnknownStreamError
+from .._transport.event_ids import StreamKey
+from .._transport.events import EventPage, StoredEvent, UnknownStreamError
 from ..backends._redis_client import FAILURES
 from . import event_scripts as lua
 from .link import BLOCK_SECONDS, RedisLink, Script

@@ -27,7 +27,8 @@ from .._handlers.registry import ToolRegistry
 from .._handlers.resolve import run_tool
 from .._tasks.engine import TaskEngine
 from .._tasks.wire import declares_extension, missing_extension
-from .._transport.listen import ListenResponse, parse_filter
+from .._transport.listen import ListenResponse
+from .._transport.listen_filter import parse_filter
 from .._transport.notifications import Notifier
 from .._transport.pending import PendingRequests
 from .._transport.requests import BackChannel

@@ -31,7 +31,8 @@ from anyio.abc import TaskGroup
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from .._context.cancel_signal import CancelSignal
-from .._transport.listen import ListenStream, parse_filter
+from .._transport.listen import ListenStream
+from .._transport.listen_filter import parse_filter
 from .._transport.notifications import Notifier
 from .._wire.jsonrpc import JsonRpcRequest, RequestId, error_message
 from ..errors import McpError, MethodNotFoundError

@@ -25,7 +25,8 @@ from starlette.types import Receive, Scope, Send
 
 from ..errors import McpError
 from ..settings import McpSettings
-from .events import EventStore, StreamKey
+from .event_ids import StreamKey
+from .events import EventStore
 from .leases import StreamLeases, hold
 from .sessions import SessionRecord
 from .shutdown import ShutdownCoordinator

@@ -1,17 +1,12 @@
 """2026-07-28 ``subscriptions/listen``: one long-lived SSE stream per listen request.
 
 Spec 2026-07-28 ``basic/patterns/subscriptions`` and ``basic/transports/streamable-http``
-§Receiving Messages; known faults B52/B53. The rules kept here:
+§Receiving Messages; known faults B52/B53. The filter (what was asked, what is honoured,
+what a stream admits) is ``listen_filter.py``'s; the rules kept here:
 
-- the filter (``params.notifications``) is required and typed (else ``-32602``); the server
-  honours the intersection of what was asked and what the application declared
-  (:class:`Served`), and acknowledges exactly that subset;
 - ``notifications/subscriptions/acknowledged`` is the first frame; every frame, the final
   answer included, carries ``_meta["io.modelcontextprotocol/subscriptionId"]`` = the listen
   request's id with its JSON type (``"sub-1"`` stays a string, ``7`` an integer);
-- delivery is an allow-list: the three list-changed notifications when asked for, and
-  ``notifications/resources/updated`` for the URIs asked for; never progress, logs or
-  anything else;
 - each stream buffers at most ``buffer_size`` notifications: a client that falls that far
   behind gets a ``-32603`` error answer (``reason: listen_buffer_overflow``) and the stream
   ends, so a slow client never grows the server's memory;
@@ -29,7 +24,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
 import anyio
@@ -38,10 +32,12 @@ from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
 from .._wire.jsonrpc import RequestId, notification_message
-from .._wire.uris import normalize_uri
-from ..errors import InvalidParamsError, StateUnavailableError
+from ..errors import StateUnavailableError
+from .listen_filter import LIST_CHANGED_METHODS, TASK_METHOD, ChangeKind, ListenFilter, Served, parse_filter
 from .streams import SSE_HEADERS, sse_frame
 
+# LIST_CHANGED_METHODS, TASK_METHOD, ChangeKind, ListenFilter, Served and parse_filter live in
+# listen_filter.py; they stay importable from here, where they were defined before.
 __all__ = [
     "LIST_CHANGED_METHODS",
     "SUBSCRIPTION_ID_KEY",
@@ -57,129 +53,14 @@ __all__ = [
     "parse_filter",
 ]
 
-ChangeKind = Literal["tools", "prompts", "resources"]
-
 SUBSCRIPTION_ID_KEY: Final = "io.modelcontextprotocol/subscriptionId"
 ACK_METHOD: Final = "notifications/subscriptions/acknowledged"
-UPDATED_METHOD: Final = "notifications/resources/updated"
 TENANT_KEY: Final = "fastapi_mcp_ctx.tenant"
 """Bus-only member of a notification published for one tenant (never sent on the wire)."""
-TASK_METHOD: Final = "notifications/tasks"
-"""A task's status (tasks extension, SEP-2663 §Task Status Notifications), to the streams naming it."""
 TASK_OWNER_KEY: Final = "fastapi_mcp_ctx.task_owner"
 """Bus-only member of a task notification: the task's owner (``_tasks.records.owner_key``)."""
-LIST_CHANGED_METHODS: Final[dict[ChangeKind, str]] = {
-    "tools": "notifications/tools/list_changed",
-    "prompts": "notifications/prompts/list_changed",
-    "resources": "notifications/resources/list_changed",
-}
-_KIND_OF_METHOD: Final[dict[str, ChangeKind]] = {method: kind for kind, method in LIST_CHANGED_METHODS.items()}
-_FILTER_FIELDS: Final[dict[ChangeKind, str]] = {
-    "tools": "toolsListChanged",
-    "prompts": "promptsListChanged",
-    "resources": "resourcesListChanged",
-}
-MAX_RESOURCE_URIS: Final = 1000
-"""URIs one listen request may name in ``resourceSubscriptions`` (more: ``-32602``)."""
 
 End = Literal["closed", "overflow", "disconnected"]
-
-
-@dataclass(frozen=True, slots=True)
-class Served:
-    """What the application declared it publishes: ``McpRouter(list_changed=..., resources_subscribe=...)``."""
-
-    list_changed: frozenset[ChangeKind] = frozenset()
-    resources_subscribe: bool = False
-
-    @property
-    def any(self) -> bool:
-        """True when at least one notification type is served (listen is offered at all)."""
-        return bool(self.list_changed) or self.resources_subscribe
-
-
-@dataclass(frozen=True, slots=True)
-class ListenFilter:
-    """The honoured subset of one listen request's filter."""
-
-    list_changed: frozenset[ChangeKind] = frozenset()
-    resource_uris: tuple[str, ...] = ()
-    _uri_set: frozenset[str] = field(default=frozenset(), repr=False, compare=False)
-    task_ids: tuple[str, ...] = ()
-    """``notifications.taskIds`` (tasks extension): ``notifications/tasks`` of these tasks."""
-
-    @property
-    def empty(self) -> bool:
-        """Nothing honoured: the stream is acknowledged and answered at once (B52)."""
-        return not self.list_changed and not self.resource_uris and not self.task_ids
-
-    def acknowledged(self) -> dict[str, Any]:
-        """The ``notifications`` member of the acknowledgement (wire field names)."""
-        ack: dict[str, Any] = {_FILTER_FIELDS[kind]: True for kind in _FILTER_FIELDS if kind in self.list_changed}
-        if self.resource_uris:
-            ack["resourceSubscriptions"] = list(self.resource_uris)
-        if self.task_ids:
-            ack["taskIds"] = list(self.task_ids)
-        return ack
-
-    def admits(self, message: Mapping[str, Any]) -> bool:
-        """Allow-list check of one notification against this filter."""
-        method = message.get("method")
-        kind = _KIND_OF_METHOD.get(method) if isinstance(method, str) else None
-        if kind is not None:
-            return kind in self.list_changed
-        if method == TASK_METHOD:
-            params = message.get("params")
-            task_id: object = params.get("taskId") if isinstance(params, Mapping) else None  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
-            return isinstance(task_id, str) and task_id in self.task_ids
-        if method == UPDATED_METHOD:
-            params = message.get("params")
-            uri: object = params.get("uri") if isinstance(params, Mapping) else None  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
-            return isinstance(uri, str) and normalize_uri(uri) in self._uri_set
-        return False
-
-
-def parse_filter(params: Mapping[str, Any], served: Served, *, tasks: bool = False) -> ListenFilter:
-    """The honoured filter of a ``subscriptions/listen`` request (``tasks``: task tools are
-    served, so ``notifications.taskIds`` is honoured).
-
-    Raises:
-        InvalidParamsError: ``notifications`` missing or not an object, a ``*ListChanged``
-            field that is not a boolean, ``resourceSubscriptions`` not a list of non-empty
-            strings or longer than :data:`MAX_RESOURCE_URIS` (``-32602``, HTTP 400).
-    """
-    raw = params.get("notifications")
-    if not isinstance(raw, dict):
-        raise InvalidParamsError("subscriptions/listen requires a 'notifications' filter object")
-    notifications: dict[str, Any] = raw  # pyright: ignore[reportUnknownVariableType]
-    kinds: set[ChangeKind] = set()
-    for kind, name in _FILTER_FIELDS.items():
-        value = notifications.get(name)
-        if value is None:
-            continue
-        if not isinstance(value, bool):
-            raise InvalidParamsError(f"notifications.{name} must be a boolean")
-        if value and kind in served.list_changed:
-            kinds.add(kind)
-    requested = _strings(notifications, "resourceSubscriptions", "resource URIs")
-    uris = tuple(dict.fromkeys(requested)) if served.resources_subscribe else ()
-    named = _strings(notifications, "taskIds", "task ids")
-    task_ids = tuple(dict.fromkeys(named)) if tasks else ()
-    return ListenFilter(frozenset(kinds), uris, frozenset(normalize_uri(u) for u in uris), task_ids)
-
-
-def _strings(notifications: Mapping[str, Any], name: str, what: str) -> list[str]:
-    """``notifications[name]``: a list of at most :data:`MAX_RESOURCE_URIS` non-empty strings
-    ([] when absent); ``InvalidParamsError`` otherwise."""
-    value = notifications.get(name)
-    if value is None:
-        return []
-    if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):  # pyright: ignore[reportUnknownVariableType]
-        raise InvalidParamsError(f"notifications.{name} must be a list of {what} (strings)")
-    listed: list[str] = value  # pyright: ignore[reportUnknownVariableType]
-    if len(listed) > MAX_RESOURCE_URIS:
-        raise InvalidParamsError(f"notifications.{name} lists more than {MAX_RESOURCE_URIS} {what}")
-    return listed
 
 
 def _tag(message: Mapping[str, Any], subscription_id: RequestId) -> dict[str, Any]:

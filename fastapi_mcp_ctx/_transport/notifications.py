@@ -41,18 +41,8 @@ from .._wire.jsonrpc import RequestId, dumps, notification_message
 from .._wire.uris import normalize_uri
 from ..context import get_request_context
 from .bus import EVENTS_CHANNEL, MessageBus, Unsubscribe, encode_message, session_channel, session_prefix
-from .listen import (
-    LIST_CHANGED_METHODS,
-    TASK_METHOD,
-    TASK_OWNER_KEY,
-    TENANT_KEY,
-    UPDATED_METHOD,
-    ChangeKind,
-    ListenFilter,
-    ListenHub,
-    ListenStream,
-    Served,
-)
+from .listen import TASK_OWNER_KEY, TENANT_KEY, ListenHub, ListenStream
+from .listen_filter import LIST_CHANGED_METHODS, TASK_METHOD, UPDATED_METHOD, ChangeKind, ListenFilter, Served
 from .subscriptions import ResourceSubscriptions
 
 __all__ = ["BROADCAST_MARK", "CALLER", "Notifier", "Recorder", "served_from", "tenant_scope"]

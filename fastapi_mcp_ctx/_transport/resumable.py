@@ -53,7 +53,8 @@ from .._wire.jsonrpc import dumps
 from .._wire.versions import HANDSHAKE_PROTOCOL_VERSIONS, is_version_at_least
 from ..errors import InvalidEventIdError, McpError, ServerShuttingDownError, StreamConflictError
 from ..settings import McpSettings
-from .events import EventStore, StreamKey, UnknownStreamError, new_stream_id, parse_event_id
+from .event_ids import StreamKey, new_stream_id, parse_event_id
+from .events import EventStore, UnknownStreamError
 from .get_stream import GetLog as _GetLog
 from .get_stream import GetResponse as _GetResponse
 from .leases import LocalLeases, StreamLeases

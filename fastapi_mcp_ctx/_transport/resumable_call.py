@@ -35,7 +35,8 @@ from .._context.cancel_scope import new_cancel_scope
 from .._context.cancel_signal import CancelSignal
 from .._wire.jsonrpc import dumps, error_message
 from ..errors import CallLostError, ConfigurationError, StateUnavailableError
-from .events import StoredEvent, StreamKey, UnknownStreamError, new_stream_id
+from .event_ids import StreamKey, new_stream_id
+from .events import StoredEvent, UnknownStreamError
 from .resumable import PRIMED, ResumableStreams, sse_headers
 from .sessions import SessionRecord
 from .sse import End, event_frame, retry_frame

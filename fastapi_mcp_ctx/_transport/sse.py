@@ -25,7 +25,8 @@ import anyio
 from starlette.types import Send
 
 from ..errors import StateUnavailableError
-from .events import EventStore, StoredEvent, StreamKey, UnknownStreamError
+from .event_ids import StreamKey
+from .events import EventStore, StoredEvent, UnknownStreamError
 from .streams import SSE_HEADERS, sse_frame
 
 __all__ = ["Attached", "Attachments", "Connection", "End", "closer", "event_frame", "retry_frame", "sse_headers", "tail"]
