@@ -28,9 +28,13 @@ the others.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+import types
+from collections.abc import Callable, Generator, Sequence
 from typing import Any, Final, cast
 
+from redis._parsers.hiredis import NOT_ENOUGH_DATA as _NOT_ENOUGH_DATA
+from redis._parsers.hiredis import _AsyncHiredisParser  # pyright: ignore[reportPrivateUsage]
+from redis._parsers.socket import SERVER_CLOSED_CONNECTION_ERROR
 from redis.asyncio.connection import ConnectionPool
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import NoScriptError, RedisError
@@ -108,16 +112,9 @@ class KeyBatcher:
             caller of a failed batch gets one).
         """
         lane = self._lanes.get()
-        future: asyncio.Future[Any] = lane.loop.create_future()
-        waiters = lane.pending.get(key)
-        if waiters is None:
-            lane.pending[key] = [future]
-        else:
-            waiters.append(future)
-        if lane.idle and not lane.kicked:
-            lane.kicked = True
-            lane.loop.call_soon(lane.kick)  # after the other callers of this loop turn joined
-        return await future
+        if lane.idle and not lane.kicked:  # nothing waits and a connection is free
+            return await lane.solo(key)
+        return await lane.join(key)
 
     async def aclose(self) -> None:
         """Drop this loop's connections (and ask other loops to drop theirs); waiters get 503."""
@@ -135,9 +132,74 @@ class _Lane:
         self.pending: _Waiters = {}
         self.kicked = False
         self.tasks: set[asyncio.Task[None]] = set()
+        self.closed = False  # aclose ran: a connection coming back from a caller's round trip is dropped
         encoder = pool.get_encoder()
         self._encode: Callable[[str | int], bytes] = encoder.encode  # the connections' own (its encoding and errors)
+        self._encoding: tuple[str, str] = (encoder.encoding, encoder.encoding_errors)  # what it does to a str
         self._parts: tuple[bytes, bytes, bytes, bytes, int] | None = None  # see _packed
+
+    def join(self, key: str) -> asyncio.Future[Any]:
+        """Wait with the batch leaving next (a driver task sends it)."""
+        future: asyncio.Future[Any] = self.loop.create_future()
+        waiters = self.pending.get(key)
+        if waiters is None:
+            self.pending[key] = [future]
+        else:
+            waiters.append(future)
+        if self.idle and not self.kicked:
+            self.kicked = True
+            self.loop.call_soon(self.kick)  # after the other callers of this loop turn joined
+        return future
+
+    async def solo(self, key: str) -> Any:
+        """The lookup of a caller that found nothing waiting: it yields once, so the callers of
+        the same loop turn join it; alone, it makes the round trip itself, in its own task (no
+        driver task, no future); joined, its batch goes on a driver task like any other (so a
+        cancelled caller never takes the others' round trip with it)."""
+        conn = self.idle.pop()
+        self.kicked = True  # the callers of this turn wait in ``pending``; this one decides after it
+        try:
+            await _one_turn()
+        except BaseException:  # cancelled while collecting: whoever joined leaves without it
+            self.kicked = False
+            await self._release(conn)
+            raise
+        self.kicked = False
+        if self.pending:
+            joined, self.pending = self.pending, {key: [self.loop.create_future()]}
+            for other, waiters in joined.items():
+                if other == key:
+                    self.pending[key] += waiters
+                else:
+                    self.pending[other] = waiters
+            future = self.pending[key][0]
+            await self._release(conn)
+            return await future
+        try:
+            answers = await self._round_trip(conn, [key])
+        except BaseException as exc:
+            if isinstance(exc, Exception):
+                await conn.disconnect(nowait=True)  # never read another batch's reply
+            else:  # cancelled: the reply is unread
+                await asyncio.shield(conn.disconnect(nowait=True))
+            await self._release(conn)
+            if isinstance(exc, FAILURES):  # TimeoutError is an OSError
+                raise self.batcher.translate(exc) from exc
+            raise
+        await self._release(conn)
+        answer = answers[0]
+        if isinstance(answer, BaseException):  # per key: its own error reply
+            raise answer
+        return answer
+
+    async def _release(self, conn: Any) -> None:
+        """Give ``conn`` back; what waited meanwhile leaves now. A lane closed meanwhile drops it."""
+        if self.closed:
+            await conn.disconnect(nowait=True)
+            return
+        self.idle.append(conn)
+        if self.pending:
+            self.kick()
 
     def kick(self) -> None:
         self.kicked = False
@@ -195,9 +257,8 @@ class _Lane:
                     if not conn.is_connected:  # connect() itself: a sentinel's connection asks where the master is
                         await conn.connect()
                     if packed is None:
-                        packed = conn.pack_command("EVAL", b.script.source, len(keys) + 1, b.fixed_key, *keys, *b.argv)
-                    await conn.send_packed_command(packed, check_health=False)
-                    answers: Any = await conn.read_response()
+                        packed = b"".join(conn.pack_command("EVAL", b.script.source, len(keys) + 1, b.fixed_key, *keys, *b.argv))
+                    answers: Any = await _ask(conn, packed)
                 except NoScriptError:  # script cache flushed (restart, SCRIPT FLUSH): EVAL caches it
                     packed = None
                     continue
@@ -224,7 +285,7 @@ class _Lane:
                 try:
                     if not conn.is_connected:
                         await conn.connect()
-                    await conn.send_packed_command(conn.pack_commands([(*head, 1, k, *b.argv) for k in keys]), check_health=False)
+                    await _send(conn, b"".join(conn.pack_commands([(*head, 1, k, *b.argv) for k in keys])))
                 except RedisConnectionError:
                     if not reused:
                         raise
@@ -234,7 +295,7 @@ class _Lane:
                 answers: list[Any] = []
                 for _ in keys:
                     try:
-                        answers.append(await conn.read_response())
+                        answers.append(await _reply(conn))
                     except NoScriptError as exc:
                         answers.append(exc)
                     except RedisError as exc:
@@ -260,7 +321,8 @@ class _Lane:
         one_key, sha, fixed, argv, n_argv = parts
         encode = self._encode
         if len(keys) == 1:
-            key = encode(keys[0])
+            key = keys[0]
+            key = key.encode(*self._encoding) if type(key) is str else encode(key)  # the encoder's str case, inline
             return b"%s$%d\r\n%s\r\n%s" % (one_key, len(key), key, argv)
         chunks = [b"*%d\r\n$7\r\nEVALSHA\r\n" % (4 + len(keys) + n_argv), sha, _bulk(b"%d" % (len(keys) + 1)), fixed]
         for key in keys:
@@ -269,6 +331,7 @@ class _Lane:
         return b"".join(chunks)
 
     async def aclose(self) -> None:
+        self.closed = True
         for task in tuple(self.tasks):
             task.cancel()
         for task in tuple(self.tasks):
@@ -280,6 +343,72 @@ class _Lane:
         self.pending = {}
         for conn in self.idle:
             await conn.disconnect(nowait=True)
+
+
+def _hiredis(conn: Any) -> bool:
+    """``conn`` reads with redis-py's hiredis parser (the ``redis`` extra installs hiredis)."""
+    return type(conn._parser) is _AsyncHiredisParser
+
+
+async def _ask(conn: Any, packed: bytes) -> Any:
+    """Send one packed command on ``conn`` and read its reply (see :func:`_send`, :func:`_reply`)."""
+    if not _hiredis(conn):  # the pure-Python parser: redis-py's own path
+        await conn.send_packed_command(packed, check_health=False)
+        return await conn.read_response()
+    _write(conn, packed)
+    return await _reply(conn)
+
+
+async def _send(conn: Any, packed: bytes) -> None:
+    """Write ``packed`` on ``conn`` (as :func:`_write`, or redis-py's own write without hiredis)."""
+    if not _hiredis(conn):
+        await conn.send_packed_command(packed, check_health=False)
+    else:
+        _write(conn, packed)
+
+
+def _write(conn: Any, packed: bytes) -> None:
+    """``packed`` straight into the transport of a connection redis-py reads with hiredis. No
+    ``drain``: the reply read next cannot come before the command has left. A transport Redis
+    closed meanwhile, or a failed write, is a ``ConnectionError``, as redis-py's own write makes it."""
+    writer = conn._writer
+    if writer.transport.is_closing():
+        raise RedisConnectionError(SERVER_CLOSED_CONNECTION_ERROR)
+    try:
+        writer.write(packed)
+    except OSError as exc:
+        raise RedisConnectionError(f"Error while writing to {conn._host_error()}: {exc.args}") from exc
+
+
+async def _reply(conn: Any) -> Any:
+    """One reply read from ``conn``: what redis-py's ``read_response`` returns or raises (an error
+    reply raised as its ``ResponseError``, a closed or reset socket a ``ConnectionError``), read
+    from the connection's stream into its hiredis reader without redis-py's layers in between."""
+    parser: Any = conn._parser  # redis-py's, private: on_connect gave it the stream and the hiredis reader
+    if not _hiredis(conn) or not parser._connected:
+        return await conn.read_response()
+    reader: Any = parser._reader
+    response = reader.gets()
+    while response is _NOT_ENOUGH_DATA:
+        try:
+            data = await parser._stream.read(parser._read_size)
+        except OSError as exc:
+            raise RedisConnectionError(f"Error while reading from {conn._host_error()} : {exc.args}") from exc
+        if not data:
+            raise RedisConnectionError(SERVER_CLOSED_CONNECTION_ERROR)
+        reader.feed(data)
+        response = reader.gets()
+    if isinstance(response, RedisError):  # an error reply (NOSCRIPT...), or a ConnectionError (LOADING...)
+        raise response
+    if type(response) is list and response and isinstance(response[0], RedisConnectionError):
+        raise cast("list[Any]", response)[0]
+    return cast(object, response)
+
+
+@types.coroutine
+def _one_turn() -> Generator[None, None, None]:
+    """Let the event loop run the callbacks ready now once (``asyncio.sleep(0)`` without its coroutine)."""
+    yield
 
 
 def _bulk(value: bytes) -> bytes:
