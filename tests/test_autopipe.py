@@ -283,3 +283,21 @@ async def test_the_batch_is_packed_as_redis_py_packs_it() -> None:
         expected = b"".join(conn.pack_command("EVALSHA", batcher.script.sha, len(keys) + 1, batcher.fixed_key, *keys, *batcher.argv))
         assert lane._packed(keys) == expected  # pyright: ignore[reportPrivateUsage]
     await link.aclose()
+
+
+async def test_the_direct_reply_path_finds_redis_py_s_hiredis_reader() -> None:
+    """The lone lookup writes into the connection's transport and reads into its hiredis reader
+    (redis-py's private ``_parser._stream`` / ``_reader`` / ``_read_size``): with the ``redis``
+    extra installed (hiredis) a connection must qualify, so a redis-py release that renamed them
+    fails here instead of silently taking the slower path or failing lookups."""
+    from fastapi_mcp_ctx._replicas import autopipe
+
+    link = RedisLink("redis://127.0.0.1:1/0", namespace="ap:", timeout=1.0)  # no I/O: nothing is sent
+    store = RedisSessionStore(link, idle_seconds=60, max_sessions=1000)
+    lane = batcher_of(store)._lanes.get()  # pyright: ignore[reportPrivateUsage]
+    conn = lane.pool.make_connection()
+    assert autopipe._hiredis(conn)  # pyright: ignore[reportPrivateUsage]
+    parser = conn._parser  # pyright: ignore[reportPrivateUsage]
+    for name in ("_stream", "_reader", "_read_size"):
+        assert hasattr(parser, name), name
+    await link.aclose()
