@@ -90,3 +90,35 @@ async def test_outside_a_task_is_refused() -> None:
     loop.call_soon(callback)
     await asyncio.sleep(0.01)
     assert len(caught) == 1 and isinstance(caught[0], RuntimeError) and "inside a task" in str(caught[0])
+
+
+class Inner(Exception):
+    pass
+
+
+async def test_a_nested_later_deadline_starts_no_timer_and_the_outer_error_ends_both() -> None:
+    loop = asyncio.get_running_loop()
+    outer = Deadline(loop.time() + 0.02, Boom)
+    inner = Deadline(loop.time() + 30, Inner)
+    with pytest.raises(Boom):
+        async with outer:
+            async with inner:
+                assert inner._handle is None  # pyright: ignore[reportPrivateUsage]
+                await asyncio.sleep(30)
+    assert outer.expired and not inner.expired
+    task = asyncio.current_task()
+    assert task is not None and task.cancelling() == 0
+
+
+async def test_a_nested_earlier_deadline_has_its_own_timer_and_error() -> None:
+    loop = asyncio.get_running_loop()
+    outer = Deadline(loop.time() + 30, Boom)
+    inner = Deadline(loop.time() + 0.02, Inner)
+    with pytest.raises(Inner):
+        async with outer:
+            async with inner:
+                assert inner._handle is not None  # pyright: ignore[reportPrivateUsage]
+                await asyncio.sleep(30)
+    assert inner.expired and not outer.expired
+    async with Deadline(loop.time() + 30) as alone:  # the outer block left no entry behind
+        assert alone._outer is None  # pyright: ignore[reportPrivateUsage]
