@@ -10,7 +10,10 @@ round trips, so a Redis that stopped answering can never make a key "valid".
 The round trips go on a few connections of their own per event loop (made by redis-py from the
 store's URL, so credentials, database and TLS are the pool's), one batch in flight on each; the
 keys that arrive meanwhile wait and leave together as soon as a connection is free (group
-commit: the busier the server, the larger the batch and the cheaper each lookup). No redis-py
+commit: the busier the server, the larger the batch and the cheaper each lookup). A caller that
+finds nothing waiting and a connection free lets one loop turn pass (callers of the same turn join
+it, and the batch then goes to a driver task as under load); still alone, it makes the round trip
+in its own task: no driver task, no future (the quiet server's usual lookup). No redis-py
 pool, pipeline, retry wrapper or per-command ``wait_for`` on this path: one packed command, one
 write, one reply read under one deadline (``timeout`` seconds).
 
