@@ -287,17 +287,23 @@ async def test_the_batch_is_packed_as_redis_py_packs_it() -> None:
 
 async def test_the_direct_reply_path_finds_redis_py_s_hiredis_reader() -> None:
     """The lone lookup writes into the connection's transport and reads into its hiredis reader
-    (redis-py's private ``_parser._stream`` / ``_reader`` / ``_read_size``): with the ``redis``
-    extra installed (hiredis) a connection must qualify, so a redis-py release that renamed them
-    fails here instead of silently taking the slower path or failing lookups."""
+    (redis-py's private ``_writer``, ``_parser._stream`` / ``_reader`` / ``_read_size`` /
+    ``_connected``): with the ``redis`` extra installed (hiredis) a connected lookup connection
+    must qualify and have them, so a redis-py release that renamed them fails here instead of
+    silently taking the slower path or failing lookups."""
     from fastapi_mcp_ctx._replicas import autopipe
 
-    link = RedisLink("redis://127.0.0.1:1/0", namespace="ap:", timeout=1.0)  # no I/O: nothing is sent
-    store = RedisSessionStore(link, idle_seconds=60, max_sessions=1000)
-    lane = batcher_of(store)._lanes.get()  # pyright: ignore[reportPrivateUsage]
-    conn = lane.pool.make_connection()
-    assert autopipe._hiredis(conn)  # pyright: ignore[reportPrivateUsage]
-    parser = conn._parser  # pyright: ignore[reportPrivateUsage]
-    for name in ("_stream", "_reader", "_read_size"):
-        assert hasattr(parser, name), name
-    await link.aclose()
+    with own_redis() as redis:
+        async with store_on(redis) as store:
+            await store.create(record("direct"))
+            got = await store.get("direct")  # the lookup connection is open now
+            assert got is not None and got.id == "direct"
+            lane = batcher_of(store)._lanes.get()  # pyright: ignore[reportPrivateUsage]
+            conn = next(c for c in lane.idle if c.is_connected)
+            assert autopipe._hiredis(conn)  # pyright: ignore[reportPrivateUsage]
+            parser = conn._parser  # pyright: ignore[reportPrivateUsage]
+            for name in ("_stream", "_reader", "_read_size", "_connected"):
+                assert hasattr(parser, name), name
+            assert parser._connected  # pyright: ignore[reportPrivateUsage]
+            for name in ("_writer", "_host_error"):
+                assert hasattr(conn, name), name
