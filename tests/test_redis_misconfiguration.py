@@ -48,7 +48,7 @@ from replica_app import deployment_url
 from fastapi_mcp_ctx import Context, McpRouter, mcp_context
 from fastapi_mcp_ctx._replicas.link import RedisLink, Script
 from fastapi_mcp_ctx._replicas.redis_bus import RedisBus
-from fastapi_mcp_ctx.backends._redis_client import _ANSWERED, LoopClient, Slots, refusal
+from fastapi_mcp_ctx.backends._redis_client import _ANSWERED, LoopClient, Slots, _every_sentinel_unreached, refusal
 from fastapi_mcp_ctx.backends._redis_url import parse_redis_url
 from fastapi_mcp_ctx.backends.redis import RedisBackend
 from fastapi_mcp_ctx.errors import ConfigurationError, StateUnavailableError
@@ -293,6 +293,20 @@ async def test_a_sentinel_url_naming_a_data_node_says_it_is_not_a_sentinel() -> 
             with pytest.raises(ConfigurationError, match="is a Redis data node, not a sentinel"):
                 await store.check()
             await store.aclose()
+
+
+def test_a_sentinel_that_answered_with_an_error_is_asked_again_whatever_redis_py_lists() -> None:
+    """redis-py 8.2's ``MasterNotFoundError`` names every sentinel it tried, those that answered
+    with an error reply too: only a text whose every sentinel was unreachable skips the look."""
+    unreached = "<Redis(<ConnectionPool(<Connection(host=127.0.0.1,port=1,db=0)>)>)> - ConnectionError('refused')"
+    data_node = (
+        "<Redis(<ConnectionPool(<Connection(host=127.0.0.1,port=2,db=0)>)>)> - ResponseError(\"unknown command 'SENTINEL'\"): "
+        "unknown command 'SENTINEL', with args beginning with: 'MASTERS'"
+    )
+    assert _every_sentinel_unreached(f"No master found for 'm' : {unreached}, {unreached}", 2)  # pyright: ignore[reportPrivateUsage]
+    assert not _every_sentinel_unreached(f"No master found for 'm' : {unreached}", 2)  # pyright: ignore[reportPrivateUsage]
+    assert not _every_sentinel_unreached(f"No master found for 'm' : {data_node}", 1)  # pyright: ignore[reportPrivateUsage]
+    assert not _every_sentinel_unreached(f"No master found for 'm' : {unreached}, {data_node}", 2)  # pyright: ignore[reportPrivateUsage]
 
 
 async def test_sentinels_that_do_not_answer_are_an_outage_not_a_misconfiguration() -> None:

@@ -288,11 +288,20 @@ async def diagnose(target: RedisTarget | None, exc: BaseException) -> BaseExcept
             "host:port list (any node of the cluster is enough) and that the cluster runs"
         )
     if target.kind == "sentinel" and (isinstance(exc, MasterNotFoundError) or _not_a_sentinel(exc)):
-        if str(exc).count("host=") >= len(target.nodes):  # redis-py lists each sentinel it could not reach: an outage
+        if _every_sentinel_unreached(str(exc), len(target.nodes)):  # an outage: nothing to ask
             return exc
         problem = await _sentinel_problem(target)
         return exc if problem is None else Misconfigured(problem)
     return exc
+
+
+def _every_sentinel_unreached(text: str, sentinels: int) -> bool:
+    """Whether redis-py's ``MasterNotFoundError`` text lists every sentinel as unreachable: it
+    names each sentinel it tried (``host=``); since redis-py 8.2 it lists those that *answered*
+    with an error reply too (``ResponseError``: a data node's ``unknown command 'SENTINEL'``),
+    and a sentinel that answered is reachable, so the group is asked what is wrong."""
+    answered = "ResponseError" in text or "unknown command" in text.lower()
+    return not answered and text.count("host=") >= sentinels
 
 
 def _not_a_sentinel(exc: BaseException) -> bool:
