@@ -11,6 +11,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
+import uvicorn
 import yaml
 
 from fastapi_mcp_ctx import McpSettings
@@ -93,7 +94,10 @@ def test_nginx_serves_the_template_the_tests_render_pointed_at_the_replicas() ->
     upstream = re.search(r"upstream mcp_replicas \{(.*?)\}", site, re.DOTALL)
     assert upstream is not None
     directives = [line.split()[0] for line in upstream.group(1).splitlines() if line.strip() and not line.strip().startswith("#")]
-    assert directives == ["server", "server", "keepalive"]  # round robin: no ip_hash, hash or sticky
+    assert directives == ["server", "server", "keepalive", "keepalive_timeout"]  # round robin: no ip_hash, hash or sticky
+    # the proxy drops an idle upstream connection before uvicorn does (a POST into a closing one: a 502)
+    (idle,) = re.findall(r"keepalive_timeout (\d+)s;", upstream.group(1))
+    assert int(idle) < uvicorn.Config("x:app").timeout_keep_alive
     for directive in ("proxy_buffering off;", "proxy_set_header Host $http_host;", "proxy_read_timeout 1h;"):
         assert directive in site
 
