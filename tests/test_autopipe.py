@@ -291,7 +291,7 @@ async def test_the_direct_reply_path_finds_redis_py_s_hiredis_reader() -> None:
     ``_connected``): with the ``redis`` extra installed (hiredis) a connected lookup connection
     must qualify and have them, so a redis-py release that renamed them fails here instead of
     silently taking the slower path or failing lookups."""
-    from fastapi_mcp_ctx._replicas import autopipe
+    from fastapi_mcp_ctx._replicas import resp_io
 
     with own_redis() as redis:
         async with store_on(redis) as store:
@@ -300,7 +300,7 @@ async def test_the_direct_reply_path_finds_redis_py_s_hiredis_reader() -> None:
             assert got is not None and got.id == "direct"
             lane = batcher_of(store)._lanes.get()  # pyright: ignore[reportPrivateUsage]
             conn = next(c for c in lane.idle if c.is_connected)
-            assert autopipe._hiredis(conn)  # pyright: ignore[reportPrivateUsage]
+            assert resp_io.reads_with_hiredis(conn)
             parser = conn._parser  # pyright: ignore[reportPrivateUsage]
             for name in ("_stream", "_reader", "_read_size", "_connected"):
                 assert hasattr(parser, name), name

@@ -15,7 +15,8 @@ finds nothing waiting and a connection free lets one loop turn pass (callers of 
 it, and the batch then goes to a driver task as under load); still alone, it makes the round trip
 in its own task: no driver task, no future (the quiet server's usual lookup). No redis-py
 pool, pipeline, retry wrapper or per-command ``wait_for`` on this path: one packed command, one
-write, one reply read under one deadline (``timeout`` seconds).
+write, one reply read under one deadline (``timeout`` seconds); the write and the read themselves
+are :mod:`.resp_io`'s.
 
 Failures, all on the same path as :meth:`~.link.RedisLink.eval`: a refused or reset connection, a
 timeout, an error reply fail EVERY caller of the batch with the link's translation
@@ -35,13 +36,6 @@ import types
 from collections.abc import Callable, Generator, Sequence
 from typing import Any, Final, cast
 
-try:  # redis-py's hiredis reader, private: a release that moves it gets redis-py's own path (_ask)
-    from redis._parsers.hiredis import NOT_ENOUGH_DATA as _NOT_ENOUGH_DATA
-    from redis._parsers.hiredis import _AsyncHiredisParser  # pyright: ignore[reportPrivateUsage]
-    from redis._parsers.socket import SERVER_CLOSED_CONNECTION_ERROR
-except ImportError:  # pragma: no cover - tests/test_autopipe.py pins the names on the admitted redis-py
-    _NOT_ENOUGH_DATA = _AsyncHiredisParser = None  # pyright: ignore[reportConstantRedefinition]
-    SERVER_CLOSED_CONNECTION_ERROR = "Connection closed by server."  # pyright: ignore[reportConstantRedefinition]
 from redis.asyncio.connection import ConnectionPool
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import NoScriptError, RedisError
@@ -52,6 +46,7 @@ from ..backends._redis_client import Script as _Script
 from ..backends._redis_url import RedisTarget
 from ..backends._timeout import Deadline
 from ..errors import StateUnavailableError
+from .resp_io import ask, reply, send
 
 __all__ = ["MAX_BATCH", "KeyBatcher"]
 
@@ -265,7 +260,7 @@ class _Lane:
                         await conn.connect()
                     if packed is None:
                         packed = b"".join(conn.pack_command("EVAL", b.script.source, len(keys) + 1, b.fixed_key, *keys, *b.argv))
-                    answers: Any = await _ask(conn, packed)
+                    answers: Any = await ask(conn, packed)
                 except NoScriptError:  # script cache flushed (restart, SCRIPT FLUSH): EVAL caches it
                     packed = None
                     continue
@@ -292,7 +287,7 @@ class _Lane:
                 try:
                     if not conn.is_connected:
                         await conn.connect()
-                    await _send(conn, b"".join(conn.pack_commands([(*head, 1, k, *b.argv) for k in keys])))
+                    await send(conn, b"".join(conn.pack_commands([(*head, 1, k, *b.argv) for k in keys])))
                 except RedisConnectionError:
                     if not reused:
                         raise
@@ -302,7 +297,7 @@ class _Lane:
                 answers: list[Any] = []
                 for _ in keys:
                     try:
-                        answers.append(await _reply(conn))
+                        answers.append(await reply(conn))
                     except NoScriptError as exc:
                         answers.append(exc)
                     except RedisError as exc:
@@ -350,66 +345,6 @@ class _Lane:
         self.pending = {}
         for conn in self.idle:
             await conn.disconnect(nowait=True)
-
-
-def _hiredis(conn: Any) -> bool:
-    """``conn`` reads with redis-py's hiredis parser (the ``redis`` extra installs hiredis)."""
-    return _AsyncHiredisParser is not None and type(conn._parser) is _AsyncHiredisParser
-
-
-async def _ask(conn: Any, packed: bytes) -> Any:
-    """Send one packed command on ``conn`` and read its reply (see :func:`_send`, :func:`_reply`)."""
-    if not _hiredis(conn):  # the pure-Python parser: redis-py's own path
-        await conn.send_packed_command(packed, check_health=False)
-        return await conn.read_response()
-    _write(conn, packed)
-    return await _reply(conn)
-
-
-async def _send(conn: Any, packed: bytes) -> None:
-    """Write ``packed`` on ``conn`` (as :func:`_write`, or redis-py's own write without hiredis)."""
-    if not _hiredis(conn):
-        await conn.send_packed_command(packed, check_health=False)
-    else:
-        _write(conn, packed)
-
-
-def _write(conn: Any, packed: bytes) -> None:
-    """``packed`` straight into the transport of a connection redis-py reads with hiredis. No
-    ``drain``: the reply read next cannot come before the command has left. A transport Redis
-    closed meanwhile, or a failed write, is a ``ConnectionError``, as redis-py's own write makes it."""
-    writer = conn._writer
-    if writer.transport.is_closing():
-        raise RedisConnectionError(SERVER_CLOSED_CONNECTION_ERROR)
-    try:
-        writer.write(packed)
-    except OSError as exc:
-        raise RedisConnectionError(f"Error while writing to {conn._host_error()}: {exc.args}") from exc
-
-
-async def _reply(conn: Any) -> Any:
-    """One reply read from ``conn``: what redis-py's ``read_response`` returns or raises (an error
-    reply raised as its ``ResponseError``, a closed or reset socket a ``ConnectionError``), read
-    from the connection's stream into its hiredis reader without redis-py's layers in between."""
-    parser: Any = conn._parser  # redis-py's, private: on_connect gave it the stream and the hiredis reader
-    if not _hiredis(conn) or not parser._connected:
-        return await conn.read_response()
-    reader: Any = parser._reader
-    response = reader.gets()
-    while response is _NOT_ENOUGH_DATA:
-        try:
-            data = await parser._stream.read(parser._read_size)
-        except OSError as exc:
-            raise RedisConnectionError(f"Error while reading from {conn._host_error()} : {exc.args}") from exc
-        if not data:
-            raise RedisConnectionError(SERVER_CLOSED_CONNECTION_ERROR)
-        reader.feed(data)
-        response = reader.gets()
-    if isinstance(response, RedisError):  # an error reply (NOSCRIPT...), or a ConnectionError (LOADING...)
-        raise response
-    if type(response) is list and response and isinstance(response[0], RedisConnectionError):
-        raise cast("list[Any]", response)[0]
-    return cast(object, response)
 
 
 @types.coroutine
