@@ -228,10 +228,13 @@ class _TimedValidator:
 def _wrap_argument_models() -> None:
     registry = _routers[-1].registry
     for name in ("lookup", "add"):
-        model: Any = registry.get(name).arguments_model  # type: ignore[union-attr]
+        tool: Any = registry.get(name)
+        model: Any = tool.arguments_model
         label = "arguments: strict JSON validation"
         model.model_validate_json = STEPS.wrap(label, model.model_validate_json)  # an older checkout calls this
         model.__pydantic_validator__ = _TimedValidator(model.__pydantic_validator__, label)
+        if hasattr(tool, "validator"):  # what a call validates with (ToolDef.validator)
+            tool.validator = model.__pydantic_validator__
 
 
 _routers: list[router.McpRouter] = []

@@ -16,7 +16,7 @@ from pydantic.fields import FieldInfo
 
 from .._fastapi_compat import base_type
 
-__all__ = ["ArgumentField", "Validate", "argument_fields", "argument_model", "lax_python", "strict_json", "type_label"]
+__all__ = ["ArgumentField", "DeferredModel", "Validate", "argument_fields", "argument_model", "lax_python", "strict_json", "type_label"]
 
 _CONFIG: Final = ConfigDict(extra="ignore", arbitrary_types_allowed=True)
 _ANNOTATION_KEYWORDS: Final = frozenset({"title", "description", "default", "examples", "deprecated"})
@@ -149,3 +149,32 @@ def argument_model(name: str, fields: Sequence[ArgumentField]) -> type[BaseModel
     """The pydantic model validating ``fields`` (by their parameter names, aliases kept)."""
     spec: dict[str, Any] = {f.param: (f.annotation, f.default) for f in fields}
     return create_model(name, __config__=_CONFIG, **spec)  # pyright: ignore[reportCallIssue, reportUnknownVariableType, reportArgumentType]
+
+
+class DeferredModel:
+    """A flattened argument model that can be dropped once registration has used it and is built
+    again, from the same fields, when next needed.
+
+    Registration builds the model (a signature pydantic refuses fails there) and takes its JSON
+    Schema; a tool then drops it (:meth:`drop`), so a tool that is never called holds no model
+    (about 12 kB of RSS each: the class, its core schema, validator and serializer) and its first
+    call builds it again (``create_model`` with the same name, fields, defaults and config).
+    """
+
+    __slots__ = ("_model", "fields", "name")
+
+    def __init__(self, name: str, fields: Sequence[ArgumentField], model: type[BaseModel] | None = None) -> None:
+        self.name = name
+        self.fields = tuple(fields)
+        self._model = model
+
+    def get(self) -> type[BaseModel]:
+        """The model: the one given or built before, else built now."""
+        model = self._model
+        if model is None:
+            model = self._model = argument_model(self.name, self.fields)
+        return model
+
+    def drop(self) -> None:
+        """Forget the model (the next :meth:`get` builds it again)."""
+        self._model = None

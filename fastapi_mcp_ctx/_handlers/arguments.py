@@ -37,7 +37,7 @@ from pydantic.fields import FieldInfo
 from starlette.requests import Request
 
 from .._fastapi_compat import call_kind, is_request_type, with_dependency
-from .argument_fields import ArgumentField, Validate, argument_fields, argument_model, type_label
+from .argument_fields import ArgumentField, DeferredModel, Validate, argument_fields, argument_model, type_label
 from .parameters import callable_name, classify, typed_signature
 
 __all__ = ["ARGUMENTS_KEY", "ArgumentGraph", "CallArguments", "Declarer", "Source", "Walker", "build_arguments"]
@@ -262,7 +262,8 @@ class ArgumentGraph:
     """The arguments of one handler and its dependency graph (module docstring).
 
     Attributes:
-        model: the flattened model (``inputSchema``; validates the arguments once per call).
+        deferred: the flattened model (``inputSchema``; validates the arguments once per call),
+            :attr:`model`, which a tool drops after registration (built again at its first call).
         names / required: every argument in schema order; those some declarer requires.
         handler: the handler's own declarer. declarers: the dependencies' (values by index).
         dependency_parameters / dependencies: the handler's FastAPI parameters and the
@@ -274,7 +275,7 @@ class ArgumentGraph:
     """
 
     owner: str
-    model: type[BaseModel]
+    deferred: DeferredModel
     names: tuple[str, ...]
     required: tuple[str, ...]
     handler: Declarer
@@ -285,6 +286,11 @@ class ArgumentGraph:
     walker: Walker
     validate: Validate
     overrides: dict[tuple[int, int], tuple[Any, Any, Callable[..., Any]]] = field(default_factory=lambda: {})
+
+    @property
+    def model(self) -> type[BaseModel]:
+        """The flattened model (built again here if it was dropped)."""
+        return self.deferred.get()
 
     def bind(self, parsed: Any, raw: Any) -> tuple[dict[str, Any], CallArguments]:
         """The handler's keyword arguments and the :class:`CallArguments` of one call, from the
@@ -360,10 +366,16 @@ def build_arguments(
             declarer.model = declarer.built
     flat = not declarers and handler.model is None
     # a tool whose dependencies declare nothing: its own model is the flattened one (one model, as before)
-    model = handler.built if flat and handler.built is not None else argument_model(model_name, [f for _, f, _ in merged])
+    if flat and handler.built is not None:
+        deferred = DeferredModel(model_name, handler_fields, handler.built)
+    else:
+        flattened = [f for _, f, _ in merged]
+        deferred = DeferredModel(model_name, flattened, argument_model(model_name, flattened))
+    if handler.model is None:  # the flattened values serve the handler: only the graph holds its model
+        handler.built = None
     return ArgumentGraph(
         owner=owner,
-        model=model,
+        deferred=deferred,
         names=tuple(name for name, _, _ in merged),
         required=tuple(name for name, _, required in merged if required),
         handler=handler,

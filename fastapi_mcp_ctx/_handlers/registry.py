@@ -242,8 +242,8 @@ def build_tool(
     signature, hints = parts.signature, parts.hints
     graph = build_arguments(owner, f"{tool_name}_arguments", parts.arguments, parts.dependency_parameters, dependencies, context_type=Context, validate=strict_json)
     dependency_parameters = graph.dependency_parameters
-    model = graph.model
-    schema = input_schema if input_schema is not None else _clean_schema(model.model_json_schema(), arguments=True)
+    schema = input_schema if input_schema is not None else _clean_schema(graph.model.model_json_schema(), arguments=True)
+    graph.deferred.drop()  # built again at the tool's first call: an idle tool holds no model (~12 kB)
     adapter, output_schema, wrap = _output(hints.get("return", signature.return_annotation))
     contexts = [p.annotation for p in dependency_parameters if dependency_of(p) is mcp_context]
     declared = declare(f"tool {tool_name!r}", output_schema, meta, enrichment, errors, contexts)  # enrichment=, errors=
@@ -279,7 +279,6 @@ def build_tool(
         name=tool_name,
         handler=handler,
         is_async=inspect.iscoroutinefunction(handler),
-        arguments_model=model,
         argument_names=tuple(parts.plain),
         arguments=graph,
         dependant=dependant,

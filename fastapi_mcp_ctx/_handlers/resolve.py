@@ -202,13 +202,14 @@ async def run_tool(
         # JSON-mode strict validation: the arguments are JSON, judged by JSON Schema's rules
         # ("5" is not an integer, true is not a number) while ISO dates, UUIDs and enum values
         # still parse from their JSON spelling.
-        # (the model's validator itself: model_validate_json's wrapper costs ~3k instructions a call)
-        parsed: Any = tool.arguments_model.__pydantic_validator__.validate_json(raw, strict=True)
+        # (the model's validator itself: model_validate_json's wrapper costs ~3k instructions a
+        # call; until the tool's first call a stand-in that builds the model, see ToolDef.validator)
+        parsed: Any = tool.validator.validate_json(raw, strict=True)
     except PydanticValidationError as exc:
         return error_result(_invalid_arguments(tool, describe_errors(exc)), request_id, tool)
     graph = tool.arguments
     bound: CallArguments | None = None
-    if graph is None or graph.flat:
+    if graph.flat:
         kwargs = {name: getattr(parsed, name) for name in tool.argument_names}
     else:  # dependencies declare arguments: each declarer's own values (its defaults, its types)
         try:

@@ -25,10 +25,12 @@ class ToolDef:
         name / title / description: as listed in ``tools/list``.
         handler: the user's function (sync functions run in a worker thread).
         arguments_model: the flattened model validating ``arguments`` (the handler's and its
-            dependencies' arguments; it gives ``inputSchema``).
+            dependencies' arguments; it gave ``inputSchema``): ``arguments.model``, dropped after
+            registration and built again at the tool's first call (:class:`DeferredModel`).
+        validator: what validates a call's ``arguments``: the model's ``SchemaValidator`` once
+            the model is built, before that a stand-in that builds it (``validate_json`` only).
         argument_names: the handler parameters filled from ``arguments``.
-        arguments: the arguments of the whole graph (``_handlers.arguments``); None only for a
-            ``ToolDef`` built by hand.
+        arguments: the arguments of the whole graph (``_handlers.arguments``).
         dependant: FastAPI dependency graph, or None when the tool has no dependency.
         context_params: parameters declared ``Depends(mcp_context)`` at the top level.
         lean_dependant: the graph without ``context_params`` (None: nothing left to solve),
@@ -50,7 +52,7 @@ class ToolDef:
     name: str
     handler: Callable[..., Any]
     is_async: bool
-    arguments_model: type[BaseModel]
+    arguments: ArgumentGraph
     argument_names: tuple[str, ...]
     dependant: Dependant | None
     context_params: tuple[str, ...]
@@ -64,6 +66,31 @@ class ToolDef:
     """``scopes=`` of the registration: all are needed to call it (``_auth.scopes.require_scopes``)."""
     enrichment: EnrichmentSpec | None = None
     contracts: ErrorContracts | None = None
-    arguments: ArgumentGraph | None = None
     task: Literal["optional", "required"] | None = None
     task_start: Literal["call", "handler"] = "call"
+    validator: Any = None
+
+    def __post_init__(self) -> None:
+        if self.validator is None:
+            self.validator = _FirstCall(self)
+
+    @property
+    def arguments_model(self) -> type[BaseModel]:
+        """The flattened model (``arguments.model``), built again if it was dropped."""
+        model = self.arguments.model
+        self.validator = model.__pydantic_validator__
+        return model
+
+
+class _FirstCall:
+    """A tool's :attr:`ToolDef.validator` until its first call: builds the dropped model, puts its
+    validator in its place, and validates with it."""
+
+    __slots__ = ("tool",)
+
+    def __init__(self, tool: ToolDef) -> None:
+        self.tool = tool
+
+    def validate_json(self, raw: Any, *, strict: bool) -> Any:
+        """``SchemaValidator.validate_json`` of the model, built now."""
+        return self.tool.arguments_model.__pydantic_validator__.validate_json(raw, strict=strict)
