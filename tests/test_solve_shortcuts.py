@@ -1,9 +1,8 @@
 """What the tool's dependency solve skips must equal what FastAPI would have built.
 
 The bridge hands FastAPI's solver a ``Response`` made without ``Response.__init__``, the empty
-query string's ``QueryParams`` parsed once, no cookies when the request sends none, headers
-indexed by name (``_server.http.IndexedHeaders``), and leaves an empty function-scoped exit stack
-unexited (``_fastapi_compat``, ``_server/call_prep``). These
+query string's ``QueryParams`` parsed once, no cookies when the request sends none, and leaves an
+empty function-scoped exit stack unexited (``_fastapi_compat``, ``_server/call_prep``). These
 tests hold each shortcut to the object or the behaviour it replaces, on every FastAPI admitted.
 """
 
@@ -14,7 +13,7 @@ from contextlib import AsyncExitStack
 from typing import Any
 
 import pytest
-from fastapi import Cookie, Depends, FastAPI, Header, Query, Request
+from fastapi import Cookie, Depends, FastAPI, Query, Request
 from fastapi.testclient import TestClient
 from starlette.responses import Response
 
@@ -135,70 +134,6 @@ def test_request_and_function_scoped_yield_dependencies(fails: bool) -> None:
     assert result["isError"] is fails
     thrown = ["fn:exc:ToolError", "fn:teardown", "req:exc:ToolError", "req:teardown"]
     assert events == ["req:setup", "fn:setup", "handler", *(thrown if fails else ["fn:teardown", "req:teardown"])]
-
-
-RAW_HEADERS: list[list[tuple[Any, bytes]]] = [
-    [(b"host", b"h"), (b"x-tenant", b"acme"), (b"content-length", b"2")],
-    [(b"x-one", b"first"), (b"accept", b"*/*"), (b"x-one", b"second")],  # a repeated name: the first value, as the scan finds
-    [(b"X-Upper", b"raw name not lower-cased"), (b"x-upper", b"lower")],  # names compared as sent, bytes for bytes
-    [(b"caf\xe9", b"latin-1 name"), (b"x", b"\xff")],
-    [(bytearray(b"x-tenant"), b"unhashable name")],  # the scan itself
-    [],
-]
-KEYS = ["x-tenant", "X-Tenant", "x-one", "X-ONE", "x-upper", "X-Upper", "café", "CAFÉ", "x", "absent", "名"]
-
-
-def _outcome(read: Any, headers: Any, key: str) -> Any:
-    try:
-        return ("value", read(headers, key))
-    except Exception as exc:  # KeyError, UnicodeEncodeError: the same error either way
-        return ("error", type(exc), str(exc))
-
-
-READS: list[Any] = [lambda h, k: k in h, lambda h, k: h[k], lambda h, k: h.get(k), lambda h, k: h.getlist(k)]
-
-
-@pytest.mark.parametrize("raw", RAW_HEADERS)
-def test_indexed_headers_answer_as_starlettes(raw: list[tuple[Any, bytes]]) -> None:
-    """``_server.http.IndexedHeaders`` (the call Request's headers, one dict look-up a name) against
-    ``Headers(scope=...)``, the object Starlette's ``request.headers`` builds: every read, the
-    scope's headers made a list as Starlette makes them."""
-    from starlette.datastructures import Headers
-
-    from fastapi_mcp_ctx._server.http import IndexedHeaders
-
-    ours_scope: dict[str, Any] = {"headers": tuple(raw)}
-    theirs_scope: dict[str, Any] = {"headers": tuple(raw)}
-    ours, theirs = IndexedHeaders(ours_scope), Headers(scope=theirs_scope)
-    assert ours_scope == theirs_scope and type(ours_scope["headers"]) is list
-    assert ours == theirs and ours.raw == theirs.raw and len(ours) == len(theirs) and list(ours) == list(theirs)
-    assert ours.items() == theirs.items() and dict(ours) == dict(theirs)
-    for key in KEYS:
-        for read in READS:
-            assert _outcome(read, ours, key) == _outcome(read, theirs, key), key
-
-
-async def header_view(x_one: str | None = Header(default=None), x_many: list[str] | None = Header(default=None)) -> dict[str, str]:
-    """Read a header and a repeated one."""
-    return {"x_one": str(x_one), "x_many": str(x_many)}
-
-
-def test_header_parameters_of_a_tool_as_fastapi_reads_them() -> None:
-    """A tool's ``Header()`` dependencies read the call Request's indexed headers: what a FastAPI
-    path operation with the same parameters reads from the same request."""
-    app = FastAPI()
-
-    @app.post("/plain")
-    async def plain(x_one: str | None = Header(default=None), x_many: list[str] | None = Header(default=None)) -> dict[str, str]:  # pyright: ignore[reportUnusedFunction]
-        return {"x_one": str(x_one), "x_many": str(x_many)}
-
-    client = app_with(header_view)
-    fastapi_client = TestClient(app, base_url="http://localhost")
-    for sent in ([], [("X-One", "1")], [("X-One", "1"), ("x-one", "2"), ("X-Many", "a"), ("X-Many", "b")], [("X-Many", "a, b")]):
-        body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "header_view", "arguments": {}}}
-        response = client.post("/mcp", headers=[*HEADERS.items(), *sent], json=body)
-        expected = fastapi_client.post("/plain", headers=sent).json()
-        assert response.json()["result"]["structuredContent"] == expected, sent
 
 
 def test_a_swallowed_handler_exception_is_refused() -> None:

@@ -45,7 +45,7 @@ from ..errors import (
 )
 from ..settings import McpSettings
 from ..state import ContextState
-from .http import BODY_SCOPE_KEY, HEADERS_SCOPE_KEY, IndexedHeaders, replaying_receive
+from .http import BODY_SCOPE_KEY, HEADERS_SCOPE_KEY, replaying_receive
 from .input_rounds import run_rounds
 from .outcomes import PreparedCall, error_reply
 
@@ -130,7 +130,6 @@ class CallPreparation:
             headers: HeaderMap | None = scope.get(HEADERS_SCOPE_KEY)  # the route's screen read them
             if headers is not None and "cookie" not in headers:  # the solver reads request.cookies: none
                 vars(call_request)["_cookies"] = {}
-            vars(call_request)["_headers"] = IndexedHeaders(scope)  # Header() and security reads: one dict look-up each
         live = self.live.get(session.id) if session is not None else None
         if live is not None and message.id in live.in_flight:
             raise InvalidRequestError(f"Request id {echo(repr(message.id))} is already in flight in this session")

@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import Iterable, MutableMapping, Sequence
+from collections.abc import Iterable, Sequence
 from collections.abc import Set as AbstractSet
 from itertools import chain
-from typing import Any, Final
+from typing import Final
 
 import anyio
-from starlette.datastructures import Headers
 from starlette.requests import ClientDisconnect, Request
 from starlette.types import Message, Receive
 
@@ -298,33 +297,3 @@ def replaying_receive(body: bytes, receive: Receive) -> Receive:
         return await receive()
 
     return replay
-
-
-class IndexedHeaders(Headers):
-    """Starlette's ``Headers`` of a scope (its list, ``scope["headers"]`` made a list as
-    ``Headers(scope=...)`` does) whose ``headers[name]``, ``name in headers`` and ``get`` are one
-    dict look-up instead of a scan of the list: the index maps each raw name to its *first* value,
-    as the scan finds it (a name that is not hashable, a bytearray: the scan itself)."""
-
-    def __init__(self, scope: MutableMapping[str, Any]) -> None:
-        raw = scope["headers"] = list(scope["headers"])
-        self._list = raw
-        try:
-            self._index: dict[bytes, bytes] | None = dict(reversed(raw))  # the first value of a name written last
-        except TypeError:
-            self._index = None
-
-    def __getitem__(self, key: str) -> str:
-        index = self._index
-        if index is None:
-            return super().__getitem__(key)
-        value = index.get(key.lower().encode("latin-1"))
-        if value is None:
-            raise KeyError(key)
-        return value.decode("latin-1")
-
-    def __contains__(self, key: Any) -> bool:
-        index = self._index
-        if index is None:
-            return super().__contains__(key)
-        return key.lower().encode("latin-1") in index
