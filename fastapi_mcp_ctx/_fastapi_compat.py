@@ -15,8 +15,8 @@ import dataclasses
 import functools
 import inspect
 import operator
-from collections.abc import Callable, Coroutine, Iterator, Sequence, Sized
-from contextlib import AsyncExitStack
+from collections.abc import AsyncGenerator, Callable, Coroutine, Iterator, Sequence, Sized
+from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Annotated, Any, Final, Literal, get_args, get_origin
@@ -42,12 +42,13 @@ from starlette.websockets import WebSocket
 __all__ = [
     "LEAN_SCOPE_KEY",
     "LeanRoute",
-    "SolveScope",
     "SolvedCall",
+    "Stacks",
     "base_type",
     "blank_response",
     "build_dependant",
     "call_kind",
+    "close_solve",
     "dependency_of",
     "flat_route_entries",
     "flat_routes",
@@ -55,6 +56,7 @@ __all__ = [
     "is_request_type",
     "is_special_type",
     "markers",
+    "open_solve",
     "solve",
     "with_dependency",
 ]
@@ -195,22 +197,6 @@ class SolvedCall:
     errors: list[Any]
 
 
-def solve(
-    dependant: Dependant,
-    request: Request,
-    overrides_provider: Any,
-    background_tasks: BackgroundTasks,
-    response: Response | None = None,
-) -> SolveScope:
-    """Solve ``dependant`` for one call; yield dependencies are torn down on exit.
-
-    ``async with solve(dependant, request, app, background_tasks) as solved:`` gives a
-    :class:`SolvedCall`. ``request`` must own a private scope dict: this stores the call's exit
-    stacks in it. ``response`` collects headers a dependency sets through a ``Response`` parameter.
-    """
-    return SolveScope(dependant, request, overrides_provider, background_tasks, response)
-
-
 _NO_QUERY: Final = QueryParams(b"")
 """The query parameters of an empty query string (immutable: shared by every call's Request)."""
 _BLANK_HEADER: tuple[bytes, bytes] = (b"content-length", b"0")
@@ -232,70 +218,80 @@ def blank_response() -> Response:
 _entered: Callable[[AsyncExitStack[Any]], Sized] = operator.attrgetter("_exit_callbacks")
 """What an ``AsyncExitStack`` entered and will exit (contextlib's own deque; empty: nothing)."""
 
+Stacks = tuple[AsyncExitStack[Any], AsyncExitStack[Any]]
+"""FastAPI's two exit stacks of one solve: request-scoped, function-scoped."""
 
-class SolveScope:
-    """The async context manager :func:`solve` returns (a class, not ``@asynccontextmanager``:
-    no generator per call); FastAPI's two exit stacks, request- and function-scoped."""
 
-    __slots__ = ("_background_tasks", "_dependant", "_function_stack", "_overrides", "_request", "_request_stack", "_response")
+async def open_solve(
+    dependant: Dependant, request: Request, overrides_provider: Any, background_tasks: BackgroundTasks, response: Response | None = None
+) -> tuple[dict[str, Any], list[Any], Stacks]:
+    """Solve ``dependant`` for one call: ``(values, errors, stacks)``, its yield dependencies
+    entered on ``stacks``, which the caller hands to :func:`close_solve` once, whatever happens
+    (a pair of functions, not an async context manager: no object per call; :func:`solve` is
+    that form). The stacks go in ``request``'s scope under FastAPI's keys
+    (``fastapi_inner_astack``, ``fastapi_function_astack``, the pre-0.121 ``fastapi_astack``).
+    ``response`` collects headers a dependency sets through a ``Response`` parameter."""
+    scope = request.scope
+    if scope.get("query_string") == b"":  # the solver reads request.query_params: the empty one, parsed once
+        vars(request).setdefault("_query_params", _NO_QUERY)
+    request_stack: AsyncExitStack[Any] = AsyncExitStack()
+    function_stack: AsyncExitStack[Any] = AsyncExitStack()
+    scope["fastapi_inner_astack"] = request_stack
+    scope["fastapi_astack"] = request_stack
+    scope["fastapi_function_astack"] = function_stack
+    try:
+        solved = await solve_dependencies(
+            request=request,
+            dependant=dependant,
+            body=None,
+            background_tasks=background_tasks,
+            response=response if response is not None else blank_response(),
+            dependency_overrides_provider=overrides_provider,
+            dependency_cache=None,
+            async_exit_stack=request_stack,
+            embed_body_fields=False,
+        )
+    except BaseException as exc:
+        await close_solve((request_stack, function_stack), type(exc), exc, exc.__traceback__)  # tear down what was entered
+        raise
+    return solved.values, solved.errors, (request_stack, function_stack)
 
-    def __init__(
-        self,
-        dependant: Dependant,
-        request: Request,
-        overrides_provider: Any,
-        background_tasks: BackgroundTasks,
-        response: Response | None = None,
-    ) -> None:
-        self._dependant = dependant
-        self._request = request
-        self._overrides = overrides_provider
-        self._background_tasks = background_tasks
-        self._response = response
-        self._request_stack = AsyncExitStack()
-        self._function_stack = AsyncExitStack()
 
-    async def __aenter__(self) -> SolvedCall:
-        scope = self._request.scope
-        if scope.get("query_string") == b"":  # the solver reads request.query_params: the empty one, parsed once
-            vars(self._request).setdefault("_query_params", _NO_QUERY)
-        request_stack = self._request_stack
-        scope["fastapi_inner_astack"] = request_stack
-        scope["fastapi_astack"] = request_stack
-        scope["fastapi_function_astack"] = self._function_stack
-        try:
-            solved = await solve_dependencies(
-                request=self._request,
-                dependant=self._dependant,
-                body=None,
-                background_tasks=self._background_tasks,
-                response=self._response if self._response is not None else blank_response(),
-                dependency_overrides_provider=self._overrides,
-                dependency_cache=None,
-                async_exit_stack=request_stack,
-                embed_body_fields=False,
-            )
-        except BaseException as exc:
-            await self.__aexit__(type(exc), exc, exc.__traceback__)  # tear down what was entered
+async def close_solve(stacks: Stacks, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> bool:
+    """Tear down what :func:`open_solve` entered: function-scoped dependencies first, then
+    request-scoped ones (FastAPI's order); the exception, if any, is thrown into each yield
+    dependency as FastAPI does. True when a dependency suppressed it (an ``__aexit__``'s answer).
+    An empty function stack (no function-scoped yield dependency: the common graph) is not
+    exited: its exit does nothing."""
+    request_stack, function_stack = stacks
+    if not _entered(function_stack):
+        return await request_stack.__aexit__(exc_type, exc, tb)
+    try:
+        suppressed = await function_stack.__aexit__(exc_type, exc, tb)
+    except BaseException as raised:
+        if not await request_stack.__aexit__(type(raised), raised, raised.__traceback__):
             raise
-        return SolvedCall(solved.values, solved.errors)
+        return True
+    if suppressed:
+        exc_type, exc, tb = None, None, None
+    return await request_stack.__aexit__(exc_type, exc, tb) or suppressed
 
-    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> bool | None:
-        """Function-scoped dependencies first, then request-scoped ones (FastAPI's order); the
-        exception, if any, is thrown into each yield dependency as FastAPI does. An empty stack
-        (no function-scoped yield dependency: the common graph) is not exited: its exit does nothing."""
-        function_stack = self._function_stack
-        if not _entered(function_stack):
-            return await self._request_stack.__aexit__(exc_type, exc, tb)
-        try:
-            suppressed = await function_stack.__aexit__(exc_type, exc, tb)
-        except BaseException as raised:
-            if not await self._request_stack.__aexit__(type(raised), raised, raised.__traceback__):
-                raise
-            return True
-        if suppressed:
-            exc_type, exc, tb = None, None, None
-        return await self._request_stack.__aexit__(exc_type, exc, tb) or suppressed
+
+@asynccontextmanager
+async def solve(
+    dependant: Dependant, request: Request, overrides_provider: Any, background_tasks: BackgroundTasks, response: Response | None = None
+) -> AsyncGenerator[SolvedCall, None]:
+    """:func:`open_solve` then :func:`close_solve` as an async context manager (the
+    authentication graph's form): ``async with solve(dependant, request, app, background_tasks)
+    as solved:`` gives a :class:`SolvedCall`; yield dependencies are torn down on exit."""
+    values, errors, stacks = await open_solve(dependant, request, overrides_provider, background_tasks, response)
+    try:
+        yield SolvedCall(values, errors)
+    except BaseException as exc:
+        if not await close_solve(stacks, type(exc), exc, exc.__traceback__):
+            raise
+    else:
+        await close_solve(stacks, None, None, None)
 
 
 class LeanRoute(APIRoute):

@@ -30,7 +30,7 @@ def test_the_blank_response_is_what_response_makes() -> None:
 
 
 def test_an_exit_stack_exposes_what_it_entered() -> None:
-    """``SolveScope.__aexit__`` reads contextlib's own record of what a stack entered."""
+    """``close_solve`` reads contextlib's own record of what a stack entered."""
     stack = AsyncExitStack()
     assert len(stack._exit_callbacks) == 0  # pyright: ignore[reportPrivateUsage]
     stack.callback(lambda: None)
@@ -134,3 +134,24 @@ def test_request_and_function_scoped_yield_dependencies(fails: bool) -> None:
     assert result["isError"] is fails
     thrown = ["fn:exc:ToolError", "fn:teardown", "req:exc:ToolError", "req:teardown"]
     assert events == ["req:setup", "fn:setup", "handler", *(thrown if fails else ["fn:teardown", "req:teardown"])]
+
+
+def test_a_swallowed_handler_exception_is_refused() -> None:
+    """A yield dependency that catches the handler's exception without raising it again: the call
+    fails (FastAPI's rule), its teardown ran once (``open_solve``/``close_solve`` in ``call_handler``)."""
+    events: list[str] = []
+
+    async def swallow() -> Any:
+        try:
+            yield "x"
+        except ToolError:
+            events.append("swallowed")
+        finally:
+            events.append("teardown")
+
+    async def failing(x: str = Depends(swallow)) -> str:
+        """Fail."""
+        raise ToolError("nope")
+
+    result = call(app_with(failing), "failing")
+    assert result["isError"] is True and events == ["swallowed", "teardown"]

@@ -30,7 +30,7 @@ from pydantic import ValidationError as PydanticValidationError
 from pydantic_core import to_json
 from starlette.requests import Request
 
-from .._fastapi_compat import solve
+from .._fastapi_compat import close_solve, open_solve
 from .._wire.jsonrpc import OUT_OF_RANGE, may_overflow
 from ..context import SCOPE_KEY, Context, bind_context, mcp_context, unbind_context
 from ..errors import (
@@ -315,17 +315,27 @@ async def call_handler(
             result, ok = finish(await _invoke(target, kwargs))
             return result
         shaped = False
-        async with solve(dependant, request, provider, background_tasks) as solved:
-            if solved.errors:
-                return invalid(dependency_problems(solved.errors))
-            result, shaped = finish(await _invoke(target, {**kwargs, **solved.values}))
-        if not shaped:  # the handler raised and a yield dependency swallowed the exception
-            raise RuntimeError(
-                "a dependency with yield caught the handler's exception and did not raise it again: re-raise it"
-                " after rolling back (FastAPI's rule for dependencies with yield)"
-            )
-        ok = shaped
-        return result
+        values, errors, stacks = await open_solve(dependant, request, provider, background_tasks)
+        try:  # what ``async with solve(...)`` does, without its object
+            if errors:
+                result = invalid(dependency_problems(errors))
+            else:
+                result, shaped = finish(await _invoke(target, {**kwargs, **values}))
+        except BaseException as exc:
+            if not await close_solve(stacks, type(exc), exc, exc.__traceback__):
+                raise
+        else:
+            await close_solve(stacks, None, None, None)
+            if errors:
+                return result
+            if shaped:
+                ok = True
+                return result
+        # the handler raised and a yield dependency swallowed the exception
+        raise RuntimeError(
+            "a dependency with yield caught the handler's exception and did not raise it again: re-raise it"
+            " after rolling back (FastAPI's rule for dependencies with yield)"
+        )
     finally:
         if not ok:
             background_tasks.tasks.clear()
