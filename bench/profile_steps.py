@@ -39,8 +39,6 @@ from fastapi_mcp_ctx._server import endpoint, session_gate
 from fastapi_mcp_ctx._transport import resumable_call as _resumable_call
 from fastapi_mcp_ctx._transport import streams as _streams
 
-_fastapi_compat_solve_scope: Any = getattr(_fastapi_compat, "SolveScope", None)
-
 _clock = time.perf_counter_ns
 
 
@@ -201,8 +199,8 @@ STEP_FUNCTIONS: list[tuple[Any, str, str]] = [
     (_resolve, "_invoke", "the tool itself"),
     (_resolve, "shape_result", _SHAPE),
     (TypeAdapter, "dump_python", _SHAPE),
-    (_fastapi_compat_solve_scope, "__aenter__", _SOLVE),
-    (_fastapi_compat_solve_scope, "__aexit__", _SOLVE),
+    (_resolve, "open_solve", _SOLVE),
+    (_resolve, "close_solve", _SOLVE),
     (_fastapi_compat, "solve_dependencies", _SOLVER),
     (_streams.CallResponse, "_send_final", _SEND),
     (_dispatch.Dispatcher, "_finish", _SEND),
