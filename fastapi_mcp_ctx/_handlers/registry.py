@@ -29,7 +29,7 @@ from pydantic import BaseModel, ConfigDict, PydanticUserError, TypeAdapter
 from .._fastapi_compat import build_dependant, dependency_of
 from ..context import Context, mcp_context
 from ..contracts import ErrorContract
-from .argument_fields import strict_json
+from .argument_fields import strict_json, validates_alike
 from .arguments import build_arguments
 from .parameters import classify
 from .tool_declarations import declare
@@ -292,6 +292,7 @@ def build_tool(
         listing=listing,
         enrichment=declared.enrichment,
         contracts=declared.contracts,
+        plain_arguments=graph.flat and validates_alike(model),
     )
 
 

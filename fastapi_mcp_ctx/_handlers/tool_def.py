@@ -45,6 +45,9 @@ class ToolDef:
         contracts: declared ``errors=`` contracts (``contracts.py``), or None.
         task: ``tool(task=...)``: ``"optional"`` / ``"required"`` (a task tool, ``_tasks``), or None.
         task_start: ``"call"`` (the task starts with the call) or ``"handler"`` (at ``ctx.start_task()``).
+        plain_arguments: only the handler declares arguments and ``arguments_model`` validates the
+            parsed ``arguments`` as it validates their JSON text
+            (``_handlers.argument_fields.validates_alike``): ``run_tool`` skips encoding them.
     """
 
     name: str
@@ -67,3 +70,4 @@ class ToolDef:
     arguments: ArgumentGraph | None = None
     task: Literal["optional", "required"] | None = None
     task_start: Literal["call", "handler"] = "call"
+    plain_arguments: bool = False
