@@ -32,6 +32,7 @@ from ..contracts import ErrorContract
 from .argument_fields import strict_json, validates_alike
 from .arguments import build_arguments
 from .parameters import classify
+from .results import plain_output
 from .tool_declarations import declare
 from .tool_def import ToolDef
 
@@ -293,6 +294,7 @@ def build_tool(
         enrichment=declared.enrichment,
         contracts=declared.contracts,
         plain_arguments=graph.flat and validates_alike(model),
+        plain_output=plain_output(adapter, wrap),
     )
 
 

@@ -48,6 +48,8 @@ class ToolDef:
         plain_arguments: only the handler declares arguments and ``arguments_model`` validates the
             parsed ``arguments`` as it validates their JSON text
             (``_handlers.argument_fields.validates_alike``): ``run_tool`` skips encoding them.
+        plain_output: ``int``, ``str`` or ``bool`` when ``output_adapter`` is exactly that type
+            (``_handlers.results.plain_output``): ``shape_result`` shapes such a value itself.
     """
 
     name: str
@@ -71,3 +73,4 @@ class ToolDef:
     task: Literal["optional", "required"] | None = None
     task_start: Literal["call", "handler"] = "call"
     plain_arguments: bool = False
+    plain_output: type | None = None
