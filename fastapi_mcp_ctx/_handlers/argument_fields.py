@@ -16,7 +16,17 @@ from pydantic.fields import FieldInfo
 
 from .._fastapi_compat import base_type
 
-__all__ = ["ArgumentField", "DeferredModel", "Validate", "argument_fields", "argument_model", "lax_python", "strict_json", "type_label"]
+__all__ = [
+    "ArgumentField",
+    "DeferredModel",
+    "Validate",
+    "argument_fields",
+    "argument_model",
+    "lax_python",
+    "strict_json",
+    "type_label",
+    "validates_alike",
+]
 
 _CONFIG: Final = ConfigDict(extra="ignore", arbitrary_types_allowed=True)
 _ANNOTATION_KEYWORDS: Final = frozenset({"title", "description", "default", "examples", "deprecated"})
@@ -27,6 +37,46 @@ Validate = Callable[[type[BaseModel], Any], Any]
 def strict_json(model: type[BaseModel], raw: Any) -> Any:
     """A tool's arguments: JSON bytes judged by JSON Schema's rules (``"5"`` is no integer)."""
     return model.__pydantic_validator__.validate_json(raw, strict=True)
+
+
+# Core-schema nodes (and their keys) whose strict validation of a value parsed from JSON gives what
+# strict JSON validation of its text gives, errors included (tests/test_plain_arguments.py compares
+# both on every JSON kind): int, str and bool and their constraints, defaults and ``| None``. Not
+# float: an integer beyond a double's range is ``inf`` from JSON text but refused from Python.
+_ALIKE_NODES: Final = {
+    "int": frozenset({"type", "ge", "gt", "le", "lt", "multiple_of", "strict", "ref", "metadata"}),
+    "str": frozenset({"type", "min_length", "max_length", "pattern", "strict", "ref", "metadata"}),
+    "bool": frozenset({"type", "strict", "ref", "metadata"}),
+}
+_ALIKE_FIELD_KEYS: Final = frozenset({"type", "schema", "metadata", "serialization_alias"})
+
+
+def _alike(node: dict[str, Any]) -> bool:
+    kind = node.get("type")
+    if kind == "default":
+        return node.keys() <= {"type", "schema", "default", "metadata"} and _alike(node["schema"])
+    if kind == "nullable":
+        return node.keys() <= {"type", "schema", "strict", "metadata"} and _alike(node["schema"])
+    allowed = _ALIKE_NODES.get(kind) if isinstance(kind, str) else None
+    return allowed is not None and node.keys() <= allowed and node.get("strict", True) is True
+
+
+def validates_alike(model: type[BaseModel]) -> bool:
+    """True when ``validate_python(from_json(text), strict=True)`` of ``model`` gives exactly what
+    :func:`strict_json` gives for ``text``, a JSON object: a model with the project's config whose
+    fields (no alias to look up, no validator of their own) are ``int``, ``str`` or ``bool``, with
+    their constraints, defaults or ``| None``. Such a tool validates the parsed ``arguments``
+    directly: no encoding of them for the JSON validator (~4k instructions a call)."""
+    schema: Any = model.__pydantic_core_schema__
+    if schema.get("type") != "model" or schema.get("custom_init") or schema.get("root_model") or schema.get("post_init"):
+        return False
+    if schema.get("config", {}).keys() - {"extra_fields_behavior", "title"}:
+        return False
+    fields_schema: Any = schema.get("schema", {})
+    if fields_schema.get("type") != "model-fields" or fields_schema.get("computed_fields") or fields_schema.keys() - {"type", "fields", "model_name", "computed_fields"}:
+        return False
+    fields: dict[str, Any] = fields_schema.get("fields", {})
+    return all(field.get("type") == "model-field" and field.keys() <= _ALIKE_FIELD_KEYS and _alike(field["schema"]) for field in fields.values())
 
 
 def lax_python(model: type[BaseModel], raw: Any) -> Any:

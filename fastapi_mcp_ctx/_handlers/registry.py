@@ -29,9 +29,10 @@ from pydantic import BaseModel, ConfigDict, PydanticUserError, TypeAdapter
 from .._fastapi_compat import build_dependant, dependency_of
 from ..context import Context, mcp_context
 from ..contracts import ErrorContract
-from .argument_fields import strict_json
+from .argument_fields import strict_json, validates_alike
 from .arguments import build_arguments
 from .parameters import classify
+from .results import plain_output
 from .tool_declarations import declare
 from .tool_def import ToolDef
 
@@ -242,7 +243,10 @@ def build_tool(
     signature, hints = parts.signature, parts.hints
     graph = build_arguments(owner, f"{tool_name}_arguments", parts.arguments, parts.dependency_parameters, dependencies, context_type=Context, validate=strict_json)
     dependency_parameters = graph.dependency_parameters
-    schema = input_schema if input_schema is not None else _clean_schema(graph.model.model_json_schema(), arguments=True)
+    model = graph.model
+    schema = input_schema if input_schema is not None else _clean_schema(model.model_json_schema(), arguments=True)
+    plain_arguments = graph.flat and validates_alike(model)
+    del model
     graph.deferred.drop()  # built again at the tool's first call: an idle tool holds no model (~12 kB)
     adapter, output_schema, wrap = _output(hints.get("return", signature.return_annotation))
     contexts = [p.annotation for p in dependency_parameters if dependency_of(p) is mcp_context]
@@ -291,6 +295,8 @@ def build_tool(
         listing=listing,
         enrichment=declared.enrichment,
         contracts=declared.contracts,
+        plain_arguments=plain_arguments,
+        plain_output=plain_output(adapter, wrap),
     )
 
 

@@ -44,6 +44,7 @@ from ..errors import (
     ValidationError,
 )
 from ..input_required import InputRequired
+from .argument_fields import strict_json
 from .argument_overrides import overrides_provider
 from .arguments import ARGUMENTS_KEY, ArgumentGraph, CallArguments
 from .results import error_result, shape_result
@@ -188,7 +189,9 @@ async def run_tool(
     ``request`` must be private to this call (its scope carries the call's exit stacks and
     the :class:`Context` under ``SCOPE_KEY``). ``out_of_range`` names arguments whose JSON
     number overflowed a double (``_wire.jsonrpc``): the tool does not run, the result is an
-    ``isError`` naming them.
+    ``isError`` naming them. A tool with :attr:`~.tool_def.ToolDef.plain_arguments` validates
+    the parsed ``arguments`` themselves (the same result, errors included, without encoding them
+    for the JSON validator); any other encodes them and validates the JSON text strictly.
 
     Raises:
         AuthenticationError / PermissionDeniedError: a dependency raised HTTPException 401/403.
@@ -197,29 +200,39 @@ async def run_tool(
     request_id = context.request_id
     if out_of_range:
         return error_result(_invalid_arguments(tool, _out_of_range(out_of_range)), request_id, tool)
-    raw = to_json(arguments)
-    try:
-        # JSON-mode strict validation: the arguments are JSON, judged by JSON Schema's rules
-        # ("5" is not an integer, true is not a number) while ISO dates, UUIDs and enum values
-        # still parse from their JSON spelling.
-        # (the model's validator itself: model_validate_json's wrapper costs ~3k instructions a
-        # call; until the tool's first call a stand-in that builds the model, see ToolDef.validator)
-        parsed: Any = tool.validator.validate_json(raw, strict=True)
-    except PydanticValidationError as exc:
-        return error_result(_invalid_arguments(tool, describe_errors(exc)), request_id, tool)
-    graph = tool.arguments
-    bound: CallArguments | None = None
-    if graph.flat:
-        kwargs = {name: getattr(parsed, name) for name in tool.argument_names}
-    else:  # dependencies declare arguments: each declarer's own values (its defaults, its types)
+    if tool.plain_arguments:  # int, str and bool fields: the parsed values validate as their JSON text
+        # would (ToolDef.plain_arguments), and none of them can turn into inf: no encoding, no walk
         try:
-            kwargs, bound = graph.bind(parsed, raw)
+            parsed: Any = tool.validator.validate_python(arguments, strict=True)
         except PydanticValidationError as exc:
             return error_result(_invalid_arguments(tool, describe_errors(exc)), request_id, tool)
-    if may_overflow(raw):  # only a huge literal can turn into inf: most calls skip the walk
-        overflowed = _non_finite(kwargs)
-        if overflowed:
-            return error_result(_invalid_arguments(tool, _out_of_range(overflowed)), request_id, tool)
+        kwargs = {name: getattr(parsed, name) for name in tool.argument_names}
+        bound: CallArguments | None = None
+        raw: Any = arguments  # encoded by call_handler only for an override that validates it
+    else:
+        raw = to_json(arguments)
+        try:
+            # JSON-mode strict validation: the arguments are JSON, judged by JSON Schema's rules
+            # ("5" is not an integer, true is not a number) while ISO dates, UUIDs and enum values
+            # still parse from their JSON spelling.
+            # (the model's validator itself: model_validate_json's wrapper costs ~3k instructions a
+            # call; until the tool's first call a stand-in that builds the model, see ToolDef.validator)
+            parsed = tool.validator.validate_json(raw, strict=True)
+        except PydanticValidationError as exc:
+            return error_result(_invalid_arguments(tool, describe_errors(exc)), request_id, tool)
+        graph = tool.arguments
+        bound = None
+        if graph.flat:
+            kwargs = {name: getattr(parsed, name) for name in tool.argument_names}
+        else:  # dependencies declare arguments: each declarer's own values (its defaults, its types)
+            try:
+                kwargs, bound = graph.bind(parsed, raw)
+            except PydanticValidationError as exc:
+                return error_result(_invalid_arguments(tool, describe_errors(exc)), request_id, tool)
+        if may_overflow(raw):  # only a huge literal can turn into inf: most calls skip the walk
+            overflowed = _non_finite(kwargs)
+            if overflowed:
+                return error_result(_invalid_arguments(tool, _out_of_range(overflowed)), request_id, tool)
     try:
         return await call_handler(
             tool,
@@ -303,8 +316,8 @@ async def call_handler(
     provider = app
     if overrides and target.arguments is not None:  # an override may take arguments by name
         provider = overrides_provider(app, target.arguments)
-        if bound is None:
-            bound = CallArguments((), raw, target.arguments)
+        if bound is None:  # a tool's plain arguments come parsed (ToolDef.plain_arguments): their JSON for the override
+            bound = CallArguments((), to_json(raw) if target.arguments.validate is strict_json and isinstance(raw, dict) else raw, target.arguments)
     scope[SCOPE_KEY] = context
     if bound is not None:
         scope[ARGUMENTS_KEY] = bound

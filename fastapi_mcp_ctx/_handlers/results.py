@@ -51,7 +51,7 @@ from .tool_def import ToolDef
 if TYPE_CHECKING:
     pass
 
-__all__ = ["ERROR_META_KEY", "error_result", "merge_outputs", "shape_result", "text_result"]
+__all__ = ["ERROR_META_KEY", "error_result", "merge_outputs", "plain_output", "shape_result", "text_result"]
 
 logger = logging.getLogger("fastapi_mcp_ctx")
 
@@ -59,6 +59,10 @@ ERROR_META_KEY: Final = "fastapi-mcp-ctx/error"
 """The ``_meta`` key holding the error envelope of every ``isError`` result the framework builds."""
 _MODULES: Final = sys.modules
 """Without ``mcp_types`` imported, no value can be one of its models: :func:`shape_result` skips the checks."""
+_PLAIN_TYPES: Final = {"int": int, "str": str, "bool": bool}
+_PLAIN_INT: Final = 1 << 64
+"""A plain ``int`` output is written with ``str()`` below this size: far from the repaired
+integers of ``_wire.safe_text`` (more than 4300 digits) and from ``str()``'s own limit."""
 
 
 @functools.cache
@@ -140,8 +144,24 @@ def _shape_model(tool: ToolDef, value: Any) -> dict[str, Any] | None:
     return None
 
 
+def plain_output(adapter: Any, wrap: bool) -> type | None:
+    """``int``, ``str`` or ``bool`` when ``adapter`` (a tool's ``TypeAdapter`` of its return
+    annotation, ``wrap`` its output wrapped as ``{"result": value}``) is exactly that type, no
+    constraint: its strict validation and JSON-mode serialization give a value of exactly that
+    type back unchanged, so :func:`shape_result` skips both (and the encoding of the text) for
+    such a value (~4k instructions a call). None otherwise (``ToolDef.plain_output``)."""
+    found: Any = getattr(adapter, "core_schema", None)
+    if not wrap or not isinstance(found, dict):
+        return None
+    schema: dict[str, Any] = found  # pyright: ignore[reportUnknownVariableType]
+    return _PLAIN_TYPES.get(schema["type"]) if len(schema) == 1 and "type" in schema else None
+
+
 def shape_result(tool: ToolDef, value: Any) -> dict[str, Any]:
     """Shape the handler's return ``value`` into a ``CallToolResult`` dict (wire spelling).
+
+    A value of exactly the tool's :attr:`~.tool_def.ToolDef.plain_output` type (an ``int`` below
+    2**64) is shaped directly: the same result as through the adapter, without calling it.
 
     Raises:
         ToolError: ``-32603`` / ``invalid_output``: the value does not match the tool's own
@@ -149,6 +169,12 @@ def shape_result(tool: ToolDef, value: Any) -> dict[str, Any]:
             structured output (the server's bug, logged; never a non-conforming result, never
             ``NaN`` on the wire nor a silent ``null``).
     """
+    kind: Any = type(value)  # pyright: ignore[reportUnknownVariableType]  (type(), not __class__: a proxy may claim a class)
+    if kind is tool.plain_output and (kind is not int or -_PLAIN_INT < value < _PLAIN_INT):
+        # what the adapter gives back for exactly its own plain type (plain_output): the value
+        # itself, its JSON text "5", "true" or the string as it is, wrapped as {"result": value}
+        text = value if kind is str else ("true" if value else "false") if kind is bool else str(value)
+        return {"content": [{"type": "text", "text": text}], "structuredContent": {"result": value}, "isError": False}
     if "mcp_types" in _MODULES:
         shaped = _shape_model(tool, value)
         if shaped is not None:

@@ -47,6 +47,11 @@ class ToolDef:
         contracts: declared ``errors=`` contracts (``contracts.py``), or None.
         task: ``tool(task=...)``: ``"optional"`` / ``"required"`` (a task tool, ``_tasks``), or None.
         task_start: ``"call"`` (the task starts with the call) or ``"handler"`` (at ``ctx.start_task()``).
+        plain_arguments: only the handler declares arguments and ``arguments_model`` validates the
+            parsed ``arguments`` as it validates their JSON text
+            (``_handlers.argument_fields.validates_alike``): ``run_tool`` skips encoding them.
+        plain_output: ``int``, ``str`` or ``bool`` when ``output_adapter`` is exactly that type
+            (``_handlers.results.plain_output``): ``shape_result`` shapes such a value itself.
     """
 
     name: str
@@ -68,6 +73,8 @@ class ToolDef:
     contracts: ErrorContracts | None = None
     task: Literal["optional", "required"] | None = None
     task_start: Literal["call", "handler"] = "call"
+    plain_arguments: bool = False
+    plain_output: type | None = None
     validator: Any = None
 
     def __post_init__(self) -> None:
@@ -94,3 +101,7 @@ class _FirstCall:
     def validate_json(self, raw: Any, *, strict: bool) -> Any:
         """``SchemaValidator.validate_json`` of the model, built now."""
         return self.tool.arguments_model.__pydantic_validator__.validate_json(raw, strict=strict)
+
+    def validate_python(self, value: Any, *, strict: bool) -> Any:
+        """``SchemaValidator.validate_python`` of the model, built now (``ToolDef.plain_arguments``)."""
+        return self.tool.arguments_model.__pydantic_validator__.validate_python(value, strict=strict)

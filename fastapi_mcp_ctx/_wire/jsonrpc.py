@@ -115,14 +115,10 @@ def parse_message(body: bytes) -> Message:
             or an ``id`` that is null, a float or a bool (``-32600``). When the id could be
             read it is kept in ``exc.request_id`` so the error can echo it.
     """
-    try:
-        text = body.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise ParseError("Parse error: body is not valid UTF-8") from exc
-    try:
-        raw: Any = from_json(text, allow_inf_nan=False)
+    try:  # the bytes themselves: the parser refuses what is not UTF-8 (no decoded copy of the body)
+        raw: Any = from_json(body, allow_inf_nan=False)
     except ValueError as exc:
-        raw = _with_long_numbers_overflowed(text, exc)
+        raw = _with_long_numbers_overflowed(_decoded(body), exc)
     if isinstance(raw, list):
         raise InvalidRequestError(_BATCH_MESSAGE)
     if not isinstance(raw, dict):
@@ -132,7 +128,7 @@ def parse_message(body: bytes) -> Message:
     # (bytes.find, not ``in``: ``in`` first tries its operand as an integer, a TypeError made and dropped)
     may_hold = may_overflow(body) if kept is None else (kept.find(b"Infinity") >= 0 or kept.find(b"NaN") >= 0)  # an inf/nan is written so
     overflowed = non_finite_paths(raw) if may_hold else []
-    _refuse_duplicate_keys(body, text, obj, kept)
+    _refuse_duplicate_keys(body, obj, kept)
     if obj.get("jsonrpc") != "2.0":
         raise _invalid('The "jsonrpc" member must be exactly "2.0"', obj)
     method = obj.get("method")
@@ -203,6 +199,19 @@ def non_finite_paths(value: Any) -> list[str]:
     return sorted(found)
 
 
+def _decoded(body: bytes) -> str:
+    """``body`` as text, for the paths that need it (a refused or re-read body): ``from_json``
+    parses the bytes and accepts exactly the bodies that are valid UTF-8 (tests/test_jsonrpc_bytes.py).
+
+    Raises:
+        ParseError: ``body`` is not valid UTF-8 (``-32700``).
+    """
+    try:
+        return body.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ParseError("Parse error: body is not valid UTF-8") from exc
+
+
 def _with_long_numbers_overflowed(text: str, error: ValueError) -> Any:
     """Parse ``text`` whose number literal has more digits than Python's int-str limit (4300):
     valid JSON, but beyond the range this server accepts, so each such literal is read as an
@@ -245,7 +254,7 @@ def _encoded(obj: dict[str, Any]) -> bytes | None:
         return None
 
 
-def _refuse_duplicate_keys(body: bytes, text: str, obj: dict[str, Any], kept: bytes | None = None) -> None:
+def _refuse_duplicate_keys(body: bytes, obj: dict[str, Any], kept: bytes | None = None) -> None:
     """Refuse a key repeated in the message object, ``params``, ``params._meta`` or
     ``params.arguments``: parsers disagree on which one wins (RFC 8259 §4: names SHOULD be
     unique), so a proxy could route or authorize what this server would not serve. Objects
@@ -257,10 +266,10 @@ def _refuse_duplicate_keys(body: bytes, text: str, obj: dict[str, Any], kept: by
     Raises:
         InvalidRequestError: ``-32600``, naming the object and the key.
     """
-    if body.find(b"\\") < 0 and _each_key_once(text, obj, kept):
+    if body.find(b"\\") < 0 and _each_key_once(body, obj, kept):
         return
     try:
-        strict: Any = json.loads(text, object_pairs_hook=_pairs, parse_int=_zero, parse_float=_zero, parse_constant=_zero)
+        strict: Any = json.loads(_decoded(body), object_pairs_hook=_pairs, parse_int=_zero, parse_float=_zero, parse_constant=_zero)
     except (ValueError, RecursionError) as exc:
         raise ParseError("Parse error: body is not valid JSON (or nests too deeply)") from exc
     for where, scope in zip(_DUPLICATE_SCOPES, _scopes(strict), strict=True):
@@ -272,9 +281,10 @@ def _refuse_duplicate_keys(body: bytes, text: str, obj: dict[str, Any], kept: by
             raise exc
 
 
-def _each_key_once(text: str, obj: dict[str, Any], kept: bytes | None = None) -> bool:
+def _each_key_once(body: bytes | str, obj: dict[str, Any], kept: bytes | None = None) -> bool:
     """True when the parser dropped no member of ``obj`` (so no key of the four checked objects,
-    :func:`_scopes`, repeated), judged on the quotes of ``text``: in a body without backslashes
+    :func:`_scopes`, repeated), judged on the quotes of ``body`` (the bytes :func:`parse_message`
+    parsed, or their text): in a body without backslashes
     every ``"`` delimits a string (a key or a string value), and no kept string needs an escape
     with a ``"`` in its encoding, so the parsed message re-encoded by ``to_json`` (C) holds as many
     quotes as the body exactly when every string of the body was kept. A repeated key makes the
@@ -286,7 +296,7 @@ def _each_key_once(text: str, obj: dict[str, Any], kept: bytes | None = None) ->
         kept = _encoded(obj)
         if kept is None:  # the strict re-read decides
             return False
-    return kept.count(b'"') == text.count('"')
+    return kept.count(b'"') == (body.count(b'"') if isinstance(body, bytes) else body.count('"'))
 
 
 def _scopes(obj: dict[str, Any]) -> list[dict[str, Any] | None]:
