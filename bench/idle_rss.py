@@ -1,7 +1,10 @@
 """Idle RSS of the shared harness's ``project_ref`` app against bare FastAPI, in one run (issue 23: ≤ 1.15×).
 
-    /work/main/.venv/bin/python bench/idle_rss.py                          # this checkout vs the ceiling, 7 starts each
-    /work/main/.venv/bin/python bench/idle_rss.py --checkout /work/main --starts 9
+    .venv/bin/python bench/idle_rss.py                              # this checkout vs the ceiling, 7 starts each
+    .venv/bin/python bench/idle_rss.py --checkout ../other --starts 9  # another checkout of the project
+
+The servers are the shared bench kit's (``BENCH_SERVERS_DIR``; by default ``shared/bench/servers``
+beside this repository, where the kit is laid).
 
 Starts each server as the harness does (``python -m uvicorn <app> --app-dir <servers>``, httptools,
 uvloop, ``--lifespan on``, one worker on 127.0.0.1, ``BENCH_TOOLS=100``), waits until the port
@@ -25,7 +28,7 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-SERVERS = Path(os.environ.get("BENCH_SERVERS_DIR", "/work/shared/bench/servers"))
+SERVERS = Path(os.environ.get("BENCH_SERVERS_DIR") or HERE.parent.parent / "shared" / "bench" / "servers")
 HOST = "127.0.0.1"
 
 
