@@ -476,6 +476,7 @@ async def test_an_override_of_an_argument_free_dependency_reads_arguments_too(er
         return f"{user}>{name}"
 
     app = make_app(router)
+    assert router.registry.get("greet").plain_arguments  # validated from the parsed dict: the override still reads them
     app.dependency_overrides[current_user] = lambda name: f"fake-{name}"
     assert tool_text(await call(app, era, "greet", {"name": "ada"})) == "fake-ada>ada"
 

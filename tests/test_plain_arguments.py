@@ -138,21 +138,3 @@ async def test_the_general_path_still_runs_elsewhere(era: str, arguments: dict[s
         assert result["isError"] and "number out of range" in text
     else:  # "3" is no integer
         assert result["isError"] and "Input should be a valid integer" in text
-
-
-async def test_an_override_reads_plain_arguments_as_json(era: str) -> None:
-    def current_user() -> str:
-        return "real"
-
-    router = make_router()
-
-    @router.tool()
-    async def greet(name: str, user: str = Depends(current_user)) -> str:
-        """Greet."""
-        return f"{user}>{name}"
-
-    app = make_app(router)
-    assert router.registry.get("greet").plain_arguments
-    app.dependency_overrides[current_user] = lambda name: f"fake-{name}"
-    [result] = await _call_all(app, era, "greet", [{"name": "ada"}])
-    assert result["content"][0]["text"] == "fake-ada>ada"
