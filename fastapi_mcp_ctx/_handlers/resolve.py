@@ -200,39 +200,32 @@ async def run_tool(
     request_id = context.request_id
     if out_of_range:
         return error_result(_invalid_arguments(tool, _out_of_range(out_of_range)), request_id, tool)
-    if tool.plain_arguments:  # int, str and bool fields: the parsed values validate as their JSON text
-        # would (ToolDef.plain_arguments), and none of them can turn into inf: no encoding, no walk
-        try:
-            parsed: Any = tool.validator.validate_python(arguments, strict=True)
-        except PydanticValidationError as exc:
-            return error_result(_invalid_arguments(tool, describe_errors(exc)), request_id, tool)
+    plain = tool.plain_arguments  # int, str and bool fields: the parsed values validate as their JSON text would
+    raw: Any = arguments if plain else to_json(arguments)  # plain: encoded by call_handler only for an override that validates it
+    try:
+        # JSON-mode strict validation: the arguments are JSON, judged by JSON Schema's rules
+        # ("5" is not an integer, true is not a number) while ISO dates, UUIDs and enum values
+        # still parse from their JSON spelling; plain arguments (ToolDef.plain_arguments) the
+        # same from the parsed values, without encoding them.
+        # (the model's validator itself: model_validate_json's wrapper costs ~3k instructions a
+        # call; until the tool's first call a stand-in that builds the model, see ToolDef.validator)
+        validator = tool.validator
+        parsed: Any = validator.validate_python(raw, strict=True) if plain else validator.validate_json(raw, strict=True)
+    except PydanticValidationError as exc:
+        return error_result(_invalid_arguments(tool, describe_errors(exc)), request_id, tool)
+    graph = tool.arguments
+    bound: CallArguments | None = None
+    if graph.flat:  # every plain tool is flat
         kwargs = {name: getattr(parsed, name) for name in tool.argument_names}
-        bound: CallArguments | None = None
-        raw: Any = arguments  # encoded by call_handler only for an override that validates it
-    else:
-        raw = to_json(arguments)
+    else:  # dependencies declare arguments: each declarer's own values (its defaults, its types)
         try:
-            # JSON-mode strict validation: the arguments are JSON, judged by JSON Schema's rules
-            # ("5" is not an integer, true is not a number) while ISO dates, UUIDs and enum values
-            # still parse from their JSON spelling.
-            # (the model's validator itself: model_validate_json's wrapper costs ~3k instructions a
-            # call; until the tool's first call a stand-in that builds the model, see ToolDef.validator)
-            parsed = tool.validator.validate_json(raw, strict=True)
+            kwargs, bound = graph.bind(parsed, raw)
         except PydanticValidationError as exc:
             return error_result(_invalid_arguments(tool, describe_errors(exc)), request_id, tool)
-        graph = tool.arguments
-        bound = None
-        if graph.flat:
-            kwargs = {name: getattr(parsed, name) for name in tool.argument_names}
-        else:  # dependencies declare arguments: each declarer's own values (its defaults, its types)
-            try:
-                kwargs, bound = graph.bind(parsed, raw)
-            except PydanticValidationError as exc:
-                return error_result(_invalid_arguments(tool, describe_errors(exc)), request_id, tool)
-        if may_overflow(raw):  # only a huge literal can turn into inf: most calls skip the walk
-            overflowed = _non_finite(kwargs)
-            if overflowed:
-                return error_result(_invalid_arguments(tool, _out_of_range(overflowed)), request_id, tool)
+    if not plain and may_overflow(raw):  # only a huge literal can turn into inf (never an int, str or bool): most calls skip the walk
+        overflowed = _non_finite(kwargs)
+        if overflowed:
+            return error_result(_invalid_arguments(tool, _out_of_range(overflowed)), request_id, tool)
     try:
         return await call_handler(
             tool,

@@ -28,7 +28,8 @@ class ToolDef:
             dependencies' arguments; it gave ``inputSchema``): ``arguments.model``, dropped after
             registration and built again at the tool's first call (:class:`DeferredModel`).
         validator: what validates a call's ``arguments``: the model's ``SchemaValidator`` once
-            the model is built, before that a stand-in that builds it (``validate_json`` only).
+            the model is built, before that a stand-in that builds it (``validate_json`` and
+            ``validate_python`` only).
         argument_names: the handler parameters filled from ``arguments``.
         arguments: the arguments of the whole graph (``_handlers.arguments``).
         dependant: FastAPI dependency graph, or None when the tool has no dependency.
