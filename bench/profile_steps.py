@@ -36,6 +36,7 @@ from fastapi_mcp_ctx import _fastapi_compat, router
 from fastapi_mcp_ctx._handlers import resolve as _resolve
 from fastapi_mcp_ctx._server import dispatch as _dispatch
 from fastapi_mcp_ctx._server import endpoint, session_gate
+from fastapi_mcp_ctx._server import tool_calls as _tool_calls
 from fastapi_mcp_ctx._transport import resumable_call as _resumable_call
 from fastapi_mcp_ctx._transport import streams as _streams
 
@@ -195,7 +196,7 @@ STEP_FUNCTIONS: list[tuple[Any, str, str]] = [
     (_dispatch.Dispatcher, "dispatch", "dispatch: method table"),
     (_dispatch.Dispatcher, "_tools_call", "dispatch: tool lookup, Request, CallState, Context, CallResponse"),
     (_streams.CallResponse, "__call__", "CallResponse: cancel scope, disconnect timer"),
-    (_dispatch, "run_tool", "run_tool: bind Context, overrides check"),
+    (_tool_calls, "run_tool", "run_tool: bind Context, overrides check"),
     (_resolve, "_invoke", "the tool itself"),
     (_resolve, "shape_result", _SHAPE),
     (TypeAdapter, "dump_python", _SHAPE),

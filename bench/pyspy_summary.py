@@ -22,7 +22,7 @@ PARTS: list[tuple[str, str]] = [
     ("yield teardown: exit stacks", r"contextlib\.py:(AsyncExitStack\.__aexit__|_AsyncGeneratorContextManager\.__aexit__)"),
     ("anyio CancelScope enter/exit", r"anyio/"),
     ("fastapi_mcp_ctx: result shaping, output validation", r"fastapi_mcp_ctx/_handlers/results\.py"),
-    ("fastapi_mcp_ctx: dispatch, run_tool, Context", r"fastapi_mcp_ctx/(_server/dispatch|_server/call_prep|_handlers/resolve|context|_context/\w+|_fastapi_compat)\.py"),
+    ("fastapi_mcp_ctx: dispatch, run_tool, Context", r"fastapi_mcp_ctx/(_server/dispatch|_server/tool_calls|_server/call_prep|_handlers/resolve|context|_context/\w+|_fastapi_compat)\.py"),
     ("fastapi_mcp_ctx: CallResponse, send", r"fastapi_mcp_ctx/_transport/streams\.py"),
     ("fastapi_mcp_ctx: front door, JSON-RPC, envelope", r"fastapi_mcp_ctx/"),
     ("ceiling endpoint: json.loads/dumps, Response", r"ceiling_core\.py|ceiling_fastapi\.py|json/"),

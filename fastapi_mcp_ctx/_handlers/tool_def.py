@@ -1,5 +1,5 @@
 """What one registered tool is: :class:`ToolDef`, built by ``_handlers/registry.py`` and read by
-the modules that run a call (``resolve``, ``results``, ``_server/dispatch.py``, ``_server/input_rounds.py``)."""
+the modules that run a call (``resolve``, ``results``, ``_server/tool_calls.py``, ``_server/input_rounds.py``)."""
 
 from __future__ import annotations
 

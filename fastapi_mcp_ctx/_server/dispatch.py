@@ -5,6 +5,9 @@ the HTTP response: a JSON body for plain methods, a :class:`CallResponse` (JSON 
 for ``tools/call``. ``Dispatcher.serve`` is the transport-neutral core (stdio uses it): a
 :class:`Reply`, or a :class:`PreparedCall` the transport runs. Methods outside an era's table answer ``-32601`` (HTTP 404 in the
 2026-07-28 era, where removed methods such as ``initialize`` and ``ping`` land too).
+
+``tools/call`` is made ready by the dispatcher's base :class:`~._server.tool_calls.ToolCalls`, every
+call by its base :class:`~._server.call_prep.CallPreparation`; ``tasks/*`` go to ``_server.task_calls``.
 """
 
 from __future__ import annotations
@@ -14,17 +17,14 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from fastapi.background import BackgroundTasks
 from starlette.requests import Request
 from starlette.responses import Response
 
-from .._auth.scopes import may_use, require_scopes
+from .._auth.scopes import may_use
 from .._auth.sealing import RequestStateSealer
-from .._context.call_state import no_task_start
 from .._context.cancel_signal import CancelSignal
 from .._handlers.features import CALL_METHODS, Features, per_caller
 from .._handlers.registry import ToolRegistry
-from .._handlers.resolve import run_tool
 from .._tasks.engine import TaskEngine
 from .._tasks.wire import declares_extension, missing_extension
 from .._transport.listen import ListenResponse
@@ -38,7 +38,7 @@ from .._transport.sessions import LiveSessions, SessionRecord, SessionStore, che
 from .._transport.shutdown import ShutdownCoordinator
 from .._transport.streams import CallResponse, Reply
 from .._transport.subscriptions import SessionAddress
-from .._wire.envelope import LOG_LEVELS, RequestEnvelope, check_header_params
+from .._wire.envelope import LOG_LEVELS, RequestEnvelope
 from .._wire.jsonrpc import EncodedResult, JsonRpcRequest, dumps, result_message
 from .._wire.pages import decode_cursor, paginate
 from .._wire.versions import (
@@ -47,20 +47,19 @@ from .._wire.versions import (
     MODERN_PROTOCOL_VERSIONS,
 )
 from ..auth import Principal
-from ..context import Context
 from ..errors import (
     InternalError,
     InvalidParamsError,
     McpError,
     MethodNotFoundError,
-    UnknownToolError,
 )
 from ..settings import McpSettings
 from ..state import ContextState
-from .call_prep import PRINCIPAL_SCOPE_KEY, CallPreparation, echo
+from .call_prep import PRINCIPAL_SCOPE_KEY, echo
 from .outcomes import PreparedCall, error_reply, json_reply
-from .task_calls import as_task, call_owner, legacy_result_run, serve_task_method, task_call, task_capabilities, task_methods
+from .task_calls import call_owner, legacy_result_run, serve_task_method, task_capabilities, task_methods
 from .telemetry import Telemetry
+from .tool_calls import ToolCalls
 
 __all__ = ["Dispatcher"]
 
@@ -73,7 +72,7 @@ MODERN_METHODS: Final = frozenset({"server/discover", "tools/list", "tools/call"
 
 
 @dataclass(slots=True)
-class Dispatcher(CallPreparation):
+class Dispatcher(ToolCalls):
     """Serves JSON-RPC requests of both eras for one :class:`McpRouter`."""
 
     registry: ToolRegistry
@@ -364,46 +363,3 @@ class Dispatcher(CallPreparation):
         features = self.features
         page = features.list_hints("tools/list", page, envelope.era) if features is not None else page
         return self._finish(per_caller(page, envelope.era, filtered), envelope, cacheable=True)
-
-    # -- tools/call ----------------------------------------------------------------------
-    async def _tools_call(
-        self,
-        message: JsonRpcRequest,
-        envelope: RequestEnvelope,
-        request: Request,
-        session: SessionRecord | None,
-        http_headers: bool,
-        signal: CancelSignal,
-        back_channel: BackChannel | None = None,
-    ) -> PreparedCall:
-        params = message.params
-        name = params.get("name")
-        if not isinstance(name, str):
-            raise InvalidParamsError("tools/call requires a string 'name'")
-        arguments = params.get("arguments")
-        if arguments is None:
-            arguments = {}
-        elif not isinstance(arguments, dict):
-            raise InvalidParamsError("tools/call 'arguments' must be an object")
-        tool = self.registry.get(name)
-        if tool is None:
-            raise UnknownToolError(f"Unknown tool: {echo(name)}", data={"name": echo(name)})
-        if tool.scopes:
-            require_scopes(tool.scopes, request.scope.get(PRINCIPAL_SCOPE_KEY), self.settings)
-        if envelope.era == "modern" and tool.header_params and http_headers:
-            check_header_params(tool.header_params, arguments, request.headers)  # pyright: ignore[reportUnknownArgumentType]
-
-        async def run(context: Context, call_request: Request, background: BackgroundTasks) -> dict[str, Any]:
-            return await run_tool(tool, arguments, context, call_request, background, message.out_of_range)  # pyright: ignore[reportUnknownArgumentType]
-
-        ttl = as_task(tool, envelope, params, self.settings) if self.tasks is not None else False  # the client's opt-in
-        prepared = self._prepare(
-            message, envelope, request, session, signal, back_channel,
-            run=run, operation=f"tools/call:{name}", logger_name=name, private_scope=tool.dependant is not None, tool=tool,
-        )  # fmt: skip
-        if ttl is False or self.tasks is None:
-            if tool.task is not None and prepared.state is not None:  # optional, not opted into: ctx.start_task() does nothing
-                prepared.state.task_starter = no_task_start
-            return prepared
-        owner = call_owner(request.scope.get(PRINCIPAL_SCOPE_KEY), session, envelope)
-        return task_call(self.tasks, prepared, tool, owner, ttl, lambda result: self._finish(result, envelope))

@@ -1,8 +1,8 @@
 """The dispatcher's side of tasks (``_tasks``): whose a task is, a task tool's call as a task,
 the ``tasks/*`` methods and capabilities of each era.
 
-Kept apart from ``dispatch.py``, which only routes here: ``tasks/*`` to :func:`serve_task_method`,
-a task tool's ``tools/call`` the client opted into to :func:`task_call`.
+Kept apart from ``dispatch.py`` and ``tool_calls.py``, which only route here: ``tasks/*`` to
+:func:`serve_task_method`, a task tool's ``tools/call`` the client opted into to :func:`task_call`.
 """
 
 from __future__ import annotations

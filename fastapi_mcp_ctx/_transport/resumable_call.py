@@ -14,14 +14,15 @@ The call runs inside this response and writes each event to the store before its
   should this replica die, a resumed reader ends the stream with that error once the lease
   lapsed (``EventStore.end_lapsed``), instead of keep-alives for ever.
 
-``CallResponse`` in ``_transport.streams`` is the non-resumable twin (2026 era, sessionless 2025,
+The connection the stream is written to (writes while open, drop, disconnect watch, the body's
+end) is ``_transport.call_connection``. ``CallResponse`` in ``_transport.streams`` is the non-resumable twin (2026 era, sessionless 2025,
 ``MCP_HTTP_RESUMABILITY=false``).
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Coroutine, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal, Protocol
 
@@ -35,6 +36,7 @@ from .._context.cancel_scope import new_cancel_scope
 from .._context.cancel_signal import CancelSignal
 from .._wire.jsonrpc import dumps, error_message
 from ..errors import CallLostError, ConfigurationError, StateUnavailableError
+from .call_connection import WATCH_AFTER, CallConnection
 from .event_ids import StreamKey, new_stream_id
 from .events import StoredEvent, UnknownStreamError
 from .resumable import PRIMED, ResumableStreams, sse_headers
@@ -43,11 +45,6 @@ from .sse import End, event_frame, retry_frame
 from .streams import Reply, Runner, sse_frame
 
 __all__ = ["ResumableCallResponse", "answered_stream"]
-
-_WATCH_AFTER: Final = 0.05
-"""Seconds a stream runs before a task watches for the client's disconnect (most never need one:
-uvicorn drops writes to a gone client, and the call goes on either way)."""
-
 
 _RENEW_RETRY: Final = 0.5
 """Seconds before a failed renewal of a call's lease is tried again."""
@@ -72,8 +69,6 @@ class PreparedCallLike(Protocol):
     def state(self) -> CallState | None: ...
 
 
-
-
 @dataclass(frozen=True, slots=True)
 class _AnsweredCall:
     """A call whose reply is known already (see :meth:`ResumableStreams.reply_response`)."""
@@ -96,35 +91,26 @@ class _AnsweredCall:
         return None
 
 
-class ResumableCallResponse(Response):
+class ResumableCallResponse(CallConnection, Response):
     """A resumable call: JSON when the result comes first, else a stored SSE stream.
 
     The call's own task writes its connection as the call runs (each event is stored first,
     then written while the connection is open), so a fast call costs no extra task. It is an
     :class:`~._transport.sse.Attached` of its stream once the stream starts: a resume (``GET``
     + ``Last-Event-ID``) takes the stream over, after which this connection writes nothing more
-    and ends when the call does.
+    and ends when the call does (the connection's side: :class:`~._transport.call_connection.CallConnection`).
 
     It is also the call's ``stream_control`` (what ``ctx.close_sse_stream()`` and
     ``ctx.close_standalone_sse_stream()`` reach) and the stream the shutdown closes. The
     attributes a plain JSON answer never changes keep their class defaults (no per-call store).
     """
 
-    _lock: anyio.Lock | None = None
-    _stream_key: StreamKey | None = None
+    reason: End | None  # CallConnection's (declared again: this class sets it too)
     _live = False  # the store failed when the stream began: frames go out live, without ids
-    _open = False  # the connection still takes frames
-    _finished: anyio.Event | None = None
-    _detach: Callable[[], None] | None = None
-    _receive: Receive | None = None
-    _tasks: set[asyncio.Task[None]] | None = None
-    _watch_later: asyncio.TimerHandle | None = None
     _renewal: asyncio.Task[None] | None = None
-    reason: End | None = None
     status_code = 200
     background = None  # the call's own tasks run after its answer (``_background``)
     _state: Literal["pending", "starting", "sse", "json"] = "pending"
-    _send: Send | None = None
 
     def __init__(
         self,
@@ -145,17 +131,6 @@ class ResumableCallResponse(Response):
         # ResumableStreams.retry_ms, without its call
         self._retry_ms = streams.settings.sse_retry_ms if session.protocol_version in PRIMED else None
         self._background = call.background
-
-    @property
-    def kind(self) -> Literal["post", "get"]:
-        """A call's own response (an :class:`~._transport.sse.Attached`)."""
-        return "post"
-
-    @property
-    def key(self) -> StreamKey:
-        """The call's stream (once it started)."""
-        assert self._stream_key is not None
-        return self._stream_key
 
     def add_headers(self, headers: Sequence[tuple[str, str]]) -> None:
         """Send these headers too (set by a request-level dependency)."""
@@ -202,11 +177,6 @@ class ResumableCallResponse(Response):
                 call.state.stream_control = None
         if self._background.tasks:  # run_background, without its coroutine when there is nothing to run
             await self._background()
-
-    def _guard(self) -> anyio.Lock:
-        if self._lock is None:
-            self._lock = anyio.Lock(fast_acquire=True)  # no checkpoint when nobody else holds it
-        return self._lock
 
     async def _outbound(self, message: dict[str, Any]) -> None:
         if not self._sse_allowed or self._call.signal.cancelled:
@@ -265,7 +235,7 @@ class ResumableCallResponse(Response):
             await send({"type": "http.response.start", "status": 200, "headers": sse_headers(self._extra_headers)})
         except Exception:  # noqa: BLE001 - the client is gone: the call goes on, its events are stored
             self._open = False
-        self._watch_later = asyncio.get_running_loop().call_later(_WATCH_AFTER, lambda: self._spawn(self._watch()))
+        self._watch_later = asyncio.get_running_loop().call_later(WATCH_AFTER, lambda: self._spawn(self._watch()))
         if priming is not None:
             await self._write(event_frame(key, StoredEvent(priming, None), self._retry_ms))
         return key
@@ -283,35 +253,7 @@ class ResumableCallResponse(Response):
             else:
                 pause = lease_seconds / 3
 
-    async def _write(self, body: bytes, *, more: bool = True) -> None:
-        if not self._open:
-            return
-        send = self._send
-        assert send is not None
-        self._open = more
-        try:
-            await send({"type": "http.response.body", "body": body, "more_body": more})
-        except Exception:  # noqa: BLE001 - the client is gone; nothing more is written to it
-            self._open = False
-
-    async def _end(self, body: bytes = b"") -> None:
-        """End the response body (once); the connection is detached from its stream."""
-        if self._finished is None or self._finished.is_set():
-            return
-        was_open, self._open = self._open, True
-        if was_open or self.reason in ("replaced", "dropped"):
-            await self._write(body, more=False)
-        self._open = False
-        self._finished.set()
-        if self._detach is not None:
-            self._detach()
-        if self._watch_later is not None:
-            self._watch_later.cancel()
-        for task in tuple(self._tasks or ()):
-            if task is not asyncio.current_task():
-                task.cancel()  # the disconnect watcher
-
-    # -- Attached ------------------------------------------------------------------------------
+    # -- Attached (its other members: CallConnection) ------------------------------------------
     async def aclose(self) -> bool:
         """End this call's connection (starting its stream if need be) after a ``retry`` hint;
         the call goes on. False for clients before 2025-11-25, JSON-only clients, a call already
@@ -325,40 +267,6 @@ class ResumableCallResponse(Response):
             self.reason = "closed"
             await self._end(retry_frame(self._retry_ms))
             return True
-
-    def drop(self, reason: End) -> None:
-        """Write nothing more: the client went away, a resume took the stream over, or the
-        session ended (then the body is ended at once)."""
-        if self.reason is None or self.reason == "closed":
-            self.reason = reason
-        was_open, self._open = self._open, False
-        if was_open and reason != "gone":
-            self._spawn(self._end_now())
-
-    async def _end_now(self) -> None:
-        async with self._guard():
-            await self._end()
-
-    async def _watch(self) -> None:
-        receive = self._receive
-        assert receive is not None
-        while (await receive())["type"] != "http.disconnect":
-            pass
-        if self._finished is not None and not self._finished.is_set():
-            self.drop("gone")  # the call goes on; its events are stored for a resume
-
-    def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
-        task = asyncio.get_running_loop().create_task(work)
-        tasks = self._tasks
-        if tasks is None:
-            tasks = self._tasks = set()
-        tasks.add(task)
-        task.add_done_callback(tasks.discard)
-
-    async def wait_finished(self) -> None:
-        """Return once the response body has ended."""
-        if self._finished is not None:
-            await self._finished.wait()
 
     # -- StreamControl (ctx.close_sse_stream / ctx.close_standalone_sse_stream) -------------------
     async def close_connection(self) -> bool:
