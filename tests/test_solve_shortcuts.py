@@ -232,3 +232,34 @@ def test_an_override_taking_a_response_gets_a_fresh_one_per_call() -> None:
         assert call(client, "overridden")["structuredContent"] == {"result": FRESH}
     assert vars(UNSENT_RESPONSE) == vars(blank_response())
 
+
+@pytest.mark.parametrize("route", ["lean", "include_level_dependency"])
+def test_the_tools_solve_and_a_route_level_solve_keep_their_own_exit_stacks(route: str) -> None:
+    """A lean route's call solves in the HTTP request's own scope; below a route-level yield
+    dependency (FastAPI's request handling) the call's scope is a copy: neither solve finds the
+    other's exit stack in its scope at teardown."""
+    events: list[str] = []
+
+    def own_stack(label: str) -> Any:
+        async def dependency(request: Request) -> Any:
+            stack = request.scope["fastapi_inner_astack"]
+            yield label
+            events.append(f"{label}:{'own' if request.scope['fastapi_inner_astack'] is stack else 'other'}")
+
+        return dependency
+
+    async def held(v: str = Depends(own_stack("tool"))) -> str:
+        """Return the dependency's value."""
+        return v
+
+    router = McpRouter(settings=McpSettings(server_name="x", server_version="1", auth_mode="none", session_mode="stateless"))
+    router.add_tool(held)
+    app = FastAPI()
+    if route == "lean":
+        app.include_router(router)
+    else:
+        app.include_router(router, dependencies=[Depends(own_stack("route"))])
+    client = TestClient(app, base_url="http://localhost")
+    for _ in range(2):
+        assert call(client, "held")["structuredContent"] == {"result": "tool"}
+    assert events == ["tool:own"] * 2 if route == "lean" else ["tool:own", "route:own"] * 2
