@@ -1,9 +1,11 @@
 """What the tool's dependency solve skips must equal what FastAPI would have built.
 
-The bridge hands FastAPI's solver a ``Response`` made without ``Response.__init__``, the empty
-query string's ``QueryParams`` parsed once, no cookies when the request sends none, and leaves an
-empty function-scoped exit stack unexited (``_fastapi_compat``, ``_server/call_prep``). These
-tests hold each shortcut to the object or the behaviour it replaces, on every FastAPI admitted.
+The bridge hands FastAPI's solver a ``Response`` made without ``Response.__init__`` (one shared
+unsent one when no dependency takes a ``Response`` and no override applies), the empty query
+string's ``QueryParams`` parsed once, no cookies when the request sends none, the lean route's
+own scope, and leaves an empty function-scoped exit stack unexited (``_fastapi_compat``,
+``_server/call_prep``). These tests hold each shortcut to the object or the behaviour it
+replaces, on every FastAPI admitted.
 """
 
 from __future__ import annotations
