@@ -41,6 +41,7 @@ from starlette.websockets import WebSocket
 
 __all__ = [
     "LEAN_SCOPE_KEY",
+    "UNSENT_RESPONSE",
     "LeanRoute",
     "SolvedCall",
     "Stacks",
@@ -58,6 +59,7 @@ __all__ = [
     "markers",
     "open_solve",
     "solve",
+    "takes_response",
     "with_dependency",
 ]
 
@@ -213,6 +215,20 @@ def blank_response() -> Response:
     response.body = b""
     response.raw_headers = [_BLANK_HEADER]
     return response
+
+
+UNSENT_RESPONSE: Final = blank_response()
+"""One :func:`blank_response` shared by the solves of graphs where no dependency takes a
+``Response`` (:func:`takes_response` False) and no ``dependency_overrides`` apply: the solver
+hands its response only to such a parameter, so nobody reads or changes this one."""
+
+
+def takes_response(dependant: Dependant | None) -> bool:
+    """True when a dependency of ``dependant``'s graph (itself included) has a ``Response``
+    parameter (FastAPI's ``response_param_name``); False for None."""
+    if dependant is None:
+        return False
+    return dependant.response_param_name is not None or any(takes_response(sub) for sub in dependant.dependencies)
 
 
 _entered: Callable[[AsyncExitStack[Any]], Sized] = operator.attrgetter("_exit_callbacks")

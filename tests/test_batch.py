@@ -10,6 +10,7 @@ request keep the single-message refusal (tests/test_jsonrpc.py holds those of B1
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncIterator
 from typing import Any
 
 import anyio
@@ -74,6 +75,24 @@ def build_app(**settings: Any) -> tuple[Any, Gate]:
         gate.started.set()
         await anyio.sleep(30)
         return "slept"
+
+    entered: list[object] = []
+    both_in = anyio.Event()
+
+    async def own_stack(request: Request) -> AsyncIterator[str]:
+        """Hold until two members' dependencies are open, then check this one's exit stack is still in its scope."""
+        stack = request.scope["fastapi_inner_astack"]
+        entered.append(stack)
+        if len(entered) == 2:
+            both_in.set()
+        with anyio.fail_after(5):
+            await both_in.wait()
+        yield "own" if request.scope["fastapi_inner_astack"] is stack else "other"
+
+    @router.tool()
+    async def held(value: str = Depends(own_stack)) -> str:
+        """What its yield dependency found."""
+        return value
 
     @router.tool()
     async def own_body(request: Request) -> str:
@@ -142,6 +161,13 @@ async def test_each_member_gets_its_own_call_request(wire: Wire) -> None:
     headers = await batch_session(wire)
     answers = array_of(await wire.post([call("own_body", None, 1), rpc("ping", None, 2)], headers))
     assert answers[0]["result"]["structuredContent"]["result"] == "own_body"
+
+
+async def test_concurrent_members_solve_their_dependencies_in_their_own_scopes(wire: Wire) -> None:
+    """Two members of a dependency-taking tool, open at once: each keeps its own exit stack."""
+    headers = await batch_session(wire)
+    answers = array_of(await wire.post([call("held", None, 1), call("held", None, 2)], headers))
+    assert [a["result"]["structuredContent"]["result"] for a in answers] == ["own", "own"]
 
 
 async def test_notifications_and_responses_only_are_202(wire: Wire) -> None:

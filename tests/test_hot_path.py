@@ -129,6 +129,24 @@ async def test_tools_list_bytes_are_the_fresh_encoding_and_follow_registry_chang
         assert [t["name"] for t in changed["result"]["tools"]] == ["three", "four"]
 
 
+def test_tools_call_is_in_every_eras_method_table() -> None:
+    """``Dispatcher.serve`` runs ``tools/call`` before computing the era's method table: the
+    tables it skips must all contain it, with features registered or not."""
+    router = make_router()
+
+    def tables() -> list[frozenset[str]]:
+        return [router.dispatcher._table(era) for era in ("legacy", "modern")]  # pyright: ignore[reportPrivateUsage]
+
+    assert all("tools/call" in table for table in tables())
+
+    @router.prompt()
+    async def hello() -> str:
+        """Say hello."""
+        return "hello"
+
+    assert all("tools/call" in table and "prompts/get" in table for table in tables())
+
+
 def _add_tool(router: McpRouter, name: str) -> None:
     async def tool(a: int) -> int:
         """A tool."""

@@ -1,9 +1,11 @@
 """What the tool's dependency solve skips must equal what FastAPI would have built.
 
-The bridge hands FastAPI's solver a ``Response`` made without ``Response.__init__``, the empty
-query string's ``QueryParams`` parsed once, no cookies when the request sends none, and leaves an
-empty function-scoped exit stack unexited (``_fastapi_compat``, ``_server/call_prep``). These
-tests hold each shortcut to the object or the behaviour it replaces, on every FastAPI admitted.
+The bridge hands FastAPI's solver a ``Response`` made without ``Response.__init__`` (one shared
+unsent one when no dependency takes a ``Response`` and no override applies), the empty query
+string's ``QueryParams`` parsed once, no cookies when the request sends none, the lean route's
+own scope, and leaves an empty function-scoped exit stack unexited (``_fastapi_compat``,
+``_server/call_prep``). These tests hold each shortcut to the object or the behaviour it
+replaces, on every FastAPI admitted.
 """
 
 from __future__ import annotations
@@ -14,11 +16,12 @@ from typing import Any
 
 import pytest
 from fastapi import Cookie, Depends, FastAPI, Query, Request
+from fastapi.dependencies.utils import get_dependant
 from fastapi.testclient import TestClient
 from starlette.responses import Response
 
 from fastapi_mcp_ctx import McpRouter, McpSettings, ToolError
-from fastapi_mcp_ctx._fastapi_compat import blank_response
+from fastapi_mcp_ctx._fastapi_compat import UNSENT_RESPONSE, blank_response, takes_response
 
 HEADERS = {"Accept": "application/json, text/event-stream", "MCP-Protocol-Version": "2025-11-25", "Content-Type": "application/json"}
 
@@ -155,3 +158,110 @@ def test_a_swallowed_handler_exception_is_refused() -> None:
 
     result = call(app_with(failing), "failing")
     assert result["isError"] is True and events == ["swallowed", "teardown"]
+
+
+def test_which_graphs_take_a_response() -> None:
+    """``takes_response`` looks through the whole graph: a nested ``Response`` parameter counts."""
+
+    def plain(v: str = Depends(lambda: "v")) -> str:
+        return v
+
+    def inner(response: Response) -> str:
+        return "r"
+
+    def outer(r: str = Depends(inner)) -> str:
+        return r
+
+    assert not takes_response(None)
+    assert not takes_response(get_dependant(path="/", call=plain))
+    assert takes_response(get_dependant(path="/", call=inner))
+    assert takes_response(get_dependant(path="/", call=outer))
+
+
+def test_a_tool_without_a_response_dependency_shares_the_unsent_response() -> None:
+    """Only a graph where no dependency takes ``Response`` is marked for the shared response."""
+    router = McpRouter(settings=McpSettings(server_name="x", server_version="1", auth_mode="none", session_mode="stateless"))
+    router.add_tool(request_view)
+    router.add_tool(headers_set)
+    tools = {name: router.registry.get(name) for name in ("request_view", "headers_set")}
+    assert tools["request_view"] is not None and tools["request_view"].response_free
+    assert tools["headers_set"] is not None and not tools["headers_set"].response_free
+
+
+def mark_response(response: Response) -> str:
+    """Report the headers the solver's response arrived with, then set one."""
+    seen = repr(response.headers.raw)
+    response.headers["x-mark"] = "1"
+    response.status_code = 201
+    return seen
+
+
+def seen_headers(seen: str = Depends(mark_response)) -> str:
+    return seen
+
+
+async def headers_set(seen: str = Depends(seen_headers)) -> str:
+    """Return what a nested dependency's Response held before it set a header."""
+    return seen
+
+
+FRESH = repr([(b"content-length", b"0")])
+
+
+def test_a_response_dependency_gets_a_fresh_response_per_call() -> None:
+    """Headers a dependency sets through ``Response`` never reach the next call, nor the shared one."""
+    client = app_with(headers_set)
+    for _ in range(2):
+        assert call(client, "headers_set")["structuredContent"] == {"result": FRESH}
+    assert vars(UNSENT_RESPONSE) == vars(blank_response())
+
+
+def test_an_override_taking_a_response_gets_a_fresh_one_per_call() -> None:
+    """A graph without ``Response`` whose override takes one: no shared response while overrides apply."""
+
+    async def plain_dependency() -> str:
+        return "plain"
+
+    async def overridden(v: str = Depends(plain_dependency)) -> str:
+        """Return the dependency's value."""
+        return v
+
+    client = app_with(overridden)
+    assert call(client, "overridden")["structuredContent"] == {"result": "plain"}
+    app: Any = client.app
+    app.dependency_overrides[plain_dependency] = mark_response
+    for _ in range(2):
+        assert call(client, "overridden")["structuredContent"] == {"result": FRESH}
+    assert vars(UNSENT_RESPONSE) == vars(blank_response())
+
+
+@pytest.mark.parametrize("route", ["lean", "include_level_dependency"])
+def test_the_tools_solve_and_a_route_level_solve_keep_their_own_exit_stacks(route: str) -> None:
+    """A lean route's call solves in the HTTP request's own scope; below a route-level yield
+    dependency (FastAPI's request handling) the call's scope is a copy: neither solve finds the
+    other's exit stack in its scope at teardown."""
+    events: list[str] = []
+
+    def own_stack(label: str) -> Any:
+        async def dependency(request: Request) -> Any:
+            stack = request.scope["fastapi_inner_astack"]
+            yield label
+            events.append(f"{label}:{'own' if request.scope['fastapi_inner_astack'] is stack else 'other'}")
+
+        return dependency
+
+    async def held(v: str = Depends(own_stack("tool"))) -> str:
+        """Return the dependency's value."""
+        return v
+
+    router = McpRouter(settings=McpSettings(server_name="x", server_version="1", auth_mode="none", session_mode="stateless"))
+    router.add_tool(held)
+    app = FastAPI()
+    if route == "lean":
+        app.include_router(router)
+    else:
+        app.include_router(router, dependencies=[Depends(own_stack("route"))])
+    client = TestClient(app, base_url="http://localhost")
+    for _ in range(2):
+        assert call(client, "held")["structuredContent"] == {"result": "tool"}
+    assert events == ["tool:own"] * 2 if route == "lean" else ["tool:own", "route:own"] * 2

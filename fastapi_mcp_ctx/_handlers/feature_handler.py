@@ -30,7 +30,7 @@ from pydantic import BaseModel
 from pydantic import ValidationError as PydanticValidationError
 from starlette.requests import Request
 
-from .._fastapi_compat import dependency_of
+from .._fastapi_compat import dependency_of, takes_response
 from ..context import Context, mcp_context
 from ..contracts import ErrorContract, ErrorContracts, build_contracts, check_context_annotation
 from ..errors import InternalError, InvalidParamsError, McpError, ToolError
@@ -59,6 +59,7 @@ class FeatureHandler:
         argument_names: the handler's own parameters filled from the arguments.
         contracts: the declared error contracts (``errors=`` of the decorator): ``ctx.fail``'s
             reasons, applied to a raised failure (:func:`protocol_error`); None: none declared.
+        response_free: no dependency takes a ``Response`` (as :class:`~.tool_def.ToolDef`'s).
     """
 
     kind: str
@@ -72,6 +73,7 @@ class FeatureHandler:
     lean_dependant: Dependant | None
     signature: SignatureParts
     contracts: ErrorContracts | None = None
+    response_free: bool = False
 
     @property
     def arguments_model(self) -> type[BaseModel]:
@@ -128,6 +130,7 @@ def build_handler(
         lean_dependant=lean,
         signature=parts,
         contracts=contracts,
+        response_free=not takes_response(dependant),
     )
 
 

@@ -26,7 +26,7 @@ from fastapi import Depends, params
 from fastapi.dependencies.models import Dependant
 from pydantic import BaseModel, ConfigDict, PydanticUserError, TypeAdapter
 
-from .._fastapi_compat import build_dependant, dependency_of
+from .._fastapi_compat import build_dependant, dependency_of, takes_response
 from ..context import Context, mcp_context
 from ..contracts import ErrorContract
 from .argument_fields import strict_json, validates_alike
@@ -297,6 +297,7 @@ def build_tool(
         contracts=declared.contracts,
         plain_arguments=plain_arguments,
         plain_output=plain_output(adapter, wrap),
+        response_free=not takes_response(dependant),
     )
 
 

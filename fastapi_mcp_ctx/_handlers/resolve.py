@@ -30,7 +30,7 @@ from pydantic import ValidationError as PydanticValidationError
 from pydantic_core import to_json
 from starlette.requests import Request
 
-from .._fastapi_compat import close_solve, open_solve
+from .._fastapi_compat import UNSENT_RESPONSE, close_solve, open_solve
 from .._wire.jsonrpc import OUT_OF_RANGE, may_overflow
 from ..context import SCOPE_KEY, Context, bind_context, mcp_context, unbind_context
 from ..errors import (
@@ -102,6 +102,8 @@ class Invocable(Protocol):
     def argument_names(self) -> tuple[str, ...]: ...
     @property
     def arguments(self) -> ArgumentGraph | None: ...
+    @property
+    def response_free(self) -> bool: ...
 
 
 async def _invoke(tool: Invocable, kwargs: dict[str, Any]) -> Any:
@@ -321,7 +323,8 @@ async def call_handler(
             result, ok = finish(await _invoke(target, kwargs))
             return result
         shaped = False
-        values, errors, stacks = await open_solve(dependant, request, provider, background_tasks)
+        response = None if overrides or not target.response_free else UNSENT_RESPONSE  # None: a fresh one
+        values, errors, stacks = await open_solve(dependant, request, provider, background_tasks, response)
         try:  # what ``async with solve(...)`` does, without its object
             if errors:
                 result = invalid(dependency_problems(errors))

@@ -36,6 +36,9 @@ class ToolDef:
         context_params: parameters declared ``Depends(mcp_context)`` at the top level.
         lean_dependant: the graph without ``context_params`` (None: nothing left to solve),
             solved when ``mcp_context`` is not overridden; the call's Context fills them.
+        response_free: no dependency of ``dependant`` takes a ``Response``
+            (``_fastapi_compat.takes_response``): without overrides its solve gets the shared
+            ``UNSENT_RESPONSE``.
         output_adapter: serializer of the return value, None without an output schema.
         output_passthrough: validating the output may pass instances through unchecked
             (models, dataclasses, custom types): serialize it with ``warnings="error"``.
@@ -77,6 +80,7 @@ class ToolDef:
     plain_arguments: bool = False
     plain_output: type | None = None
     validator: Any = None
+    response_free: bool = False
 
     def __post_init__(self) -> None:
         if self.validator is None:

@@ -22,6 +22,7 @@ from .._auth.sealing import RequestStateSealer
 from .._bridge import CallCancelled, report_unawaited
 from .._context.call_state import CallState
 from .._context.cancel_signal import CancelSignal
+from .._fastapi_compat import LEAN_SCOPE_KEY
 from .._handlers.invocation import Run
 from .._handlers.results import error_result, merge_outputs
 from .._handlers.tool_def import ToolDef
@@ -116,14 +117,16 @@ class CallPreparation:
         ``prompts/get``, ``completion/complete``): its ``CallState`` and ``Context``, and a
         runner turning ``run``'s result or failure into the reply."""
         background = BackgroundTasks()
-        # One HTTP request carries one call; a handler with dependencies gets a private scope
-        # copy because the solver stores the call's exit stacks in it. The body was read
-        # already: the call's request replays it, so ``await request.body()`` works in a tool.
-        if private_scope:
-            scope = dict(request.scope)
+        # The solver stores the call's exit stacks in the scope: a handler with dependencies gets
+        # a private scope copy unless its request is a lean route's (LEAN_SCOPE_KEY: one HTTP
+        # request, or one batch member's own copy, carrying this call only; no route-level solve
+        # keeps stacks there). The body was read already: the call's request replays it, so
+        # ``await request.body()`` works in a tool.
+        scope = request.scope
+        if private_scope and LEAN_SCOPE_KEY not in scope:
+            scope = dict(scope)
             call_request = Request(scope, replaying_receive(scope.get(BODY_SCOPE_KEY, b""), request.receive))
         else:  # the request itself, its receive replaying the body: no second Request of the same scope
-            scope = request.scope
             call_request = request
             request._receive = replaying_receive(scope.get(BODY_SCOPE_KEY, b""), request.receive)  # pyright: ignore[reportPrivateUsage]
         if private_scope:

@@ -240,12 +240,12 @@ class Dispatcher(ToolCalls):
             The final :class:`Reply`, or a :class:`PreparedCall` for ``tools/call``.
         """
         try:
-            if message.method not in self._table(envelope.era):
-                raise self._not_in_era(message.method, envelope.era)
-            if message.method == "tools/call":
+            if message.method == "tools/call":  # in both eras' core tables, so in every _table
                 return await self._tools_call(
                     message, envelope, request, session, http_headers, signal if signal is not None else CancelSignal(), back_channel
                 )
+            if message.method not in self._table(envelope.era):
+                raise self._not_in_era(message.method, envelope.era)
             if message.method.startswith("tasks/") and self.tasks is not None:
                 owner = call_owner(request.scope.get(PRINCIPAL_SCOPE_KEY), session, envelope)
                 if message.method == "tasks/result":  # 2025: blocks, asking the task's questions on its stream
