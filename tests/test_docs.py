@@ -15,6 +15,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -22,10 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fastapi import FastAPI
-from fastapi.testclient import TestClient
 
-from fastapi_mcp_ctx import McpRouter, ToolError
 from fastapi_mcp_ctx._wire.versions import KNOWN_PROTOCOL_VERSIONS
 from fastapi_mcp_ctx.testing import McpTestClient
 
@@ -117,13 +115,45 @@ DOC_BLOCKS = [
     if m.group(1) == "python" and m.group(2) is None
     for code in [m.group(3)]
 ]
+# Each block runs in a process of its own, as `python example.py` / `uvicorn example:app` would: some
+# set process-wide state (docs/telemetry.md installs the global tracer provider).
+RUN_BLOCK = """
+import sys
+from pathlib import Path
+
+from fastapi import FastAPI
+from fastapi.testclient import TestClient
+
+from fastapi_mcp_ctx import McpRouter, ToolError
+
+label, source = sys.argv[1], Path(sys.argv[2]).read_text(encoding="utf-8")
+namespace = {"__name__": "docs_block"}
+compiled = compile(source, label, "exec")
+if source.rstrip().splitlines()[-1].startswith("raise ToolError("):  # the errors section's one-liner
+    try:
+        exec(compiled, namespace)
+    except ToolError:
+        sys.exit(0)
+    sys.exit("the block does not raise ToolError")
+exec(compiled, namespace)
+routers = [value for value in namespace.values() if isinstance(value, McpRouter)]
+if routers:
+    app = namespace.get("app")
+    if not isinstance(app, FastAPI):
+        sys.exit("an example building an McpRouter builds the `app` serving it (`uvicorn module:app`)")
+    client = TestClient(app, base_url="http://127.0.0.1:8000", client=("127.0.0.1", 50000))  # a local caller
+    initialize = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "docs", "version": "1"}},
+    }
+    for router in routers:  # served: the app answers at the router's path (401 when it authenticates)
+        response = client.post(router.mcp_path, json=initialize, headers={"accept": "application/json, text/event-stream"})
+        if response.status_code not in (200, 401):
+            sys.exit(f"app.include_router(mcp_router): POST {router.mcp_path} answered {response.status_code} {response.text}")
+"""
 # docs/auth.md's token recipe reads what the shell block before it exports
-INITIALIZE = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "docs", "version": "1"}},
-}
 RECIPE_ENV = {"MCP_JWT_ISSUER": "dev", "MCP_RESOURCE_URL": "http://127.0.0.1:8000/mcp", "MCP_JWT_SECRET": "s" * 43}
 
 
@@ -134,28 +164,20 @@ def test_the_docs_have_untitled_python_blocks_on_the_pages_of_the_findings() -> 
 
 
 @pytest.mark.parametrize(("page", "code"), DOC_BLOCKS)
-def test_every_docs_python_block_runs_as_written_and_serves_its_router(
-    page: Path, code: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    if "os.environ[" in code:
-        for name, value in RECIPE_ENV.items():
-            monkeypatch.setenv(name, value)
-    namespace: dict[str, Any] = {"__name__": f"docs_{page.stem}_block"}
-    compiled = compile(code, str(page.relative_to(REPO)), "exec")
-    if code.rstrip().splitlines()[-1].startswith("raise ToolError("):  # the errors section's one-liner
-        with pytest.raises(ToolError):
-            exec(compiled, namespace)  # noqa: S102
-        return
-    exec(compiled, namespace)  # noqa: S102
-    routers = [value for value in namespace.values() if isinstance(value, McpRouter)]
-    if routers:
-        app = namespace.get("app")
-        assert isinstance(app, FastAPI), "an example building an McpRouter builds the `app` serving it (`uvicorn module:app`)"
-        client = TestClient(app, base_url="http://127.0.0.1:8000", client=("127.0.0.1", 50000))  # a local caller
-        for router in routers:  # served: the app answers at the router's path (401 when it authenticates)
-            response = client.post(router.mcp_path, json=INITIALIZE, headers={"accept": "application/json, text/event-stream"})
-            assert response.status_code in (200, 401), (router.mcp_path, response.status_code, response.text)
-            assert response.json()["jsonrpc"] == "2.0" or response.status_code == 401
+def test_every_docs_python_block_runs_as_written_and_serves_its_router(page: Path, code: str, tmp_path: Path) -> None:
+    example = tmp_path / "example.py"
+    example.write_text(code, encoding="utf-8")
+    env = {**os.environ, **(RECIPE_ENV if "os.environ[" in code else {})}
+    done = subprocess.run(
+        [sys.executable, "-c", RUN_BLOCK, str(page.relative_to(REPO)), str(example)],
+        cwd=REPO,  # this checkout's package first
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
 
 
 # -- docs/testing.md ----------------------------------------------------------------------------
