@@ -1,12 +1,15 @@
-"""Call add_note with the official MCP client (`pip install "mcp==2.3.*"`) in both protocol eras.
+"""Call add_note with the official MCP client in both protocol eras.
 
-Run: python examples/client.py [URL]   (a server first: `make run`, or `uvicorn app:app`)
+Run: .venv/bin/python examples/client.py [URL]   (a server first: `make run`, or `uvicorn app:app`)
 """
 
 import asyncio
 import sys
 
-from mcp import Client
+try:
+    from mcp import Client
+except ModuleNotFoundError:
+    sys.exit('examples/client.py needs the official MCP client: `make run` installs it, or pip install "mcp==2.3.*"')
 
 
 async def main(url: str) -> None:

@@ -4,7 +4,8 @@ One probe, both eras on the same endpoint:
 
 1. 2025 handshake: ``initialize`` (2025-11-25), ``notifications/initialized``, ``tools/list``
    and the ``resources/list``, ``resources/templates/list`` and ``prompts/list`` the server's
-   capabilities announce (every page, counted) on the session, then ``DELETE`` of the session;
+   capabilities announce (every page, counted) on the session, then ``DELETE`` of the session,
+   also when a step failed (the probe opens no GET stream, and leaves no session behind);
 2. 2026-07-28: ``server/discover`` and the same lists with the required headers
    (``MCP-Protocol-Version``, ``Mcp-Method``) and the ``params._meta`` envelope.
 
@@ -205,14 +206,22 @@ class _Prober:
         headers = {"mcp-protocol-version": str(result.get("protocolVersion"))}
         if session:
             headers["mcp-session-id"] = session
-        note = {"jsonrpc": "2.0", "method": "notifications/initialized"}
-        merged = {"content-type": "application/json", "accept": _ACCEPT, **self.headers, **headers}
-        step = "notifications/initialized"
-        answer = await self._send("POST", json.dumps(note).encode(), merged, step)
-        if answer.status_code != 202:
-            raise ProbeFailure(f"expected HTTP 202, got {answer.status_code}", step)
-        await self.listings(report, era, result.get("capabilities"), headers, None)
-        if session:
+        try:
+            note = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+            merged = {"content-type": "application/json", "accept": _ACCEPT, **self.headers, **headers}
+            step = "notifications/initialized"
+            answer = await self._send("POST", json.dumps(note).encode(), merged, step)
+            if answer.status_code != 202:
+                raise ProbeFailure(f"expected HTTP 202, got {answer.status_code}", step)
+            await self.listings(report, era, result.get("capabilities"), headers, None)
+        except ProbeFailure as exc:
+            if session and not exc.fatal:  # a failed step still ends the session it opened
+                try:
+                    await self._send("DELETE", None, {**self.headers, **headers}, "DELETE")
+                except ProbeFailure:
+                    pass  # the step's own failure is the one to report
+            raise
+        if session:  # the probe leaves nothing open on the server (the session, its streams)
             await self._send("DELETE", None, {**self.headers, **headers}, "DELETE")
 
     async def modern(self, report: ProbeReport) -> None:

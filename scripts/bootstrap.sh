@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Create .venv and install the project (idempotent; says what it does).
 #
-#   scripts/bootstrap.sh run            the example server and the CLI only: the package + its `server`, `cli` extras
+#   scripts/bootstrap.sh run            the example server, the CLI and the official MCP client (examples/client.py):
+#                                       the package + its `server`, `cli`, `client` extras
 #   scripts/bootstrap.sh test           everything the test suite needs (`test` extra: all extras, the
 #                                       official mcp client, pytest, pyright, ruff, mkdocs for the docs site)
 #   scripts/bootstrap.sh test --with-node   also Node.js + npm (the conformance suite and the node clients)
@@ -39,8 +40,9 @@ fi
 hash="$(sha1sum pyproject.toml | cut -c1-12)"
 if [ ! -f ".venv/.installed-test-$hash" ] && [ ! -f ".venv/.installed-$profile-$hash" ]; then
   if [ "$profile" = run ]; then
-    extras='.[server,cli]'; what="the package, uvicorn and the fastapi-mcp-ctx command (extras: server, cli)"
-    check='import fastapi_mcp_ctx, uvicorn, click, httpx'
+    extras='.[server,cli,client]'
+    what="the package, uvicorn, the fastapi-mcp-ctx command and the official MCP client (extras: server, cli, client)"
+    check='import fastapi_mcp_ctx, uvicorn, click, httpx, mcp'
   else
     extras='.[test]'; what="the package with every extra and the test tools (extra: test; about 250 MB)"
     check='import fastapi_mcp_ctx, mcp, uvicorn, redis, sqlalchemy, mkdocs, mkdocstrings_handlers.python, material'

@@ -4,9 +4,11 @@ real ``serve`` on a free port probed by ``check``."""
 from __future__ import annotations
 
 import base64
+import json
 import os
 import secrets
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -389,17 +391,24 @@ async def test_probe_401_with_the_apps_own_scheme_names_it() -> None:
     assert "Bearer" not in refused.fatal
 
 
-async def test_probe_reads_sse_and_reports_a_server_without_the_2026_era() -> None:
-    """A 2025-only server answering over SSE: the legacy steps pass, discover fails, exit 1."""
+def _mock_server(answer: Callable[[dict[str, Any]], httpx.Response], seen: list[tuple[str, str | None]]) -> httpx.MockTransport:
+    """A scripted server: ``DELETE`` 200, a notification 202, a request ``answer(body)``; every
+    request's method and session id go to ``seen``."""
 
     def handler(request: httpx.Request) -> httpx.Response:
-        import json
-
+        seen.append((request.method, request.headers.get("mcp-session-id")))
         if request.method == "DELETE":
             return httpx.Response(200)
         body = json.loads(request.content)
-        if "id" not in body:
-            return httpx.Response(202)
+        return answer(body) if "id" in body else httpx.Response(202)
+
+    return httpx.MockTransport(handler)
+
+
+async def test_probe_reads_sse_and_reports_a_server_without_the_2026_era() -> None:
+    """A 2025-only server answering over SSE: the legacy steps pass, discover fails, exit 1."""
+
+    def answer(body: dict[str, Any]) -> httpx.Response:
         if body["method"] == "server/discover":
             error = {"jsonrpc": "2.0", "id": body["id"], "error": {"code": -32601, "message": "Method not found"}}
             return httpx.Response(200, json=error)
@@ -411,13 +420,51 @@ async def test_probe_reads_sse_and_reports_a_server_without_the_2026_era() -> No
         event = f"event: message\r\nid: 1\r\ndata: {json.dumps({'jsonrpc': '2.0', 'id': body['id'], 'result': result})}\r\n\r\n"
         return httpx.Response(200, text=": ping\n\n" + event, headers={"content-type": "text/event-stream", "mcp-session-id": "s1"})
 
-    report = await probe("http://127.0.0.1:9/mcp", transport=httpx.MockTransport(handler))
+    report = await probe("http://127.0.0.1:9/mcp", transport=_mock_server(answer, []))
     assert not report.ok and report.fatal is None
     assert report.steps[0].facts["capabilities"] == "tools(listChanged)" and report.steps[0].facts["session"] == "s1"
     assert report.steps[1].facts["tools"] == "2 (1 page)"
     failed = report.steps[2]
     assert (failed.name, failed.ok) == ("server/discover", False) and "-32601" in (failed.error or "")
     assert "FAILED: 2026-07-28 server/discover" in report.render()
+
+
+async def test_probe_leaves_no_session_and_no_stream_open() -> None:
+    """After `check`, the server holds nothing of it: its 2025 session is ended (DELETE) and no
+    stream is registered for shutdown beyond the router's own notifier entry."""
+    router = McpRouter(settings=mcp_settings())
+
+    @router.tool()
+    async def echo(text: str) -> str:
+        """Echo."""
+        return text
+
+    app = make_app(router)
+    coordinator = router.shutdown_coordinator
+    registered_before = len(coordinator._streams)  # type: ignore[attr-defined]  # the router's notifier closer
+    report = await _probe_app(app)
+    assert report.ok, report.render()
+    session = report.steps[0].facts["session"]
+    assert await router.sessions.get(session) is None
+    assert len(coordinator._streams) == registered_before  # type: ignore[attr-defined]
+    assert not coordinator._held  # type: ignore[attr-defined]  # resumable call streams
+
+
+async def test_probe_ends_its_session_when_a_step_fails() -> None:
+    """tools/list fails: the step is reported failed, and the session is still DELETEd."""
+    seen: list[tuple[str, str | None]] = []
+
+    def answer(body: dict[str, Any]) -> httpx.Response:
+        if body["method"] == "initialize":
+            result = {"protocolVersion": "2025-11-25", "capabilities": {"tools": {}}, "serverInfo": {"name": "s", "version": "1"}}
+            return httpx.Response(200, json={"jsonrpc": "2.0", "id": body["id"], "result": result}, headers={"mcp-session-id": "s1"})
+        return httpx.Response(200, json={"jsonrpc": "2.0", "id": body["id"], "error": {"code": -32603, "message": "boom"}})
+
+    report = await probe("http://127.0.0.1:9/mcp", transport=_mock_server(answer, seen))
+    assert not report.ok
+    assert [(s.name, s.ok) for s in report.steps][:2] == [("initialize", True), ("tools/list", False)]
+    # initialize, notifications/initialized, tools/list, then DELETE, before the 2026 era's requests
+    assert seen[:5] == [("POST", None), ("POST", "s1"), ("POST", "s1"), ("DELETE", "s1"), ("POST", None)]
 
 
 def test_check_connection_refused() -> None:

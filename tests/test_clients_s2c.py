@@ -19,7 +19,7 @@ import anyio
 import mcp_types as types
 import pytest
 from conftest import make_app, make_router
-from fastapi import Depends, FastAPI
+from fastapi import Depends
 from mcp import Client
 from mcp.client.session import ClientRequestContext
 from serving import uvicorn_thread
@@ -193,8 +193,7 @@ async def test_the_guide_example_runs_as_written() -> None:
     assert match is not None
     namespace: dict[str, Any] = {"__name__": "guide_asking_the_client"}
     exec(compile(match.group(1), "docs/guide.md", "exec"), namespace)  # noqa: S102
-    app = FastAPI()
-    app.include_router(namespace["mcp_router"])
+    app = namespace["app"]  # the example's own app (`uvicorn module:app`)
     with uvicorn_thread(app) as url, anyio.fail_after(30):
         async with Client(url, mode="legacy", cache=None, list_roots_callback=on_roots) as client:
             assert structured(await client.call_tool("project_roots", {})) == {"result": ["file:///work/project"]}

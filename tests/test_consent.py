@@ -186,8 +186,7 @@ async def test_the_official_client_confirms_and_declines(server_url: str, mode: 
 
 async def test_the_guide_example_runs_as_written() -> None:
     namespace = guide_example("## Sealed request state and consent gates")
-    app = FastAPI()
-    app.include_router(namespace["mcp_router"])
+    app = namespace["app"]  # the example's own app (`uvicorn module:app`)
     async with open_client(app) as client:
         wire = Wire(client)
         params = {"name": "void_invoice", "arguments": {"invoice_id": "inv-7"}}

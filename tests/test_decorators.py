@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 from conftest import make_app, make_router
 from fastapi import Depends
+from pydantic import BaseModel
 
 from fastapi_mcp_ctx import Context, McpRouter, mcp_context
 from fastapi_mcp_ctx.testing import McpTestClient
@@ -182,3 +183,43 @@ def test_a_bound_method_registers_and_a_callable_object_names_its_method() -> No
         router.add_tool(Echo())
     router.add_tool(Echo().__call__, name="echo")
     assert [tool["name"] for tool in router.registry.listings()] == ["method", "echo"]
+
+
+# -- annotations that do not resolve --------------------------------------------------------
+# This module has `from __future__ import annotations`: every annotation below is a string,
+# resolved from the module's globals when the handler is registered.
+
+
+def test_a_local_type_under_future_annotations_names_the_tool_the_parameter_and_the_fix() -> None:
+    router = make_router()
+
+    class Item(BaseModel):  # local: not in the module's globals
+        name: str
+
+    async def add_item(item: Item, ctx: Context = Depends(mcp_context)) -> str:
+        """Add an item."""
+        return item.name
+
+    with pytest.raises(NameError) as raised:
+        router.tool()(add_item)
+    message = str(raised.value)
+    assert message.startswith("tool 'add_item': parameter 'item' ('Item') names 'Item', which the function's module does not define")
+    assert "at module level" in message and "from __future__ import annotations" in message
+    assert isinstance(raised.value.__cause__, NameError)  # typing's own error stays the cause
+    assert router.registry.listings() == []
+
+
+def test_an_unresolvable_return_annotation_and_a_prompt_are_named_too() -> None:
+    router = make_router()
+
+    class Answer(BaseModel):
+        text: str
+
+    def ask(question: str) -> list[Answer]:
+        """Ask."""
+        return []
+
+    with pytest.raises(NameError, match=re.escape("tool 'ask': the return annotation ('list[Answer]') names 'Answer'")):
+        router.tool()(ask)
+    with pytest.raises(NameError, match=re.escape("prompt 'ask': the return annotation ('list[Answer]') names 'Answer'")):
+        router.prompt()(ask)

@@ -1,9 +1,10 @@
 """The README's first command, as a new user types it: ``make run`` in a fresh clone.
 
 Clones the committed HEAD into a temporary folder with no siblings, runs ``make run`` there
-(``PORT`` picks a free port), and checks that it installs only what the example needs (no test
-tools), says what it is doing, and serves MCP on 127.0.0.1 in both eras. Reuses pip's cache;
-bounded in time (install ≤ 300 s, start ≤ 30 s).
+(``PORT`` picks a free port), and checks that it installs only what the example and its client
+need (no test tools), says what it is doing, and serves MCP on 127.0.0.1 in both eras, which the
+README's second-terminal step, ``.venv/bin/python examples/client.py``, then calls. Reuses pip's
+cache; bounded in time (install ≤ 300 s, start ≤ 30 s).
 """
 
 from __future__ import annotations
@@ -96,6 +97,12 @@ def test_make_run_installs_only_the_server_and_serves_both_eras(clone: Path) -> 
             {"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "add"},
         )
         assert status == 200 and call["result"]["structuredContent"] == {"result": 9}  # type: ignore[index]
+        client = subprocess.run(
+            [str(clone / ".venv" / "bin" / "python"), "examples/client.py", url],
+            cwd=clone, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL,
+        )
+        assert client.returncode == 0, client.stdout + client.stderr
+        assert [line.split()[0] for line in client.stdout.splitlines()] == ["2025-11-25", "2026-07-28"], client.stdout
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
         try:
@@ -103,10 +110,13 @@ def test_make_run_installs_only_the_server_and_serves_both_eras(clone: Path) -> 
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             output, _ = proc.communicate()
-    assert "bootstrap: installing the package, uvicorn and the fastapi-mcp-ctx command (extras: server, cli)" in output
+    assert (
+        "bootstrap: installing the package, uvicorn, the fastapi-mcp-ctx command and the official MCP client"
+        " (extras: server, cli, client)" in output
+    )
     installed = subprocess.run(
         [str(clone / ".venv" / "bin" / "python"), "-m", "pip", "list", "--format=json"], capture_output=True, text=True, check=True
     )
     names = {p["name"].lower() for p in json.loads(installed.stdout)}
-    assert {"fastapi-mcp-ctx", "uvicorn", "click", "httpx"} <= names
-    assert not names & {"pytest", "pyright", "ruff", "mcp", "hypothesis", "fakeredis", "sqlalchemy", "redis"}, names
+    assert {"fastapi-mcp-ctx", "uvicorn", "click", "httpx", "mcp"} <= names
+    assert not names & {"pytest", "pyright", "ruff", "hypothesis", "fakeredis", "sqlalchemy", "redis"}, names

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from conftest import Wire, guide_example, make_app, messages_of, open_client, result_of
+from conftest import Wire, guide_example, messages_of, open_client, result_of
 from notify_app import SUB, build, frames, get_stream, listening, methods, tenant_auth, wait_frames
 
 from fastapi_mcp_ctx._transport.bus import MemoryBus
@@ -240,7 +240,7 @@ async def test_legacy_session_without_get_stream_loses_nothing_else(built: Any) 
 async def test_guide_change_notifications_example_runs_as_written() -> None:
     example = guide_example("## Change notifications")
     router = example["mcp_router"]
-    app = make_app(router)
+    app = example["app"]  # the example's own app (`uvicorn module:app`)
     async with open_client(app) as client:
         legacy = Wire(client)
         sid = await legacy.initialize()

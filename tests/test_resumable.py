@@ -14,7 +14,7 @@ from typing import Any
 
 import anyio
 import pytest
-from conftest import LEGACY, Wire, assert_error, guide_example, make_app, mcp_settings, modern_meta, open_client, rpc, sse_events
+from conftest import LEGACY, Wire, assert_error, guide_example, mcp_settings, modern_meta, open_client, rpc, sse_events
 from resume_app import ENDED, GATES, build, fresh_gates
 from resume_wire import (
     ID_SHAPE,
@@ -450,7 +450,7 @@ def test_the_switches_are_read_from_the_environment(monkeypatch: pytest.MonkeyPa
 
 
 async def test_guide_resumable_example_runs_as_written() -> None:
-    app = make_app(guide_example("## Resumable streams (2025 era)")["mcp_router"])
+    app = guide_example("## Resumable streams (2025 era)")["app"]  # the example's own app
     sid = await new_session(app)
     async with post_call(app, sid, "rebuild_index", request_id=1) as post:
         await post.wait_for(lambda e: e.done.is_set())

@@ -169,6 +169,27 @@ def _context_by_type(parameter: inspect.Parameter) -> inspect.Parameter:
     return parameter.replace(annotation=base, default=Depends(mcp_context))
 
 
+def _unresolved_annotation(exc: NameError, signature: inspect.Signature, what: str) -> NameError:
+    """``typing``'s bare ``NameError`` of an annotation that does not resolve, as one naming the
+    handler, the parameter (or the return annotation) and the fix. Annotations written as strings
+    (``from __future__ import annotations``, or quoted) are resolved in the module's globals when
+    the handler is registered, so a type defined inside a function, or imported only under
+    ``if TYPE_CHECKING:``, is not found."""
+    missing = exc.name
+    annotated = [(f"parameter {p.name!r}", p.annotation) for p in signature.parameters.values()]
+    annotated.append(("the return annotation", signature.return_annotation))
+    pattern = re.compile(rf"\b{re.escape(missing)}\b") if missing else None
+    found = [(label, text) for label, text in annotated if isinstance(text, str) and pattern is not None and pattern.search(text)]
+    where = ", ".join(f"{label} ({text!r})" for label, text in found) or "an annotation"
+    name = repr(missing) if missing else "a name"
+    return NameError(
+        f"{what}: {where} names {name}, which the function's module does not define; string annotations"
+        " (every one under `from __future__ import annotations`) are resolved from the module's globals at"
+        f" registration. Define or import {name} at module level (not inside a function, nor only under"
+        " `if TYPE_CHECKING:`), or drop `from __future__ import annotations` where the type is local."
+    )
+
+
 def split_signature(handler: Callable[..., Any], what: str, *, allow_path: bool = False) -> SignatureParts:
     """Split ``handler``'s parameters into arguments and dependencies (``what`` names the
     handler in errors, e.g. ``"tool 'add'"``; ``allow_path``: a resource's ``Path()`` names a
@@ -176,9 +197,14 @@ def split_signature(handler: Callable[..., Any], what: str, *, allow_path: bool 
 
     Raises:
         ValueError: a ``*args`` / ``**kwargs`` parameter; see ``classify``.
+        NameError: an annotation names a type the handler's module does not define (see
+            :func:`_unresolved_annotation`).
     """
     signature = inspect.signature(handler)
-    hints = typing.get_type_hints(handler, include_extras=True)
+    try:
+        hints = typing.get_type_hints(handler, include_extras=True)
+    except NameError as exc:
+        raise _unresolved_annotation(exc, signature, what) from exc
     plain: dict[str, tuple[Any, Any]] = {}
     arguments: list[inspect.Parameter] = []
     dependency_parameters: list[inspect.Parameter] = []
