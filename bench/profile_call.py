@@ -121,7 +121,7 @@ def _variant_app(app: FastAPI, router: McpRouter, variant: str) -> Any:
     callable around the whole app claiming the path (before the app's middleware)."""
     from starlette.routing import Route
 
-    from fastapi_mcp_ctx._fastapi_compat import LeanRoute
+    from fastapi_mcp_ctx._fastapi_routes import LeanRoute
 
     lean = next(r for r in router.routes if isinstance(r, LeanRoute))
     lean.endpoint.__self__.start(app, "/mcp")  # type: ignore[attr-defined]  # what the first request would do

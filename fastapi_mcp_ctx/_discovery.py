@@ -11,7 +11,7 @@ from typing import Any
 
 from starlette.routing import Mount
 
-from ._fastapi_compat import flat_routes
+from ._fastapi_routes import flat_routes
 from .errors import ConfigurationError
 from .router import McpRouter, mounted_router_message
 

@@ -22,7 +22,8 @@ from starlette.types import Receive, Scope, Send
 
 from ._auth.resource_metadata import ensure_root_routes
 from ._auth.sealing import request_state_sealer
-from ._fastapi_compat import LeanRoute, build_dependant
+from ._fastapi_compat import build_dependant
+from ._fastapi_routes import LeanRoute
 from ._handlers.feature_routes import FeatureRoutes
 from ._handlers.features import Features
 from ._handlers.registry import ToolRegistry
@@ -160,7 +161,7 @@ class McpRouter(ToolRoutes, FeatureRoutes, APIRouter):
         )
         conf = self.settings
         self.shutdown_coordinator = ShutdownCoordinator(grace_seconds=conf.shutdown_grace_seconds, signals=conf.shutdown_signals)
-        self.shutdown_coordinator.add_stream(lambda: self.notifier.aclose(conf.shutdown_grace_seconds))  # listen + GET streams
+        self.shutdown_coordinator.add_stream_group(lambda: self.notifier.aclose(conf.shutdown_grace_seconds), self.notifier.open_streams)
         self.event_store: EventStore = event_store if event_store is not None else self.replica_stores.events
         self.relay = Relay(self.bus)  # what this replica forwards to the others (and runs for them)
         leases = self.replica_stores.leases_for(self.sessions)

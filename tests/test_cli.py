@@ -431,7 +431,7 @@ async def test_probe_reads_sse_and_reports_a_server_without_the_2026_era() -> No
 
 async def test_probe_leaves_no_session_and_no_stream_open() -> None:
     """After `check`, the server holds nothing of it: its 2025 session is ended (DELETE) and no
-    stream is registered for shutdown beyond the router's own notifier entry."""
+    stream is open: none registered for shutdown, none held by the notifier."""
     router = McpRouter(settings=mcp_settings())
 
     @router.tool()
@@ -441,13 +441,13 @@ async def test_probe_leaves_no_session_and_no_stream_open() -> None:
 
     app = make_app(router)
     coordinator = router.shutdown_coordinator
-    registered_before = len(coordinator._streams)  # type: ignore[attr-defined]  # the router's notifier closer
     report = await _probe_app(app)
     assert report.ok, report.render()
     session = report.steps[0].facts["session"]
     assert await router.sessions.get(session) is None
-    assert len(coordinator._streams) == registered_before  # type: ignore[attr-defined]
+    assert not coordinator._streams  # type: ignore[attr-defined]
     assert not coordinator._held  # type: ignore[attr-defined]  # resumable call streams
+    assert router.notifier.open_streams() == 0
 
 
 async def test_probe_ends_its_session_when_a_step_fails() -> None:

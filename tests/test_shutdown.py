@@ -113,6 +113,28 @@ async def test_shutdown_with_nothing_open_returns_at_once() -> None:
     assert router.shutting_down
 
 
+async def test_the_shutdown_log_counts_open_streams_only(caplog: pytest.LogCaptureFixture) -> None:
+    """The log line counts streams, not the notifier's closer: 0 with none open, 1 with a
+    stream group (the notifier's) holding one; the group's closer runs either way."""
+    closed: list[str] = []
+
+    async def close() -> None:
+        closed.append("group")
+
+    open_now = [0]
+    coordinator = ShutdownCoordinator(grace_seconds=1.0, signals=False)
+    coordinator.add_stream_group(close, lambda: open_now[0])
+    with caplog.at_level("INFO", logger="fastapi_mcp_ctx"):
+        await coordinator.shutdown()
+    assert "closing 0 open stream(s)" in caplog.text and closed == ["group"]
+    coordinator.reopen()
+    open_now[0] = 1
+    caplog.clear()
+    with caplog.at_level("INFO", logger="fastapi_mcp_ctx"):
+        await coordinator.shutdown()
+    assert "closing 1 open stream(s)" in caplog.text and closed == ["group", "group"]
+
+
 async def test_streams_opened_after_shutdown_began_are_closed_too() -> None:
     coordinator = ShutdownCoordinator(grace_seconds=0)
     await coordinator.shutdown()

@@ -33,7 +33,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from .._fastapi_compat import flat_routes
+from .._fastapi_routes import flat_routes
 from ..settings import McpSettings
 
 __all__ = ["WELL_KNOWN", "challenge", "ensure_root_routes", "metadata_document", "metadata_routes", "metadata_url"]

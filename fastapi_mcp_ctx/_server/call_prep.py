@@ -22,7 +22,7 @@ from .._auth.sealing import RequestStateSealer
 from .._bridge import CallCancelled, report_unawaited
 from .._context.call_state import CallState
 from .._context.cancel_signal import CancelSignal
-from .._fastapi_compat import LEAN_SCOPE_KEY
+from .._fastapi_routes import LEAN_SCOPE_KEY
 from .._handlers.invocation import Run
 from .._handlers.results import error_result, merge_outputs
 from .._handlers.tool_def import ToolDef

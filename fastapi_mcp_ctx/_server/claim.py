@@ -34,7 +34,7 @@ from typing import Any, Final
 from starlette.routing import BaseRoute, Host, Mount, WebSocketRoute, compile_path
 from starlette.types import Receive, Scope, Send
 
-from .._fastapi_compat import LeanRoute, flat_route_entries
+from .._fastapi_routes import LeanRoute, flat_route_entries
 
 __all__ = ["RouterClaim", "VersionedRoutes", "claim_lean_paths", "lean_claims"]
 

@@ -27,7 +27,7 @@ from .._auth.gate import announce_admission, build_gate
 from .._auth.resource_metadata import challenge, ensure_root_routes, metadata_routes
 from .._auth.sealing import announce_process_key
 from .._context.logger import install_default_handler
-from .._fastapi_compat import flat_routes
+from .._fastapi_routes import flat_routes
 from .._replicas.relay import Relay
 from .._transport.notifications import Notifier
 from .._transport.pending import PendingRequests

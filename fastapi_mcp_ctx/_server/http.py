@@ -19,7 +19,7 @@ import anyio
 from starlette.requests import ClientDisconnect, Request
 from starlette.types import Message, Receive
 
-from .._fastapi_compat import LEAN_SCOPE_KEY
+from .._fastapi_routes import LEAN_SCOPE_KEY
 from .._wire.envelope import HeaderMap, header_map
 from .._wire.memo import BoundedMemo
 from ..errors import (

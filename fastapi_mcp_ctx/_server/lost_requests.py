@@ -31,7 +31,7 @@ import anyio
 from pydantic_core import from_json
 from starlette.types import Message, Receive, Scope, Send
 
-from .._fastapi_compat import LeanRoute, flat_routes
+from .._fastapi_routes import LeanRoute, flat_routes
 from .._transport.streams import Reply
 from .._wire.envelope import header_map
 from .._wire.jsonrpc import error_message

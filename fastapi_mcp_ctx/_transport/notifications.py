@@ -315,6 +315,10 @@ class Notifier:
         """Forget the resource subscriptions of an ended 2025 session."""
         await self.subscriptions.drop_session(session_id)
 
+    def open_streams(self) -> int:
+        """How many listen streams and 2025 GET streams this process holds open."""
+        return len(self.hub) + len(self._gets)
+
     async def aclose(self, grace_seconds: float) -> None:
         """End every listen stream gracefully (waiting at most ``grace_seconds``), end the GET
         streams of this process, and leave the bus."""

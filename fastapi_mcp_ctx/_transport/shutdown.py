@@ -78,6 +78,7 @@ class ShutdownCoordinator:
         self._signals = signals
         self._streams: dict[int, Closer] = {}
         self._held: set[Closable] = set()
+        self._groups: list[tuple[Closer, Callable[[], int]]] = []
         self._next = 0
         self._calls: set[CancelSignal] = set()
         self._calls_idle: anyio.Event | None = None
@@ -129,6 +130,14 @@ class ShutdownCoordinator:
             self._streams.pop(token, None)
 
         return remove
+
+    def add_stream_group(self, close: Closer, count: Callable[[], int]) -> None:
+        """Register what closes a set of streams kept elsewhere (the notifier's listen and GET
+        streams): ``close`` runs when shutdown begins (at once when it has); ``count()`` is how
+        many of them are open, for the shutdown's log line. Registered for the coordinator's life."""
+        self._groups.append((close, count))
+        if self._begun:
+            self._spawn(self._run_close(close))
 
     def hold_stream(self, stream: Closable) -> None:
         """:meth:`add_stream` without a closure per stream (one per call of a resumable 2025
@@ -193,11 +202,11 @@ class ShutdownCoordinator:
         self._begun = True
         self._done = anyio.Event()
         self._deadline = anyio.current_time() + self.grace_seconds
-        streams = len(self._streams) + len(self._held)
+        streams = len(self._streams) + len(self._held) + sum(count() for _, count in self._groups)
         logger.info("MCP shutdown begun: closing %d open stream(s); %d call(s) get %.1f s", streams, len(self._calls), self.grace_seconds)
         try:
             async with anyio.create_task_group() as tg:
-                for close in tuple(self._streams.values()):
+                for close in (*self._streams.values(), *(close for close, _ in self._groups)):
                     tg.start_soon(self._run_close, close)
                 for stream in tuple(self._held):
                     tg.start_soon(self._run_close, stream.aclose)
