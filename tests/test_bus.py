@@ -4,6 +4,7 @@ resource subscription registry (DESIGN.md decision 9)."""
 from __future__ import annotations
 
 import logging
+import os
 import subprocess
 import sys
 from typing import Any
@@ -94,12 +95,23 @@ def test_session_channels_are_distinct_per_tenant_and_dot_free(tenant: str | Non
     assert prefix not in others
 
 
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")  # Python 3.12+: fork() in a process with threads
 def test_replica_id_is_made_at_first_use_and_changes_after_fork(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(bus_module, "_replica", None)
     first = replica_id()
     assert len(first) == 16 and replica_id() == first
-    monkeypatch.setattr(bus_module.os, "getpid", lambda: -1)  # a forked child has another pid
-    assert replica_id() != first
+    read_end, write_end = os.pipe()
+    pid = os.fork()  # a real fork: the child forgets the parent's identity (os.register_at_fork)
+    if pid == 0:  # pragma: no cover - the child reports and leaves at once
+        os.close(read_end)
+        os.write(write_end, replica_id().encode())
+        os._exit(0)
+    os.close(write_end)
+    with os.fdopen(read_end, "rb") as pipe:
+        child = pipe.read().decode()
+    os.waitpid(pid, 0)
+    assert len(child) == 16 and child != first
+    assert replica_id() == first  # the parent keeps its own
 
 
 def test_importing_the_package_makes_no_replica_id() -> None:

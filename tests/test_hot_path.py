@@ -8,9 +8,12 @@ fresh encoding, the body deadline against ``asyncio.timeout``'s accounting.
 from __future__ import annotations
 
 import asyncio
+import collections
 import itertools
 import json
 import re
+import sys
+from types import FrameType
 
 import pytest
 from conftest import Wire, final_message, make_app, make_router, open_client
@@ -127,6 +130,39 @@ async def test_tools_list_bytes_are_the_fresh_encoding_and_follow_registry_chang
         _add_tool(router, "four")
         changed = final_message(await wire.legacy("tools/list", {"cursor": cursor}))
         assert [t["name"] for t in changed["result"]["tools"]] == ["three", "four"]
+
+
+_LOOP_ASKS = ("get_running_loop", "_get_running_loop", "current_task", "get_event_loop", "getpid")
+
+
+@pytest.mark.parametrize("in_session", [False, True])
+async def test_a_tools_call_asks_for_the_event_loop_once(in_session: bool) -> None:
+    """Python 3.11's ``get_running_loop()`` and ``current_task()`` make a ``getpid`` system call
+    each: the endpoint asks once a request, keeps the loop in the scope (``_context.event_loop``)
+    and the call reads it there (its task looked up with the loop given); no ``os.getpid`` a call."""
+    router = make_router(session_mode="auto")  # a session when the request names one
+    _add_tool(router, "one")
+    asked: collections.Counter[str] = collections.Counter()
+
+    def profile(frame: FrameType, event: str, arg: object) -> None:
+        name = getattr(arg, "__name__", "")
+        if event == "c_call" and name in _LOOP_ASKS and "fastapi_mcp_ctx" in frame.f_code.co_filename:
+            asked[name] += 1
+
+    async with open_client(make_app(router)) as client:
+        wire = Wire(client)
+        if in_session:
+            await wire.initialize()
+        await wire.legacy("tools/call", {"name": "one", "arguments": {"a": 1}}, session=wire.session)  # first use
+        sys.setprofile(profile)
+        try:
+            response = await wire.legacy("tools/call", {"name": "one", "arguments": {"a": 2}}, session=wire.session)
+        finally:
+            sys.setprofile(None)
+    assert final_message(response).get("result", response.text)["structuredContent"] == {"result": 2}
+    assert asked["getpid"] == 0 and asked["get_event_loop"] == 0 and asked["_get_running_loop"] == 0
+    assert asked["current_task"] <= 1  # CallScope's task, the loop given
+    assert asked["get_running_loop"] <= (2 if in_session else 1), asked  # the endpoint's; a session's stream policy asks too
 
 
 def test_tools_call_is_in_every_eras_method_table() -> None:

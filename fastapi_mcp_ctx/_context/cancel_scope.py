@@ -167,21 +167,22 @@ class CallScope:
         return False
 
 
-def _plain_asyncio_task() -> asyncio.Task[Any] | None:
+def _plain_asyncio_task(loop: asyncio.AbstractEventLoop | None = None) -> asyncio.Task[Any] | None:
     """The running asyncio task when sniffio would answer ``"asyncio"`` (no override, an asyncio
-    task runs), else None."""
+    task runs), else None; ``loop``: the running loop when the caller knows it (no look-up)."""
     if _library_cvar is not None and (_library_cvar.get() is not None or _library_thread.name is not None):  # pyright: ignore[reportOptionalMemberAccess]
         return None
     try:
-        return _current_task()
+        return _current_task(loop)
     except RuntimeError:
         return None
 
 
-def new_cancel_scope() -> HandlerScope:
+def new_cancel_scope(loop: asyncio.AbstractEventLoop | None = None) -> HandlerScope:
     """A handler call's scope, to enter at once in the calling task: a :class:`CallScope` on plain
-    asyncio (told its task, so entering it looks up nothing), else ``anyio.CancelScope()``."""
-    task = _plain_asyncio_task()
+    asyncio (told its task, so entering it looks up nothing), else ``anyio.CancelScope()``.
+    ``loop``: the running loop, when the caller has it (``_context.event_loop.scope_loop``)."""
+    task = _plain_asyncio_task(loop)
     if task is not None:
         return CallScope(task)
     return anyio.CancelScope()

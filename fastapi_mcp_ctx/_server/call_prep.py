@@ -11,7 +11,7 @@ nothing), a shutdown's ``ServerShuttingDownError`` in both.
 from __future__ import annotations
 
 import logging
-from asyncio import get_running_loop
+from asyncio import AbstractEventLoop, get_running_loop
 from collections.abc import Callable
 from typing import Any
 
@@ -22,6 +22,7 @@ from .._auth.sealing import RequestStateSealer
 from .._bridge import CallCancelled, report_unawaited
 from .._context.call_state import CallState
 from .._context.cancel_signal import CancelSignal
+from .._context.event_loop import LOOP_SCOPE_KEY
 from .._fastapi_routes import LEAN_SCOPE_KEY
 from .._handlers.invocation import Run
 from .._handlers.results import error_result, merge_outputs
@@ -166,11 +167,13 @@ class CallPreparation:
         request_id = message.id
 
         shutdown = self.shutdown
+        loop_of_request: AbstractEventLoop | None = scope.get(LOOP_SCOPE_KEY)
 
         async def runner(outbound: Outbound) -> Reply | None:
             state.outbound = outbound
             call_signal = state.signal
-            state.loop = call_signal.loop = get_running_loop()  # a sync tool's ctx.log.info(...) / ctx.signal.wait() run here (_bridge)
+            # a sync tool's ctx.log.info(...) / ctx.signal.wait() run here (_bridge); the endpoint's loop, asked once
+            state.loop = call_signal.loop = loop_of_request or get_running_loop()
             if shutdown is not None:
                 shutdown.call_started(call_signal)
             try:

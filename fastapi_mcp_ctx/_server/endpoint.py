@@ -26,6 +26,7 @@ from starlette.types import Scope
 from .._auth.gate import announce_admission, build_gate
 from .._auth.resource_metadata import challenge, ensure_root_routes, metadata_routes
 from .._auth.sealing import announce_process_key
+from .._context.event_loop import LOOP_SCOPE_KEY
 from .._context.logger import install_default_handler
 from .._fastapi_routes import flat_routes
 from .._replicas.relay import Relay
@@ -177,7 +178,9 @@ class McpEndpoint:
         (``front_door.py``) to the session gate or the dispatcher."""
         if not self._log_checked:
             self.start(request.app, request.scope.get("path", self.settings.path))
-        self.shutdown_coordinator.first_use()
+        loop = self.shutdown_coordinator.first_use()
+        if loop is not None:  # asked once a request (_context.event_loop)
+            request.scope[LOOP_SCOPE_KEY] = loop
         if not self.relay.started:  # this replica's bus channels, at first use (after any fork)
             try:
                 async with self._store_work(request.scope):

@@ -168,18 +168,26 @@ def session_channel(tenant_id: str | None, session_id: str) -> str:
     return session_prefix(tenant_id) + session_id
 
 
-_replica: tuple[int, str] | None = None
+_replica: str | None = None
+
+
+def _forget_replica() -> None:
+    global _replica
+    _replica = None
+
+
+os.register_at_fork(after_in_child=_forget_replica)  # a forked child makes its own at first use
 
 
 def replica_id() -> str:
     """This process's random replica identity (16 hex characters).
 
-    Made at first use, never at import, and made again in a forked child (the pid changed),
-    so pre-fork servers (gunicorn workers) never share one. Names this replica's own channel
-    for messages addressed to it (answers to server→client requests it waits for).
+    Made at first use, never at import, and made again in a forked child (forgotten at the
+    fork), so pre-fork servers (gunicorn workers) never share one; no ``getpid`` system call a
+    request. Names this replica's own channel for messages addressed to it (answers to
+    server→client requests it waits for).
     """
     global _replica
-    pid = os.getpid()
-    if _replica is None or _replica[0] != pid:
-        _replica = (pid, secrets.token_hex(8))
-    return _replica[1]
+    if _replica is None:
+        _replica = secrets.token_hex(8)
+    return _replica

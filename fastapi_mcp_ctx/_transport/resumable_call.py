@@ -34,6 +34,7 @@ from starlette.types import Receive, Scope, Send
 from .._context.call_state import CallState
 from .._context.cancel_scope import new_cancel_scope
 from .._context.cancel_signal import CancelSignal
+from .._context.event_loop import scope_loop
 from .._wire.jsonrpc import dumps, error_message
 from ..errors import CallLostError, ConfigurationError, StateUnavailableError
 from .call_connection import WATCH_AFTER, CallConnection
@@ -147,7 +148,7 @@ class ResumableCallResponse(CallConnection, Response):
             coordinator.hold_stream(self)
         try:
             reply: Reply | None = None
-            with new_cancel_scope() as handler_scope:
+            with new_cancel_scope(scope_loop(scope)) as handler_scope:
                 call.signal.bind(handler_scope)
                 try:
                     reply = await call.runner(self._outbound)

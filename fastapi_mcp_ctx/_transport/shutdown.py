@@ -95,18 +95,20 @@ class ShutdownCoordinator:
         return self._begun
 
     # -- learning ---------------------------------------------------------------------------
-    def first_use(self) -> None:
+    def first_use(self) -> asyncio.AbstractEventLoop | None:
         """Called on every request: remembers the event loop and, once per loop, installs the
-        signal hook (a few attribute reads when done)."""
+        signal hook (a few attribute reads when done). Returns the running asyncio loop (None off
+        asyncio), which the endpoint keeps for the request (``_context.event_loop``)."""
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:
-            return
+            return None
         if loop is self._loop:
-            return
+            return loop
         self._loop = loop
         if self._signals:
             install_signal_hook(self)
+        return loop
 
     def _on_signal(self) -> None:
         loop = self._loop
@@ -206,7 +208,7 @@ class ShutdownCoordinator:
         logger.info("MCP shutdown begun: closing %d open stream(s); %d call(s) get %.1f s", streams, len(self._calls), self.grace_seconds)
         try:
             async with anyio.create_task_group() as tg:
-                for close in (*self._streams.values(), *(close for close, _ in self._groups)):
+                for close in (*(close for close, _ in self._groups), *self._streams.values()):  # the notifier's first, as before
                     tg.start_soon(self._run_close, close)
                 for stream in tuple(self._held):
                     tg.start_soon(self._run_close, stream.aclose)

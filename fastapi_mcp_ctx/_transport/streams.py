@@ -24,6 +24,7 @@ from starlette.types import Message, Receive, Scope, Send
 
 from .._context.cancel_scope import new_cancel_scope
 from .._context.cancel_signal import CancelSignal
+from .._context.event_loop import scope_loop
 from .._wire.jsonrpc import dumps
 
 __all__ = ["SSE_HEADERS", "CallResponse", "Reply", "StandaloneStream", "run_background", "sse_frame"]
@@ -73,14 +74,12 @@ class _DisconnectWatcher:
 
     __slots__ = ("_handle", "_receive", "_signal", "_task")
 
-    def __init__(self, receive: Receive, signal: CancelSignal, delay: float = 0.05) -> None:
+    def __init__(self, receive: Receive, signal: CancelSignal, loop: asyncio.AbstractEventLoop | None, delay: float = 0.05) -> None:
         self._receive = receive
         self._signal = signal
         self._task: asyncio.Task[None] | None = None
-        try:
-            self._handle: asyncio.TimerHandle | None = asyncio.get_running_loop().call_later(delay, self._start)
-        except RuntimeError:  # not asyncio (trio): no watcher
-            self._handle = None
+        # loop: the running asyncio loop (None off asyncio, trio: no watcher)
+        self._handle: asyncio.TimerHandle | None = loop.call_later(delay, self._start) if loop is not None else None
 
     def _start(self) -> None:
         self._handle = None
@@ -160,9 +159,10 @@ class CallResponse(Response):
         self._send = send
         signal = self._signal
         reply: Reply | None = None
-        with new_cancel_scope() as handler_scope:
+        loop = scope_loop(scope)  # the endpoint's (one look-up a request: _context.event_loop)
+        with new_cancel_scope(loop) as handler_scope:
             signal.bind(handler_scope)
-            watcher = _DisconnectWatcher(receive, signal)
+            watcher = _DisconnectWatcher(receive, signal, loop)
             try:
                 reply = await self._runner(self._outbound)
             finally:
