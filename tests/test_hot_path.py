@@ -162,7 +162,7 @@ async def test_a_tools_call_asks_for_the_event_loop_once(in_session: bool) -> No
     assert final_message(response).get("result", response.text)["structuredContent"] == {"result": 2}
     assert asked["getpid"] == 0 and asked["get_event_loop"] == 0 and asked["_get_running_loop"] == 0
     assert asked["current_task"] <= 1  # CallScope's task, the loop given
-    assert asked["get_running_loop"] <= (2 if in_session else 1), asked  # the endpoint's; a session's stream policy asks too
+    assert asked["get_running_loop"] <= 1, asked  # the endpoint's own
 
 
 def test_tools_call_is_in_every_eras_method_table() -> None:

@@ -23,6 +23,7 @@ from starlette.responses import Response
 from .._auth.scopes import may_use
 from .._auth.sealing import RequestStateSealer
 from .._context.cancel_signal import CancelSignal
+from .._context.event_loop import LOOP_SCOPE_KEY
 from .._handlers.features import CALL_METHODS, Features, per_caller
 from .._handlers.registry import ToolRegistry
 from .._tasks.engine import TaskEngine
@@ -202,7 +203,7 @@ class Dispatcher(ToolCalls):
         if span is not None:  # OpenTelemetry (_server.telemetry): the span ends with the reply, or with the tool's run
             outcome = span.bind(outcome, None if isinstance(outcome, Reply) else outcome.state)
         streams = self.streams
-        if streams is not None and session is not None and streams.serves(envelope.era, session):
+        if streams is not None and session is not None and streams.serves(envelope.era, session, request.scope.get(LOOP_SCOPE_KEY)):
             if isinstance(outcome, Reply):
                 return json_reply(outcome, headers) if json_ok else answered_stream(streams, outcome, session, headers)
             return ResumableCallResponse(streams, outcome, session, headers, sse_allowed=sse_allowed, json_allowed=json_ok)

@@ -109,11 +109,14 @@ class ResumableStreams:
             notifier.recorder = store
 
     # -- policy -------------------------------------------------------------------------------
-    def serves(self, era: str, session: SessionRecord | None) -> bool:
+    def serves(self, era: str, session: SessionRecord | None, loop: asyncio.AbstractEventLoop | None = None) -> bool:
         """Whether a request of ``era`` on ``session`` gets resumable streams (on asyncio: the
-        GET streams' storage runs in tasks of their own; other event loops get plain streams)."""
+        GET streams' storage runs in tasks of their own; other event loops get plain streams).
+        ``loop``: the request's asyncio loop when the caller has it (no look-up)."""
         if not (self.settings.http_resumability and era == "legacy" and session is not None):
             return False
+        if loop is not None:
+            return True
         try:
             asyncio.get_running_loop()
         except RuntimeError:
