@@ -24,7 +24,8 @@ from .._handlers.resolve import run_tool
 from .._tasks.engine import TaskEngine
 from .._transport.requests import BackChannel
 from .._transport.sessions import SessionRecord
-from .._wire.envelope import RequestEnvelope, check_header_params
+from .._wire.envelope import RequestEnvelope
+from .._wire.header_params import check_header_params
 from .._wire.jsonrpc import JsonRpcRequest
 from ..context import Context
 from ..errors import InvalidParamsError, UnknownToolError

@@ -281,10 +281,10 @@ def _refuse_duplicate_keys(body: bytes, obj: dict[str, Any], kept: bytes | None 
             raise exc
 
 
-def _each_key_once(body: bytes | str, obj: dict[str, Any], kept: bytes | None = None) -> bool:
+def _each_key_once(body: bytes, obj: dict[str, Any], kept: bytes | None = None) -> bool:
     """True when the parser dropped no member of ``obj`` (so no key of the four checked objects,
     :func:`_scopes`, repeated), judged on the quotes of ``body`` (the bytes :func:`parse_message`
-    parsed, or their text): in a body without backslashes
+    parsed): in a body without backslashes
     every ``"`` delimits a string (a key or a string value), and no kept string needs an escape
     with a ``"`` in its encoding, so the parsed message re-encoded by ``to_json`` (C) holds as many
     quotes as the body exactly when every string of the body was kept. A repeated key makes the
@@ -296,7 +296,7 @@ def _each_key_once(body: bytes | str, obj: dict[str, Any], kept: bytes | None = 
         kept = _encoded(obj)
         if kept is None:  # the strict re-read decides
             return False
-    return kept.count(b'"') == (body.count(b'"') if isinstance(body, bytes) else body.count('"'))
+    return kept.count(b'"') == body.count(b'"')
 
 
 def _scopes(obj: dict[str, Any]) -> list[dict[str, Any] | None]:
