@@ -21,6 +21,7 @@ use that URL)…) stops the probe with a message saying what to do (``_probe_ans
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import time
 from collections.abc import Mapping
@@ -206,9 +207,10 @@ class _Prober:
         headers = {"mcp-protocol-version": str(result.get("protocolVersion"))}
         if session:
             headers["mcp-session-id"] = session
+        end_headers = {**self.headers, **headers}  # the DELETE ending the session
         try:
             note = {"jsonrpc": "2.0", "method": "notifications/initialized"}
-            merged = {"content-type": "application/json", "accept": _ACCEPT, **self.headers, **headers}
+            merged = {"content-type": "application/json", "accept": _ACCEPT, **end_headers}
             step = "notifications/initialized"
             answer = await self._send("POST", json.dumps(note).encode(), merged, step)
             if answer.status_code != 202:
@@ -216,13 +218,11 @@ class _Prober:
             await self.listings(report, era, result.get("capabilities"), headers, None)
         except ProbeFailure as exc:
             if session and not exc.fatal:  # a failed step still ends the session it opened
-                try:
-                    await self._send("DELETE", None, {**self.headers, **headers}, "DELETE")
-                except ProbeFailure:
-                    pass  # the step's own failure is the one to report
+                with contextlib.suppress(ProbeFailure):  # the step's own failure is the one to report
+                    await self._send("DELETE", None, end_headers, "DELETE")
             raise
         if session:  # the probe leaves nothing open on the server (the session, its streams)
-            await self._send("DELETE", None, {**self.headers, **headers}, "DELETE")
+            await self._send("DELETE", None, end_headers, "DELETE")
 
     async def modern(self, report: ProbeReport) -> None:
         era = MODERN_VERSION

@@ -68,15 +68,15 @@ def test_duplicate_key_fast_path_agrees_with_the_strict_parse(combo: tuple[str, 
 
 
 def test_the_fast_path_answers_alone_only_when_no_string_repeats() -> None:
-    body = '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"add","arguments":{"a":2,"b":3}}}'
+    body = b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"add","arguments":{"a":2,"b":3}}}'
     assert _each_key_once(body, json.loads(body))
-    again = '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"add","arguments":{"a":"a"}}}'
+    again = b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"add","arguments":{"a":"a"}}}'
     assert _each_key_once(again, json.loads(again))  # "a" also a value: the walk finds both, nothing dropped
-    assert parse_message(again.encode()).params["arguments"] == {"a": "a"}  # type: ignore[union-attr]
-    twice = '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"add","arguments":{"a":"a","a":1}}}'
+    assert parse_message(again).params["arguments"] == {"a": "a"}  # type: ignore[union-attr]
+    twice = b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"add","arguments":{"a":"a","a":1}}}'
     assert not _each_key_once(twice, json.loads(twice))  # the parser kept one "a": the strict re-read decides
     with pytest.raises(InvalidRequestError):
-        parse_message(twice.encode())
+        parse_message(twice)
 
 
 _ENVELOPE_PIECES = ['"name":"t"', '"name":"é"', '"version":"t"', '"c":{"name":"t"}', '"name":"t","name":"u"']
