@@ -52,7 +52,9 @@ def _free_port() -> int:
 
 
 def _post(port: int, body: bytes, headers: dict[str, str]) -> tuple[int, dict[str, str]]:
-    req = urllib.request.Request(f"http://127.0.0.1:{port}/mcp", data=body, headers={"Content-Type": "application/json", **headers})
+    req = urllib.request.Request(
+        f"http://127.0.0.1:{port}/mcp", data=body, headers={"Content-Type": "application/json", **headers}
+    )
     with urllib.request.urlopen(req, timeout=600) as resp:
         resp.read()
         return resp.status, dict(resp.headers)
@@ -108,7 +110,8 @@ def count(workload: str, app: str, calls: int, conc: int, cache: bool, tmp: Path
     cmd = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", *(CACHE if cache else []),
            sys.executable, "-m", "uvicorn", APPS[app], "--host", "127.0.0.1", "--port", str(port),
            "--http", "httptools", "--loop", "uvloop", "--no-access-log", "--log-level", "warning"]  # fmt: skip
-    server = subprocess.Popen(cmd, cwd=SERVERS, env=env, stdout=subprocess.DEVNULL, stderr=open(tmp / f"log.{app}.{calls}", "w"))
+    with open(tmp / f"log.{app}.{calls}", "w") as log:
+        server = subprocess.Popen(cmd, cwd=SERVERS, env=env, stdout=subprocess.DEVNULL, stderr=log)
     try:
         for _ in range(3000):
             if server.poll() is not None:
@@ -119,7 +122,9 @@ def count(workload: str, app: str, calls: int, conc: int, cache: bool, tmp: Path
             except OSError:
                 time.sleep(0.2)
         else:
-            raise SystemExit(f"the server under valgrind did not listen in 10 minutes: {(tmp / f'log.{app}.{calls}').read_text()[-2000:]}")
+            raise SystemExit(
+                f"the server under valgrind did not listen in 10 minutes: {(tmp / f'log.{app}.{calls}').read_text()[-2000:]}"
+            )
         headers = dict(wl.headers)
         if wl.session:
             headers["Mcp-Session-Id"] = _open_session(port)
@@ -142,7 +147,7 @@ def cycles(per: dict[str, float]) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("workloads", nargs="*", default=["a"], choices=["a", "b", "c", "cm", "d", "s"])
     parser.add_argument("--apps", nargs="+", default=["project", "fastapi"], choices=list(APPS))
     parser.add_argument("--calls", nargs=2, type=int, default=[300, 1300], metavar=("N1", "N2"))
@@ -156,7 +161,8 @@ def main() -> None:
             rows: dict[str, dict[str, float]] = {}
             for app in args.apps:
                 with ThreadPoolExecutor(2) as pool:  # both counts at once: instruction counts do not depend on load
-                    first, second = pool.map(lambda n: count(workload, app, n, args.conc, args.cache, tmp), (n1, n2))
+                    runs = [pool.submit(count, workload, app, n, args.conc, args.cache, tmp) for n in (n1, n2)]
+                    first, second = (run.result() for run in runs)
                 rows[app] = {k: (second[k] - first[k]) / (n2 - n1) for k in second}
             shown = [e for e in EVENTS if all(e in r for r in rows.values())]
             print(f"workload {workload}, c={args.conc}, per request ({n1} -> {n2} requests):")
