@@ -76,8 +76,9 @@ def _request_bytes(port: int, body: bytes, headers: dict[str, str]) -> bytes:
     return (head + "".join(f"{k}: {v}\r\n" for k, v in headers.items()) + "\r\n").encode() + body
 
 
-async def _drive(port: int, request: bytes, calls: int, conc: int, unique_ids: bool) -> None:
+async def _drive(port: int, body: bytes, headers: dict[str, str], calls: int, conc: int, unique_ids: bool) -> None:
     """``calls`` requests over ``conc`` keep-alive connections; each answer must be a 200 with a result."""
+    request = _request_bytes(port, body, headers)
     left = [calls]
     counter = [0]
 
@@ -86,15 +87,15 @@ async def _drive(port: int, request: bytes, calls: int, conc: int, unique_ids: b
         while left[0] > 0:
             left[0] -= 1
             data = request
-            if unique_ids:
+            if unique_ids:  # one session: each request its own JSON-RPC id
                 counter[0] += 1
-                data = request.replace(b'"id":1,', b'"id":%d,' % (1000 + counter[0]))
+                data = _request_bytes(port, body.replace(b'"id":1,', b'"id":%d,' % (1000 + counter[0])), headers)
             writer.write(data)
             head = await reader.readuntil(b"\r\n\r\n")
             length = int(next(line.split(b":")[1] for line in head.split(b"\r\n") if line.lower().startswith(b"content-length")))
-            body = await reader.readexactly(length)
+            answer = await reader.readexactly(length)
             if not head.startswith(b"HTTP/1.1 200") or b'"result"' not in body:
-                raise SystemExit(f"bad response: {head[:40]!r} {body[:300]!r}")
+                raise SystemExit(f"bad response: {head[:40]!r} {answer[:300]!r}")
         writer.close()
 
     await asyncio.gather(*(connection() for _ in range(conc)))
@@ -128,7 +129,7 @@ def count(workload: str, app: str, calls: int, conc: int, cache: bool, tmp: Path
         headers = dict(wl.headers)
         if wl.session:
             headers["Mcp-Session-Id"] = _open_session(port)
-        asyncio.run(_drive(port, _request_bytes(port, wl.body_bytes(), headers), calls, conc, wl.session))
+        asyncio.run(_drive(port, wl.body_bytes(), headers, calls, conc, wl.session))
     finally:
         server.send_signal(signal.SIGINT)
         server.wait(timeout=600)
