@@ -94,7 +94,7 @@ async def _drive(port: int, body: bytes, headers: dict[str, str], calls: int, co
             head = await reader.readuntil(b"\r\n\r\n")
             length = int(next(line.split(b":")[1] for line in head.split(b"\r\n") if line.lower().startswith(b"content-length")))
             answer = await reader.readexactly(length)
-            if not head.startswith(b"HTTP/1.1 200") or b'"result"' not in body:
+            if not head.startswith(b"HTTP/1.1 200") or b'"result"' not in answer:
                 raise SystemExit(f"bad response: {head[:40]!r} {answer[:300]!r}")
         writer.close()
 
