@@ -103,7 +103,7 @@ class CallPreparation:
     sealer: RequestStateSealer | None
 
     def _finish(self, result: dict[str, Any], envelope: RequestEnvelope, *, cacheable: bool = False) -> dict[str, Any]:
-        raise NotImplementedError  # the Dispatcher's: resultType, cache hints, serverInfo
+        raise NotImplementedError  # the Dispatcher's: resultType, cache hints, serverInfo (2026 only: a 2025 result is left as it is)
 
     def _prepare(
         self,
@@ -222,7 +222,10 @@ async def _run_call(
             result = merge_outputs(tool, result, state.outputs, request_id)  # ctx.enrich / ctx.content
         if state.created is not None:  # Context coroutines made on the loop: any never awaited is reported
             _report_unawaited(state, result, tool)
-        return Reply(result_message(request_id, prep._finish(result, state.envelope, cacheable=cacheable)))  # pyright: ignore[reportPrivateUsage]
+        envelope = state.envelope
+        if envelope.era == "modern":  # a 2025 result is sent as it is (_finish adds 2026's fields only)
+            result = prep._finish(result, envelope, cacheable=cacheable)  # pyright: ignore[reportPrivateUsage]
+        return Reply(result_message(request_id, result))
     except CallCancelled:  # a sync handler's thread: the call was cancelled (the transport answers it) or ended
         return error_reply(request_id, RequestCancelledError(), state.envelope.era)
     except Exception as exc:  # noqa: BLE001 - every failure is the call's reply

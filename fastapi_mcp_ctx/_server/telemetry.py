@@ -147,8 +147,15 @@ class Telemetry:
     def start(self, message: Any, envelope: Any, scope: Mapping[str, Any], session_id: str | None) -> CallSpan | None:
         """Open the SERVER span of one JSON-RPC request (None when telemetry is off)."""
         inst = self._instruments
-        if inst is None and (inst := self.instruments()) is None:
-            return None
+        if inst is None:
+            if self.mode == "auto" and time.monotonic() < self._next_check:  # instruments()'s own test, without its call
+                return None
+            if (inst := self.instruments()) is None:
+                return None
+        return self._open(inst, message, envelope, scope, session_id)
+
+    def _open(self, inst: _Instruments, message: Any, envelope: Any, scope: Mapping[str, Any], session_id: str | None) -> CallSpan:
+        """:meth:`start` once telemetry is on (a function of its own: off, a request touches none of it)."""
         method: str = message.method
         params: Mapping[str, Any] = message.params
         shape = self._shape(method, params, envelope.protocol_version, scope.get("http_version"))
