@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from time import monotonic
 from typing import Any, Final
 
 from starlette.requests import Request
@@ -207,7 +208,10 @@ class Dispatcher(ToolCalls):
             return await self._listen_response(message, envelope, request, headers, json_ok)
         channel = BackChannel.http(self.pending, era=era, session_id=session.id if session else None, sse_allowed=sse_allowed)
         telemetry = self.telemetry
-        span = telemetry.start(message, envelope, request.scope, session.id if session else None) if telemetry is not None else None
+        if telemetry is not None and monotonic() >= telemetry.next_check:  # (before: start() would answer None)
+            span = telemetry.start(message, envelope, request.scope, session.id if session else None)
+        else:
+            span = None
         outcome: Reply | PreparedCall
         if method == "tools/call":  # serve's first branch, without its coroutine
             try:
