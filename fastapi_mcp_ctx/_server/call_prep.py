@@ -225,12 +225,12 @@ async def _run_call(
         envelope = state.envelope
         if envelope.era == "modern":  # a 2025 result is sent as it is (_finish adds 2026's fields only)
             result = prep._finish(result, envelope, cacheable=cacheable)  # pyright: ignore[reportPrivateUsage]
-        return Reply(result_message(request_id, result))
+        reply = Reply(result_message(request_id, result))
     except CallCancelled:  # a sync handler's thread: the call was cancelled (the transport answers it) or ended
-        return error_reply(request_id, RequestCancelledError(), state.envelope.era)
+        reply = error_reply(request_id, RequestCancelledError(), state.envelope.era)
     except Exception as exc:  # noqa: BLE001 - every failure is the call's reply
-        return _failure(exc, state, tool)
-    finally:
+        reply = _failure(exc, state, tool)
+    finally:  # (no return inside the try: fewer copies of this block in the bytecode)
         if state.created is not None:  # the handler failed: the server log still names what it never awaited
             _report_unawaited(state, None, tool)
         state.outbound = None
@@ -239,6 +239,7 @@ async def _run_call(
             shutdown.call_ended(signal)
         if live is not None:
             prep.live.call_ended(live, state.session_id, request_id, signal)  # pyright: ignore[reportArgumentType]
+    return reply
 
 
 def _failure(exc: Exception, state: CallState, tool: ToolDef | None) -> Reply:

@@ -3,8 +3,10 @@
 ``Dispatcher.dispatch`` takes a validated JSON-RPC request plus its envelope and returns
 the HTTP response: a JSON body for plain methods, a :class:`CallResponse` (JSON or SSE)
 for ``tools/call``. ``Dispatcher.serve`` is the transport-neutral core (stdio uses it): a
-:class:`Reply`, or a :class:`PreparedCall` the transport runs. Methods outside an era's table answer ``-32601`` (HTTP 404 in the
-2026-07-28 era, where removed methods such as ``initialize`` and ``ping`` land too).
+:class:`Reply`, or a :class:`PreparedCall` the transport runs (``dispatch`` makes a ``tools/call``
+ready itself, as ``serve`` would, without ``serve``'s coroutine). Methods outside an era's table
+answer ``-32601`` (HTTP 404 in the 2026-07-28 era, where removed methods such as ``initialize``
+and ``ping`` land too).
 
 ``tools/call`` is made ready by the dispatcher's base :class:`~._server.tool_calls.ToolCalls`, every
 call by its base :class:`~._server.call_prep.CallPreparation`; ``tasks/*`` go to ``_server.task_calls``.

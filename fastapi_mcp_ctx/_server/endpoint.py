@@ -74,6 +74,11 @@ _BATCH_OPENERS: Final = b"[ \t\r\n"
 :func:`starts_batch`; a JSON object's ``{`` needs no call."""
 
 
+async def _answered(response: Response) -> Response:
+    """``response``, to await where a coroutine is expected."""
+    return response
+
+
 class McpEndpoint:
     """The HTTP exchange of one ``McpRouter`` (its route's endpoint is :meth:`handle`).
 
@@ -274,15 +279,35 @@ class McpEndpoint:
             return json_reply(error_reply(message.id, exc, "modern"))
         return await self.dispatcher.dispatch(message, envelope, request, None, {}, sse_allowed)
 
-    async def _post_legacy(
+    def _post_legacy(
         self,
         message: JsonRpcRequest | JsonRpcNotification | JsonRpcResponse,
         request: Request,
         request_headers: HeaderMap,
         sse_allowed: bool,
-    ) -> Response:
+    ) -> Awaitable[Response]:
+        """A 2025 POST: a request without a session goes to the dispatcher here (a plain function:
+        :meth:`handle` awaits the dispatcher's coroutine itself); ``initialize``, a session's
+        messages, notifications and answers in :meth:`_post_legacy_other`."""
         mode = self.settings.session_mode  # auto: a session when the request names one, else none
         in_session = mode == "stateful" or (mode == "auto" and SESSION_HEADER in request_headers)
+        if in_session or not isinstance(message, JsonRpcRequest) or message.method == "initialize":
+            return self._post_legacy_other(message, request, request_headers, sse_allowed, in_session)
+        try:
+            check_legacy_version(request_headers)
+        except McpError as exc:
+            exc.request_id = message.id  # type: ignore[attr-defined]
+            raise
+        return self._legacy_request(message, request, request_headers, sse_allowed, None)
+
+    async def _post_legacy_other(
+        self,
+        message: JsonRpcRequest | JsonRpcNotification | JsonRpcResponse,
+        request: Request,
+        request_headers: HeaderMap,
+        sse_allowed: bool,
+        in_session: bool,
+    ) -> Response:
         try:
             check_legacy_version(request_headers)
             if isinstance(message, JsonRpcRequest) and message.method == "initialize":
@@ -291,27 +316,32 @@ class McpEndpoint:
         except McpError as exc:
             exc.request_id = message.id if isinstance(message, JsonRpcRequest) else None  # type: ignore[attr-defined]
             raise
-        headers = {SESSION_HEADER: session.id} if session is not None else {}
         if not isinstance(message, JsonRpcRequest):
-            return await self._legacy_not_request(message, request, session, headers)
-        header_version = request_headers.get("mcp-protocol-version")
+            return await self._legacy_not_request(message, request, session)
+        return await self._legacy_request(message, request, request_headers, sse_allowed, session)
+
+    def _legacy_request(
+        self, message: JsonRpcRequest, request: Request, request_headers: HeaderMap, sse_allowed: bool, session: SessionRecord | None
+    ) -> Awaitable[Response]:
+        """A 2025 request's envelope, then the dispatcher's coroutine to await."""
+        headers = {SESSION_HEADER: session.id} if session is not None else {}
         if session is not None:
             version = session.protocol_version
         else:
+            header_version = request_headers.get("mcp-protocol-version")
             version = header_version.strip() if header_version else "2025-03-26"
         try:
             envelope: RequestEnvelope = read_legacy_envelope(request_headers, message.params, version)
         except McpError as exc:  # a bad _meta (progressToken...): the request's own error, its id echoed
-            return json_reply(error_reply(message.id, exc, "legacy"), headers)
+            return _answered(json_reply(error_reply(message.id, exc, "legacy"), headers))
         if session is not None:
             envelope.client_capabilities, envelope.client_info = session.client_metadata_parsed()
-        return await self.dispatcher.dispatch(message, envelope, request, session, headers, sse_allowed)
+        return self.dispatcher.dispatch(message, envelope, request, session, headers, sse_allowed)
 
-    async def _legacy_not_request(
-        self, message: JsonRpcNotification | JsonRpcResponse, request: Request, session: SessionRecord | None, headers: dict[str, str]
-    ) -> Response:
+    async def _legacy_not_request(self, message: JsonRpcNotification | JsonRpcResponse, request: Request, session: SessionRecord | None) -> Response:
         """202 for a 2025 notification (a cancel acted on here or forwarded) or a client's answer
         to ``ctx.send_request`` (matched in its session)."""
+        headers = {SESSION_HEADER: session.id} if session is not None else {}
         if isinstance(message, JsonRpcResponse):
             scope = session.id if session is not None else None
             async with self._store_work(request.scope):
