@@ -28,8 +28,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 from collections.abc import Callable, Coroutine
 from typing import Any, Final, Protocol
+from weakref import WeakSet
 
 from .._transport.bus import MessageBus, Unsubscribe, replica_id
 from .._transport.pending import PendingRequests, origin_of
@@ -66,9 +68,16 @@ class Relay:
         identity: this replica's id (default :func:`replica_id`; tests give each router its own).
     """
 
+    started: bool
+    """Subscribed, as this process's current identity: a plain attribute the endpoint reads per
+    request (no call), made False by :meth:`stop`, a fork (the child starts again under its own
+    identity) and a new :attr:`identity`."""
+
     def __init__(self, bus: MessageBus, identity: Callable[[], str] = replica_id) -> None:
         self.bus = bus
-        self.identity = identity
+        self._identity = identity
+        self.started = False
+        _RELAYS.add(self)
         self._as: str | None = None
         self._unsubscribe: list[Unsubscribe] = []
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -79,9 +88,14 @@ class Relay:
         self._tasks_handler: Callable[[dict[str, Any]], object] | None = None
 
     @property
-    def started(self) -> bool:
-        """Subscribed, as this process's current identity (a forked child starts again)."""
-        return self._as is not None and self._as == self.identity()
+    def identity(self) -> Callable[[], str]:
+        """This replica's id, as a function (called at :meth:`start` and per forwarded message)."""
+        return self._identity
+
+    @identity.setter
+    def identity(self, identity: Callable[[], str]) -> None:
+        self._identity = identity
+        self.started = False  # the next request subscribes again under the new id
 
     def origin(self) -> str:
         """The origin of this replica's server→client request ids."""
@@ -104,6 +118,7 @@ class Relay:
         cannot be reached is retried at the next request; meanwhile nothing is forwarded here."""
         me = self.identity()
         if self._as == me:
+            self.started = True
             return
         self.stop()
         try:
@@ -114,6 +129,7 @@ class Relay:
             logger.warning("the replica bus is unreachable (%s): forwarding to this replica starts at a later request", exc.message)
             return
         self._as = me
+        self.started = True
 
     def stop(self) -> None:
         """Leave the channels."""
@@ -121,6 +137,7 @@ class Relay:
             unsubscribe()
         self._unsubscribe.clear()
         self._as = None
+        self.started = False
 
     # -- sending -----------------------------------------------------------------------
     async def forward_answer(self, response: JsonRpcResponse, session_id: str | None) -> bool:
@@ -207,3 +224,15 @@ class Relay:
             stream_id = message.get("x")
             if isinstance(stream_id, str):
                 self._spawn(self._streams.taken_elsewhere(session_id, stream_id))
+
+
+_RELAYS: WeakSet[Relay] = WeakSet()
+
+
+def _forked() -> None:
+    """A forked child's relays start again under the child's own identity (``replica_id``)."""
+    for relay in list(_RELAYS):
+        relay.started = False
+
+
+os.register_at_fork(after_in_child=_forked)

@@ -11,8 +11,9 @@ nothing), a shutdown's ``ServerShuttingDownError`` in both.
 from __future__ import annotations
 
 import logging
-from asyncio import AbstractEventLoop, get_running_loop
+from asyncio import get_running_loop
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from fastapi.background import BackgroundTasks
@@ -29,7 +30,7 @@ from .._handlers.results import error_result, merge_outputs
 from .._handlers.tool_def import ToolDef
 from .._transport.notifications import Notifier
 from .._transport.requests import BackChannel
-from .._transport.sessions import LiveSessions, SessionRecord, new_session_id
+from .._transport.sessions import LiveSession, LiveSessions, SessionRecord, new_session_id
 from .._transport.shutdown import SHUTDOWN_REASON, ShutdownCoordinator
 from .._transport.streams import Outbound, Reply
 from .._wire.envelope import HeaderMap, RequestEnvelope
@@ -38,17 +39,20 @@ from ..auth import Principal
 from ..context import Context
 from ..contracts import ErrorContracts
 from ..errors import (
+    InputRoundsExceededError,
     InternalError,
     InvalidRequestError,
     McpError,
     MissingCapabilityError,
     RequestCancelledError,
+    ServerRequestError,
     ServerShuttingDownError,
 )
+from ..input_required import InputRequired
 from ..settings import McpSettings
 from ..state import ContextState
 from .http import BODY_SCOPE_KEY, HEADERS_SCOPE_KEY, replaying_receive
-from .input_rounds import run_rounds
+from .input_rounds import first_round, later_rounds
 from .outcomes import PreparedCall, error_reply
 
 __all__ = ["PRINCIPAL_SCOPE_KEY", "CallPreparation", "echo"]
@@ -76,6 +80,11 @@ def echo(value: str) -> str:
     return value if len(value) <= _ECHO_LIMIT else value[:_ECHO_LIMIT] + "…"
 
 
+def _log_level_of(session: SessionRecord) -> str | None:
+    """A session's client log level, as it is when read (``logging/setLevel`` changes it)."""
+    return session.log_level
+
+
 def _no_log_level() -> str | None:
     """A sessionless call's client log level: none was set."""
     return None
@@ -94,7 +103,7 @@ class CallPreparation:
     sealer: RequestStateSealer | None
 
     def _finish(self, result: dict[str, Any], envelope: RequestEnvelope, *, cacheable: bool = False) -> dict[str, Any]:
-        raise NotImplementedError  # the Dispatcher's: resultType, cache hints, serverInfo
+        raise NotImplementedError  # the Dispatcher's: resultType, cache hints, serverInfo (2026 only: a 2025 result is left as it is)
 
     def _prepare(
         self,
@@ -138,6 +147,12 @@ class CallPreparation:
         if live is not None and message.id in live.in_flight:
             raise InvalidRequestError(f"Request id {echo(repr(message.id))} is already in flight in this session")
         principal: Principal | None = request.scope.get(PRINCIPAL_SCOPE_KEY)
+        if session is not None:
+            session_id: str | None = session.id
+        elif envelope.era == "legacy" and self.settings.expose_stateless_session_id:  # a fresh token per 2025 request (2026: none)
+            session_id = new_session_id()
+        else:
+            session_id = None
         state = CallState(
             request_id=message.id,
             method=message.method,
@@ -146,11 +161,11 @@ class CallPreparation:
             request=call_request,
             auth=principal,
             tenant_id=principal.tenant_id if principal is not None else "default",
-            session_id=session.id if session is not None else self._stateless_session_id(envelope),
+            session_id=session_id,
             operation=operation,
             logger_name=logger_name,
             uri=uri,
-            client_log_level=(lambda: session.log_level) if session is not None else _no_log_level,
+            client_log_level=partial(_log_level_of, session) if session is not None else _no_log_level,
             state_factory=self.state_factory,
             notifications=self.notifier,
             signal=signal,
@@ -163,60 +178,88 @@ class CallPreparation:
         context = Context(state)
         if live is not None:
             live.in_flight[message.id] = state.signal
-        era = envelope.era
-        request_id = message.id
+        # partials of module functions, not closures: no cell per captured name, no function
+        # object per call; the runner reads the rest from the call's state
+        runner = partial(_run_call, self, state, context, run, background, message.params, tool, cacheable, live)
+        return PreparedCall(runner, signal, background, partial(_cancelled, state), state)
 
-        shutdown = self.shutdown
-        loop_of_request: AbstractEventLoop | None = scope.get(LOOP_SCOPE_KEY)
 
-        async def runner(outbound: Outbound) -> Reply | None:
-            state.outbound = outbound
-            call_signal = state.signal
-            # a sync tool's ctx.log.info(...) / ctx.signal.wait() run here (_bridge); the endpoint's loop, asked once
-            state.loop = call_signal.loop = loop_of_request or get_running_loop()
-            if shutdown is not None:
-                shutdown.call_started(call_signal)
-            try:
-                result = await run_rounds(context, state, message.params, lambda: run(context, call_request, background), self.sealer, tool)
-                if tool is not None and (state.outputs is not None or tool.enrichment is not None) and result.get("resultType") != "input_required":
-                    result = merge_outputs(tool, result, state.outputs, request_id)  # ctx.enrich / ctx.content
-                if state.created is not None:  # Context coroutines made on the loop: any never awaited is reported
-                    _report_unawaited(state, result, tool)
-                return Reply(result_message(request_id, self._finish(result, envelope, cacheable=cacheable)))
-            except MissingCapabilityError as exc:
-                if era == "modern" or tool is None:
-                    return error_reply(request_id, exc, era)
-                exc.recovery_hint = "Reconnect with a client that declares it."
-                return Reply(result_message(request_id, error_result(exc, request_id, tool)))
-            except McpError as exc:
-                return error_reply(request_id, exc, era)
-            except CallCancelled:  # a sync handler's thread: the call was cancelled (the transport answers it) or ended
-                return error_reply(request_id, RequestCancelledError(), era)
-            except Exception:
-                logger.exception("internal error in %s (request id %r)", operation, request_id)
-                return error_reply(request_id, InternalError(), era)
-            finally:
-                if state.created is not None:  # the handler failed: the server log still names what it never awaited
-                    _report_unawaited(state, None, tool)
-                state.outbound = None
-                call_signal.release()  # work a thread of the handler's still runs on the loop ends with the call
-                if shutdown is not None:
-                    shutdown.call_ended(call_signal)
-                if live is not None and session is not None:
-                    self.live.call_ended(live, session.id, request_id, state.signal)
+async def _run_call(
+    prep: CallPreparation,
+    state: CallState,
+    context: Context,
+    run: Run,
+    background: BackgroundTasks,
+    params: dict[str, Any],
+    tool: ToolDef | None,
+    cacheable: bool,
+    live: LiveSession | None,
+    outbound: Outbound,
+) -> Reply | None:
+    """The runner of a prepared call: ``run`` (the handler) with the input rounds, its result
+    or failure made the reply (module docstring)."""
+    state.outbound = outbound
+    signal = state.signal
+    call_request = state.request
+    # a sync tool's ctx.log.info(...) / ctx.signal.wait() run here (_bridge); the endpoint's loop, asked once
+    state.loop = signal.loop = call_request.scope.get(LOOP_SCOPE_KEY) or get_running_loop()
+    shutdown = prep.shutdown
+    if shutdown is not None:
+        shutdown.call_started(signal)
+    request_id = state.request_id
+    try:
+        try:
+            if "inputResponses" in params or "requestState" in params:  # most calls: no answer to admit, no state to open
+                state.input_round = first_round(context, state, params, None, prep.sealer)
+            result = await run(context, call_request, background)
+        except InputRequired as asked:
+            result = await later_rounds(context, state, params, partial(run, context, call_request, background), asked, prep.sealer, tool)
+        except (ServerRequestError, InputRoundsExceededError) as exc:
+            if tool is None:
+                raise
+            result = error_result(exc, request_id, tool)
+        if tool is not None and (state.outputs is not None or tool.enrichment is not None) and result.get("resultType") != "input_required":
+            result = merge_outputs(tool, result, state.outputs, request_id)  # ctx.enrich / ctx.content
+        if state.created is not None:  # Context coroutines made on the loop: any never awaited is reported
+            _report_unawaited(state, result, tool)
+        envelope = state.envelope
+        if envelope.era == "modern":  # a 2025 result is sent as it is (_finish adds 2026's fields only)
+            result = prep._finish(result, envelope, cacheable=cacheable)  # pyright: ignore[reportPrivateUsage]
+        reply = Reply(result_message(request_id, result))
+    except CallCancelled:  # a sync handler's thread: the call was cancelled (the transport answers it) or ended
+        reply = error_reply(request_id, RequestCancelledError(), state.envelope.era)
+    except Exception as exc:  # noqa: BLE001 - every failure is the call's reply
+        reply = _failure(exc, state, tool)
+    finally:  # (no return inside the try: fewer copies of this block in the bytecode)
+        if state.created is not None:  # the handler failed: the server log still names what it never awaited
+            _report_unawaited(state, None, tool)
+        state.outbound = None
+        signal.release()  # work a thread of the handler's still runs on the loop ends with the call
+        if shutdown is not None:
+            shutdown.call_ended(signal)
+        if live is not None:
+            prep.live.call_ended(live, state.session_id, request_id, signal)  # pyright: ignore[reportArgumentType]
+    return reply
 
-        def cancelled() -> Reply | None:
-            if state.signal.reason == SHUTDOWN_REASON:
-                return error_reply(request_id, ServerShuttingDownError(), era)
-            if era == "modern":
-                return None
-            return Reply(error_message(request_id, RequestCancelledError()))
 
-        return PreparedCall(runner, signal, background, cancelled, state)
+def _failure(exc: Exception, state: CallState, tool: ToolDef | None) -> Reply:
+    """The reply of a call whose handler raised ``exc`` (called in its ``except``: a crash is
+    logged with its traceback)."""
+    request_id, era = state.request_id, state.envelope.era
+    if isinstance(exc, MissingCapabilityError) and era != "modern" and tool is not None:
+        exc.recovery_hint = "Reconnect with a client that declares it."
+        return Reply(result_message(request_id, error_result(exc, request_id, tool)))
+    if isinstance(exc, McpError):
+        return error_reply(request_id, exc, era)
+    logger.exception("internal error in %s (request id %r)", state.operation, request_id)
+    return error_reply(request_id, InternalError(), era)
 
-    def _stateless_session_id(self, envelope: RequestEnvelope) -> str | None:
-        """``ctx.session_id`` of a 2025 request served without a session: a fresh token per
-        request when ``expose_stateless_session_id`` is on, else None (2026: always None)."""
-        if envelope.era == "legacy" and self.settings.expose_stateless_session_id:
-            return new_session_id()
+
+def _cancelled(state: CallState) -> Reply | None:
+    """What HTTP sends for a cancelled call: the shutdown's error, else per era (2025:
+    ``RequestCancelledError``; 2026: nothing)."""
+    if state.signal.reason == SHUTDOWN_REASON:
+        return error_reply(state.request_id, ServerShuttingDownError(), state.envelope.era)
+    if state.envelope.era == "modern":
         return None
+    return Reply(error_message(state.request_id, RequestCancelledError()))

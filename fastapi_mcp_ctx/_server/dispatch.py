@@ -3,8 +3,10 @@
 ``Dispatcher.dispatch`` takes a validated JSON-RPC request plus its envelope and returns
 the HTTP response: a JSON body for plain methods, a :class:`CallResponse` (JSON or SSE)
 for ``tools/call``. ``Dispatcher.serve`` is the transport-neutral core (stdio uses it): a
-:class:`Reply`, or a :class:`PreparedCall` the transport runs. Methods outside an era's table answer ``-32601`` (HTTP 404 in the
-2026-07-28 era, where removed methods such as ``initialize`` and ``ping`` land too).
+:class:`Reply`, or a :class:`PreparedCall` the transport runs (``dispatch`` makes a ``tools/call``
+ready itself, as ``serve`` would, without ``serve``'s coroutine). Methods outside an era's table
+answer ``-32601`` (HTTP 404 in the 2026-07-28 era, where removed methods such as ``initialize``
+and ``ping`` land too).
 
 ``tools/call`` is made ready by the dispatcher's base :class:`~._server.tool_calls.ToolCalls`, every
 call by its base :class:`~._server.call_prep.CallPreparation`; ``tasks/*`` go to ``_server.task_calls``.
@@ -15,6 +17,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from time import monotonic
 from typing import Any, Final
 
 from starlette.requests import Request
@@ -65,6 +68,15 @@ from .tool_calls import ToolCalls
 __all__ = ["Dispatcher"]
 
 logger = logging.getLogger("fastapi_mcp_ctx")
+
+
+def _failed(exc: Exception, message: JsonRpcRequest, era: str) -> Reply:
+    """The error reply of a request whose serving raised ``exc`` (called in its ``except``: a
+    crash is logged with its traceback, answered -32603)."""
+    if isinstance(exc, McpError):
+        return error_reply(message.id, exc, era)
+    logger.exception("internal error serving %s (request id %r)", message.method, message.id)
+    return error_reply(message.id, InternalError(), era)
 
 SERVER_INFO_KEY: Final = "io.modelcontextprotocol/serverInfo"
 JSON_OK_SCOPE_KEY: Final = "fastapi_mcp_ctx.json_ok"
@@ -192,18 +204,28 @@ class Dispatcher(ToolCalls):
     ) -> Response:
         """Serve one request over HTTP: JSON, or a :class:`CallResponse` for ``tools/call``."""
         json_ok: bool = request.scope.get(JSON_OK_SCOPE_KEY, True)
-        if message.method == "subscriptions/listen" and envelope.era == "modern":
+        era = envelope.era
+        method = message.method
+        if method == "subscriptions/listen" and era == "modern":
+            return await self._listen_response(message, envelope, request, headers, json_ok)
+        channel = BackChannel.http(self.pending, era=era, session_id=session.id if session else None, sse_allowed=sse_allowed)
+        telemetry = self.telemetry
+        if telemetry is not None and monotonic() >= telemetry.next_check:  # (before: start() would answer None)
+            span = telemetry.start(message, envelope, request.scope, session.id if session else None)
+        else:
+            span = None
+        outcome: Reply | PreparedCall
+        if method == "tools/call":  # serve's first branch, without its coroutine
             try:
-                return await self._listen(message, headers, request.scope.get(PRINCIPAL_SCOPE_KEY), envelope)
-            except McpError as exc:
-                return json_reply(error_reply(message.id, exc, envelope.era), headers, json_ok=json_ok)
-        channel = BackChannel.http(self.pending, era=envelope.era, session_id=session.id if session else None, sse_allowed=sse_allowed)
-        span = self.telemetry.start(message, envelope, request.scope, session.id if session else None) if self.telemetry else None
-        outcome = await self.serve(message, envelope, request, session, back_channel=channel)
+                outcome = self._tools_call(message, envelope, request, session, True, CancelSignal(), channel)
+            except Exception as exc:  # noqa: BLE001 - as serve: every exception is a JSON-RPC error
+                outcome = _failed(exc, message, era)
+        else:
+            outcome = await self.serve(message, envelope, request, session, back_channel=channel)
         if span is not None:  # OpenTelemetry (_server.telemetry): the span ends with the reply, or with the tool's run
             outcome = span.bind(outcome, None if isinstance(outcome, Reply) else outcome.state)
         streams = self.streams
-        if streams is not None and session is not None and streams.serves(envelope.era, session, request.scope.get(LOOP_SCOPE_KEY)):
+        if streams is not None and session is not None and streams.serves(era, session, request.scope.get(LOOP_SCOPE_KEY)):
             if isinstance(outcome, Reply):
                 return json_reply(outcome, headers) if json_ok else answered_stream(streams, outcome, session, headers)
             return ResumableCallResponse(streams, outcome, session, headers, sse_allowed=sse_allowed, json_allowed=json_ok)
@@ -218,6 +240,14 @@ class Dispatcher(ToolCalls):
             background=outcome.background,
             cancelled_message=outcome.cancelled_message,
         )
+
+    async def _listen_response(
+        self, message: JsonRpcRequest, envelope: RequestEnvelope, request: Request, headers: Mapping[str, str], json_ok: bool
+    ) -> Response:
+        try:
+            return await self._listen(message, headers, request.scope.get(PRINCIPAL_SCOPE_KEY), envelope)
+        except McpError as exc:
+            return json_reply(error_reply(message.id, exc, envelope.era), headers, json_ok=json_ok)
 
     async def serve(
         self,
@@ -242,39 +272,49 @@ class Dispatcher(ToolCalls):
         """
         try:
             if message.method == "tools/call":  # in both eras' core tables, so in every _table
-                return await self._tools_call(
+                return self._tools_call(
                     message, envelope, request, session, http_headers, signal if signal is not None else CancelSignal(), back_channel
                 )
-            if message.method not in self._table(envelope.era):
-                raise self._not_in_era(message.method, envelope.era)
-            if message.method.startswith("tasks/") and self.tasks is not None:
-                owner = call_owner(request.scope.get(PRINCIPAL_SCOPE_KEY), session, envelope)
-                if message.method == "tasks/result":  # 2025: blocks, asking the task's questions on its stream
-                    run = legacy_result_run(self.tasks, owner, message.params.get("taskId"), self.settings.task_poll_interval_ms / 1000)
-                    return self._prepare(
-                        message, envelope, request, session, signal if signal is not None else CancelSignal(), back_channel,
-                        run=run, operation="tasks/result", logger_name="tasks", private_scope=False,
-                    )  # fmt: skip
-                result = await serve_task_method(self.tasks, message.method, message.params, envelope, owner, self.settings)
-                return Reply(result_message(message.id, self._finish(result, envelope)))
-            if message.method in CALL_METHODS and self.features is not None:
-                invocation = self.features.prepare(
-                    message.method, message.params, envelope.era, principal=request.scope.get(PRINCIPAL_SCOPE_KEY), settings=self.settings
-                )
+            return await self._serve_method(message, envelope, request, session, http_headers, signal, back_channel)
+        except Exception as exc:  # noqa: BLE001 - every exception is a JSON-RPC error
+            return _failed(exc, message, envelope.era)
+
+    async def _serve_method(
+        self,
+        message: JsonRpcRequest,
+        envelope: RequestEnvelope,
+        request: Request,
+        session: SessionRecord | None,
+        http_headers: bool,
+        signal: CancelSignal | None,
+        back_channel: BackChannel | None,
+    ) -> Reply | PreparedCall:
+        """:meth:`serve` of a method other than ``tools/call`` (its exceptions: raised)."""
+        if message.method not in self._table(envelope.era):
+            raise self._not_in_era(message.method, envelope.era)
+        if message.method.startswith("tasks/") and self.tasks is not None:
+            owner = call_owner(request.scope.get(PRINCIPAL_SCOPE_KEY), session, envelope)
+            if message.method == "tasks/result":  # 2025: blocks, asking the task's questions on its stream
+                run = legacy_result_run(self.tasks, owner, message.params.get("taskId"), self.settings.task_poll_interval_ms / 1000)
                 return self._prepare(
                     message, envelope, request, session, signal if signal is not None else CancelSignal(), back_channel,
-                    run=invocation.run, operation=invocation.operation, logger_name=invocation.logger_name,
-                    private_scope=invocation.private_scope, uri=invocation.uri, cacheable=invocation.cacheable,
-                    contracts=invocation.contracts,
+                    run=run, operation="tasks/result", logger_name="tasks", private_scope=False,
                 )  # fmt: skip
-            transport = "http" if http_headers else "stdio"
-            principal: Principal | None = request.scope.get(PRINCIPAL_SCOPE_KEY)
-            return Reply(result_message(message.id, await self._simple(message, envelope, session, transport, principal)))
-        except McpError as exc:
-            return error_reply(message.id, exc, envelope.era)
-        except Exception:
-            logger.exception("internal error serving %s (request id %r)", message.method, message.id)
-            return error_reply(message.id, InternalError(), envelope.era)
+            result = await serve_task_method(self.tasks, message.method, message.params, envelope, owner, self.settings)
+            return Reply(result_message(message.id, self._finish(result, envelope)))
+        if message.method in CALL_METHODS and self.features is not None:
+            invocation = self.features.prepare(
+                message.method, message.params, envelope.era, principal=request.scope.get(PRINCIPAL_SCOPE_KEY), settings=self.settings
+            )
+            return self._prepare(
+                message, envelope, request, session, signal if signal is not None else CancelSignal(), back_channel,
+                run=invocation.run, operation=invocation.operation, logger_name=invocation.logger_name,
+                private_scope=invocation.private_scope, uri=invocation.uri, cacheable=invocation.cacheable,
+                contracts=invocation.contracts,
+            )  # fmt: skip
+        transport = "http" if http_headers else "stdio"
+        principal: Principal | None = request.scope.get(PRINCIPAL_SCOPE_KEY)
+        return Reply(result_message(message.id, await self._simple(message, envelope, session, transport, principal)))
 
     async def _simple(
         self,

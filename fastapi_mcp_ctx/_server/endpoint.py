@@ -15,9 +15,9 @@ Spec: 2025-11-25 ``basic/transports`` (Streamable HTTP, sessions) and 2026-07-28
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncGenerator, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from typing import Any
+from typing import Any, Final
 
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
@@ -69,7 +69,14 @@ __all__ = ["McpEndpoint"]
 Lifespan = Callable[[Any], AbstractAsyncContextManager[Any]]
 
 logger = logging.getLogger("fastapi_mcp_ctx")
+_BATCH_OPENERS: Final = b"[ \t\r\n"
+"""The first bytes of a body that may open an array (``b""`` is in it too): only these ask
+:func:`starts_batch`; a JSON object's ``{`` needs no call."""
 
+
+async def _answered(response: Response) -> Response:
+    """``response``, to await where a coroutine is expected."""
+    return response
 
 
 class McpEndpoint:
@@ -182,11 +189,7 @@ class McpEndpoint:
         if loop is not None:  # asked once a request (_context.event_loop)
             request.scope[LOOP_SCOPE_KEY] = loop
         if not self.relay.started:  # this replica's bus channels, at first use (after any fork)
-            try:
-                async with self._store_work(request.scope):
-                    await self.relay.start()
-            except StateUnavailableError:  # the deadline passed: forwarding starts at a later request
-                logger.warning("the replica bus did not answer within MCP_SESSION_STORE_DEADLINE_SECONDS")
+            await self._start_relay(request.scope)
         method = request.scope["method"]
         admission = Admission()
         try:
@@ -205,34 +208,48 @@ class McpEndpoint:
             admission.outcome.apply(response)
         return response
 
-    async def _post(self, request: Request, headers: HeaderMap) -> Response:
+    async def _start_relay(self, scope: Scope) -> None:
+        try:
+            async with self._store_work(scope):
+                await self.relay.start()
+        except StateUnavailableError:  # the deadline passed: forwarding starts at a later request
+            logger.warning("the replica bus did not answer within MCP_SESSION_STORE_DEADLINE_SECONDS")
+
+    def _post(self, request: Request, headers: HeaderMap) -> Awaitable[Response]:
+        """A POST's checks and frame, then the era's handling to await (a plain function: the
+        handling's coroutine is awaited by :meth:`handle` itself, one coroutine less a request).
+
+        Raises:
+            McpError: the checks' or the frame's refusal (raised before anything is awaited).
+        """
         sse_allowed = self.door.negotiate(request, headers)  # Content-Type, Content-Encoding, Accept
         body: bytes = request.scope[BODY_SCOPE_KEY]
-        if starts_batch(body):  # an array: served in 2025-03-26 sessions only (batch.py)
-            return await serve_batch(self._batch_hooks(request.scope), request, headers, sse_allowed)
+        if body[:1] in _BATCH_OPENERS and starts_batch(body):  # an array: served in 2025-03-26 sessions only (batch.py)
+            return serve_batch(self._batch_hooks(request.scope), request, headers, sse_allowed)
         try:
             message, era = frame(body, headers)  # the JSON-RPC message and its era
         except MalformedAnswerError as exc:
-            await self._fail_waiter(exc, request, headers)
-            raise
+            return self._fail_waiter(exc, request, headers)
         if era == "modern":
-            return await self._post_modern(message, request, headers, sse_allowed)
-        return await self._post_legacy(message, request, headers, sse_allowed)
+            return self._post_modern(message, request, headers, sse_allowed)
+        return self._post_legacy(message, request, headers, sse_allowed)
 
-    async def _fail_waiter(self, exc: MalformedAnswerError, request: Request, headers: HeaderMap) -> None:
-        """A malformed answer of a session's client fails the request waiting for its id at once."""
-        if SESSION_HEADER not in headers:
-            return
-        try:
-            session = await self._session(headers, request.scope)
-        except McpError:
-            return  # unknown or foreign session: nothing of it waits here
-        failed = JsonRpcResponse(exc.answer_id, None, {"code": -32600, "message": f"The client's answer was malformed: {exc.message}"})
-        try:
-            async with self._store_work(request.scope):
-                await self._deliver_answer(failed, session.id)
-        except StateUnavailableError:
-            pass  # the malformed answer is refused anyway (400); its waiter times out
+    async def _fail_waiter(self, exc: MalformedAnswerError, request: Request, headers: HeaderMap) -> Response:
+        """A malformed answer of a session's client fails the request waiting for its id at once;
+        then ``exc`` is raised (400)."""
+        if SESSION_HEADER in headers:
+            try:
+                session = await self._session(headers, request.scope)
+            except McpError:
+                session = None  # unknown or foreign session: nothing of it waits here
+            if session is not None:
+                failed = JsonRpcResponse(exc.answer_id, None, {"code": -32600, "message": f"The client's answer was malformed: {exc.message}"})
+                try:
+                    async with self._store_work(request.scope):
+                        await self._deliver_answer(failed, session.id)
+                except StateUnavailableError:
+                    pass  # the malformed answer is refused anyway (400); its waiter times out
+        raise exc
 
     async def _deliver_answer(self, answer: JsonRpcResponse, scope: str | None) -> bool:
         """Hand a client's answer to the request waiting for it here, or forward it to the
@@ -262,15 +279,35 @@ class McpEndpoint:
             return json_reply(error_reply(message.id, exc, "modern"))
         return await self.dispatcher.dispatch(message, envelope, request, None, {}, sse_allowed)
 
-    async def _post_legacy(
+    def _post_legacy(
         self,
         message: JsonRpcRequest | JsonRpcNotification | JsonRpcResponse,
         request: Request,
         request_headers: HeaderMap,
         sse_allowed: bool,
-    ) -> Response:
+    ) -> Awaitable[Response]:
+        """A 2025 POST: a request without a session goes to the dispatcher here (a plain function:
+        :meth:`handle` awaits the dispatcher's coroutine itself); ``initialize``, a session's
+        messages, notifications and answers in :meth:`_post_legacy_other`."""
         mode = self.settings.session_mode  # auto: a session when the request names one, else none
         in_session = mode == "stateful" or (mode == "auto" and SESSION_HEADER in request_headers)
+        if in_session or not isinstance(message, JsonRpcRequest) or message.method == "initialize":
+            return self._post_legacy_other(message, request, request_headers, sse_allowed, in_session)
+        try:
+            check_legacy_version(request_headers)
+        except McpError as exc:
+            exc.request_id = message.id  # type: ignore[attr-defined]
+            raise
+        return self._legacy_request(message, request, request_headers, sse_allowed, None)
+
+    async def _post_legacy_other(
+        self,
+        message: JsonRpcRequest | JsonRpcNotification | JsonRpcResponse,
+        request: Request,
+        request_headers: HeaderMap,
+        sse_allowed: bool,
+        in_session: bool,
+    ) -> Response:
         try:
             check_legacy_version(request_headers)
             if isinstance(message, JsonRpcRequest) and message.method == "initialize":
@@ -279,31 +316,43 @@ class McpEndpoint:
         except McpError as exc:
             exc.request_id = message.id if isinstance(message, JsonRpcRequest) else None  # type: ignore[attr-defined]
             raise
+        if not isinstance(message, JsonRpcRequest):
+            return await self._legacy_not_request(message, request, session)
+        return await self._legacy_request(message, request, request_headers, sse_allowed, session)
+
+    def _legacy_request(
+        self, message: JsonRpcRequest, request: Request, request_headers: HeaderMap, sse_allowed: bool, session: SessionRecord | None
+    ) -> Awaitable[Response]:
+        """A 2025 request's envelope, then the dispatcher's coroutine to await."""
         headers = {SESSION_HEADER: session.id} if session is not None else {}
-        if isinstance(message, JsonRpcResponse):  # an answer to ctx.send_request, matched in its session
+        if session is not None:
+            version = session.protocol_version
+        else:
+            header_version = request_headers.get("mcp-protocol-version")
+            version = header_version.strip() if header_version else "2025-03-26"
+        try:
+            envelope: RequestEnvelope = read_legacy_envelope(request_headers, message.params, version)
+        except McpError as exc:  # a bad _meta (progressToken...): the request's own error, its id echoed
+            return _answered(json_reply(error_reply(message.id, exc, "legacy"), headers))
+        if session is not None:
+            envelope.client_capabilities, envelope.client_info = session.client_metadata_parsed()
+        return self.dispatcher.dispatch(message, envelope, request, session, headers, sse_allowed)
+
+    async def _legacy_not_request(self, message: JsonRpcNotification | JsonRpcResponse, request: Request, session: SessionRecord | None) -> Response:
+        """202 for a 2025 notification (a cancel acted on here or forwarded) or a client's answer
+        to ``ctx.send_request`` (matched in its session)."""
+        headers = {SESSION_HEADER: session.id} if session is not None else {}
+        if isinstance(message, JsonRpcResponse):
             scope = session.id if session is not None else None
             async with self._store_work(request.scope):
                 delivered = await self._deliver_answer(message, scope)
             if not delivered:
                 logger.debug("ignored a client response to an unknown request id %r", message.id)
             return Response(status_code=202, headers=headers)
-        if isinstance(message, JsonRpcNotification):
-            if not self._legacy_notification(message, session) and session is not None:  # the call may run elsewhere
-                async with self._store_work(request.scope):
-                    await self.relay.forward_cancel(session.id, message.params["requestId"], message.params.get("reason"))
-            return Response(status_code=202, headers=headers)
-        header_version = request_headers.get("mcp-protocol-version")
-        if session is not None:
-            version = session.protocol_version
-        else:
-            version = header_version.strip() if header_version else "2025-03-26"
-        try:
-            envelope: RequestEnvelope = read_legacy_envelope(request_headers, message.params, version)
-        except McpError as exc:  # a bad _meta (progressToken...): the request's own error, its id echoed
-            return json_reply(error_reply(message.id, exc, "legacy"), headers)
-        if session is not None:
-            envelope.client_capabilities, envelope.client_info = session.client_metadata_parsed()
-        return await self.dispatcher.dispatch(message, envelope, request, session, headers, sse_allowed)
+        if not self._legacy_notification(message, session) and session is not None:  # the call may run elsewhere
+            async with self._store_work(request.scope):
+                await self.relay.forward_cancel(session.id, message.params["requestId"], message.params.get("reason"))
+        return Response(status_code=202, headers=headers)
 
     # -- JSON-RPC batches (2025-03-26 sessions; _server/batch.py) -------------------------
     def _batch_hooks(self, request_scope: Scope) -> BatchHooks:

@@ -1,9 +1,12 @@
 """The input rounds of one call: the :class:`~fastapi_mcp_ctx.input_required.InputRequired`
 signal becomes the era's answer, and the answers re-enter the handler.
 
-The entry point of a transport's runner is :func:`run_rounds` (``tools/call``, ``resources/read`` and ``prompts/get`` pass their own ``attempt``, one
-run of the handler): the wire result to send, the handler's or the ``input_required`` one (no
-cache hints: spec 2026-07-28 ``server/utilities/caching``). :func:`run_with_input` is the
+The entry point is :func:`run_rounds` (``tools/call``, ``resources/read`` and ``prompts/get`` pass
+their own ``attempt``, one run of the handler): the wire result to send, the handler's or the
+``input_required`` one (no cache hints: spec 2026-07-28 ``server/utilities/caching``). A
+transport's runner (``_server.call_prep``) runs the first attempt itself (after
+:func:`first_round` when the request carries answers or a state) and calls
+:func:`later_rounds` only when it raised the signal: most calls ask nothing. :func:`run_with_input` is the
 lower level: the handler's value, or an :class:`InputRequiredOutcome`.
 
 2026-07-28 (spec ``basic/patterns/mrtr``): before the handler runs, the request's
@@ -40,7 +43,7 @@ from ..errors import InputRoundsExceededError, InvalidParamsError, InvalidReques
 from ..input_required import InputRequired
 from ..inputs import InputRound, admit, decode_round_state, encode_round_state
 
-__all__ = ["CallTarget", "InputRequiredOutcome", "first_round", "refuse_oversized", "run_rounds", "run_with_input"]
+__all__ = ["CallTarget", "InputRequiredOutcome", "first_round", "later_rounds", "refuse_oversized", "run_rounds", "run_with_input"]
 
 T = TypeVar("T")
 SERVER_INFO_KEY: Final = "io.modelcontextprotocol/serverInfo"
@@ -188,17 +191,40 @@ async def run_with_input(
         InputRoundsExceededError: 2025, more than ``MCP_INPUT_MAX_ROUNDS`` rounds.
     """
     round_ = first_round(context, call, params, target, sealer)
+    call.input_round = round_
+    try:
+        return await attempt()
+    except InputRequired as signal:
+        return await _next_rounds(context, call, params, target, attempt, sealer, signal, round_)
+
+
+async def _next_rounds(
+    context: Context,
+    call: CallState,
+    params: Mapping[str, Any],
+    target: CallTarget | None,
+    attempt: Callable[[], Awaitable[T]],
+    sealer: RequestStateSealer | None,
+    signal: InputRequired,
+    round_: InputRound,
+) -> T | InputRequiredOutcome:
+    """:func:`run_with_input` once an attempt in ``round_`` raised ``signal``."""
     while True:
+        if call.envelope.era == "modern" and call.task is None:  # a task asks live (_tasks.channel)
+            bound = target if target is not None else CallTarget.of(call.method, params)
+            return InputRequiredOutcome(_input_required(call, signal, round_, bound, sealer))
+        if round_.number > call.settings.input_max_rounds:
+            raise InputRoundsExceededError(call.settings.input_max_rounds) from None
+        round_ = await _ask_live(context, call, signal, round_)
         call.input_round = round_
         try:
             return await attempt()
-        except InputRequired as signal:
-            if call.envelope.era == "modern" and call.task is None:  # a task asks live (_tasks.channel)
-                bound = target if target is not None else CallTarget.of(call.method, params)
-                return InputRequiredOutcome(_input_required(call, signal, round_, bound, sealer))
-            if round_.number > call.settings.input_max_rounds:
-                raise InputRoundsExceededError(call.settings.input_max_rounds) from None
-            round_ = await _ask_live(context, call, signal, round_)
+        except InputRequired as again:
+            signal = again
+
+
+def _answer(outcome: dict[str, Any] | InputRequiredOutcome) -> dict[str, Any]:
+    return outcome.result if isinstance(outcome, InputRequiredOutcome) else outcome
 
 
 async def run_rounds(
@@ -209,20 +235,39 @@ async def run_rounds(
     sealer: RequestStateSealer | None = None,
     tool: ToolDef | None = None,
 ) -> dict[str, Any]:
-    """The one call a transport's runner makes for ``tools/call``, ``resources/read`` and
-    ``prompts/get``: :func:`run_with_input` over ``attempt`` (one run of the handler, returning
-    its wire result dict), answering the wire result: the handler's, or the ``input_required``
-    one (``resultType`` set, no cache hints: check :func:`mcp_types.methods.is_input_required`
-    before adding ``ttlMs``/``cacheScope``). With ``tool``, a 2025 refusal, a failed request or
-    too many rounds is an ``isError`` result the model can read; without one they are raised
-    (a JSON-RPC error: ``ClientCapabilityMissingError`` -32600, ``ServerRequestError``,
-    ``InputRoundsExceededError``)."""
+    """The rounds of a ``tools/call``, ``resources/read`` or ``prompts/get``: :func:`run_with_input`
+    over ``attempt`` (one run of the handler, returning its wire result dict), answering the
+    wire result: the handler's, or the ``input_required`` one (``resultType`` set, no cache
+    hints: check :func:`mcp_types.methods.is_input_required` before adding
+    ``ttlMs``/``cacheScope``). With ``tool``, a 2025 refusal, a failed request or too many
+    rounds is an ``isError`` result the model can read; without one they are raised (a
+    JSON-RPC error: ``ClientCapabilityMissingError`` -32600, ``ServerRequestError``,
+    ``InputRoundsExceededError``). A transport's runner (``_server.call_prep``) runs the first
+    attempt itself and calls :func:`later_rounds` only when it asks."""
     try:
         # the target is made only where a state is sealed or opened (most calls do neither)
-        outcome = await run_with_input(context, call, params, None, attempt, sealer)
+        return _answer(await run_with_input(context, call, params, None, attempt, sealer))
     except (ServerRequestError, InputRoundsExceededError) as exc:
         if tool is None:
             raise
         return error_result(exc, context.request_id, tool)
-    return outcome.result if isinstance(outcome, InputRequiredOutcome) else outcome
 
+
+async def later_rounds(
+    context: Context,
+    call: CallState,
+    params: Mapping[str, Any],
+    attempt: Callable[[], Awaitable[dict[str, Any]]],
+    signal: InputRequired,
+    sealer: RequestStateSealer | None = None,
+    tool: ToolDef | None = None,
+) -> dict[str, Any]:
+    """:func:`run_rounds` once the first attempt (in ``call.input_round``, None: an empty round)
+    raised ``signal``: the same answer and errors."""
+    round_ = call.input_round if call.input_round is not None else InputRound()
+    try:
+        return _answer(await _next_rounds(context, call, params, None, attempt, sealer, signal, round_))
+    except (ServerRequestError, InputRoundsExceededError) as exc:
+        if tool is None:
+            raise
+        return error_result(exc, context.request_id, tool)

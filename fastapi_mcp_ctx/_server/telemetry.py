@@ -39,6 +39,7 @@ never. ``MCP_TELEMETRY_HANDLER_SPAN=true`` adds an INTERNAL child span around th
 
 from __future__ import annotations
 
+import math
 import sys
 import time
 from collections.abc import Mapping
@@ -126,9 +127,12 @@ class Telemetry:
         self._traced_states: _TracedStates | None = None
         self._version = settings.server_version
         self._instruments: _Instruments | None = None
-        self._next_check = 0.0  # auto mode: when to look for an SDK provider again (monotonic seconds)
+        self.next_check = math.inf if self.mode == "off" else 0.0
+        """Before this ``time.monotonic()`` value :meth:`start` answers None (auto mode: when to
+        look for an SDK provider again; -inf once on): a caller may skip the call."""
         if tracer_provider is not None or meter_provider is not None:
             self._instruments = _Instruments(self._version, tracer_provider, meter_provider)
+            self.next_check = -math.inf
 
     def instruments(self) -> _Instruments | None:
         """The instruments when telemetry is on now, else None (cheap: called per request)."""
@@ -136,19 +140,27 @@ class Telemetry:
             return self._instruments
         if self.mode == "auto":
             now = time.monotonic()
-            if now < self._next_check:
+            if now < self.next_check:
                 return None
             if not _sdk_configured():
-                self._next_check = now + 1.0  # an SDK installed later is seen within a second
+                self.next_check = now + 1.0  # an SDK installed later is seen within a second
                 return None
         self._instruments = _Instruments(self._version)
+        self.next_check = -math.inf
         return self._instruments
 
     def start(self, message: Any, envelope: Any, scope: Mapping[str, Any], session_id: str | None) -> CallSpan | None:
         """Open the SERVER span of one JSON-RPC request (None when telemetry is off)."""
         inst = self._instruments
-        if inst is None and (inst := self.instruments()) is None:
-            return None
+        if inst is None:
+            if time.monotonic() < self.next_check:  # instruments()'s own test, without its call
+                return None
+            if (inst := self.instruments()) is None:
+                return None
+        return self._open(inst, message, envelope, scope, session_id)
+
+    def _open(self, inst: _Instruments, message: Any, envelope: Any, scope: Mapping[str, Any], session_id: str | None) -> CallSpan:
+        """:meth:`start` once telemetry is on (a function of its own: off, a request touches none of it)."""
         method: str = message.method
         params: Mapping[str, Any] = message.params
         shape = self._shape(method, params, envelope.protocol_version, scope.get("http_version"))

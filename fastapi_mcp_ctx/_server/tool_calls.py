@@ -11,14 +11,14 @@ made ready by ``_handlers.features`` instead, and every call then goes through
 
 from __future__ import annotations
 
-from typing import Any
+from functools import partial
 
-from fastapi.background import BackgroundTasks
 from starlette.requests import Request
 
 from .._auth.scopes import require_scopes
 from .._context.call_state import no_task_start
 from .._context.cancel_signal import CancelSignal
+from .._handlers.invocation import Run
 from .._handlers.registry import ToolRegistry
 from .._handlers.resolve import run_tool
 from .._tasks.engine import TaskEngine
@@ -27,7 +27,6 @@ from .._transport.sessions import SessionRecord
 from .._wire.envelope import RequestEnvelope
 from .._wire.header_params import check_header_params
 from .._wire.jsonrpc import JsonRpcRequest
-from ..context import Context
 from ..errors import InvalidParamsError, UnknownToolError
 from .call_prep import PRINCIPAL_SCOPE_KEY, CallPreparation, echo
 from .outcomes import PreparedCall
@@ -44,7 +43,7 @@ class ToolCalls(CallPreparation):
     registry: ToolRegistry
     tasks: TaskEngine | None
 
-    async def _tools_call(
+    def _tools_call(
         self,
         message: JsonRpcRequest,
         envelope: RequestEnvelope,
@@ -71,10 +70,10 @@ class ToolCalls(CallPreparation):
         if envelope.era == "modern" and tool.header_params and http_headers:
             check_header_params(tool.header_params, arguments, request.headers)  # pyright: ignore[reportUnknownArgumentType]
 
-        async def run(context: Context, call_request: Request, background: BackgroundTasks) -> dict[str, Any]:
-            return await run_tool(tool, arguments, context, call_request, background, message.out_of_range)  # pyright: ignore[reportUnknownArgumentType]
-
-        ttl = as_task(tool, envelope, params, self.settings) if self.tasks is not None else False  # the client's opt-in
+        # a partial, not a closure: the runner calls run_tool itself, no coroutine in between
+        run: Run = partial(run_tool, tool, arguments, out_of_range=message.out_of_range) if message.out_of_range else partial(run_tool, tool, arguments)
+        # the client's opt-in (as_task: a task tool, or a 2025 params.task refused)
+        ttl = as_task(tool, envelope, params, self.settings) if self.tasks is not None and (tool.task is not None or "task" in params) else False
         prepared = self._prepare(
             message, envelope, request, session, signal, back_channel,
             run=run, operation=f"tools/call:{name}", logger_name=name, private_scope=tool.dependant is not None, tool=tool,
@@ -84,4 +83,4 @@ class ToolCalls(CallPreparation):
                 prepared.state.task_starter = no_task_start
             return prepared
         owner = call_owner(request.scope.get(PRINCIPAL_SCOPE_KEY), session, envelope)
-        return task_call(self.tasks, prepared, tool, owner, ttl, lambda result: self._finish(result, envelope))
+        return task_call(self.tasks, prepared, tool, owner, ttl, partial(self._finish, envelope=envelope))  # no closure: self, envelope no cells
