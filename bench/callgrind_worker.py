@@ -8,13 +8,13 @@ shutdown. With ``--cache`` valgrind also simulates the caches and branch predict
 level sized as this machine's **L2** (512 KiB, 8-way), not its L3: a working set that outgrows L2
 then shows as "LL" misses, which an L3-sized simulation hides::
 
-    .venv/bin/python bench/callgrind_worker.py a               # ours and bare FastAPI, Ir per request
+    BENCH_SERVERS_DIR=<bench kit>/servers .venv/bin/python bench/callgrind_worker.py a   # ours and bare FastAPI, Ir per request
     .venv/bin/python bench/callgrind_worker.py a b s d --cache # + L1/L2 misses, mispredicts, cycles
 
 Estimated cycles = Ir + 10 x L1 misses + 40 x L2 misses + 15 x mispredicted branches (an EPYC's
 rough costs); their ratio is a load-independent proxy for the wall-clock ratio. The servers are the
 shared harness's (``project_ref:app``, importing this checkout's package or ``$PYTHONPATH``'s, and
-``ceiling_fastapi:app``, from ``$BENCH_SERVERS_DIR``, default ``../shared/bench/servers``); workload
+``ceiling_fastapi:app``, from ``$BENCH_SERVERS_DIR``: the shared bench kit's ``servers/`` folder); workload
 s opens its session with ``initialize`` before each count. Needs valgrind; the client is asyncio,
 outside valgrind, so the server is always the bottleneck.
 """
@@ -39,7 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.harness.workloads import LEGACY, WORKLOADS  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
-SERVERS = Path(os.environ.get("BENCH_SERVERS_DIR", ROOT.parent / "shared" / "bench" / "servers"))
+SERVERS = Path(os.environ.get("BENCH_SERVERS_DIR", ROOT / "bench" / "kit-servers"))
 APPS = {"project": "project_ref:app", "fastapi": "ceiling_fastapi:app"}
 EVENTS = ("Ir", "I1mr", "D1mr", "D1mw", "ILmr", "DLmr", "DLmw", "Bcm", "Bim")
 CACHE = ["--cache-sim=yes", "--branch-sim=yes", "--I1=32768,8,64", "--D1=32768,8,64", "--LL=524288,8,64"]
@@ -148,6 +148,8 @@ def cycles(per: dict[str, float]) -> float:
 
 
 def main() -> None:
+    if not (SERVERS / "project_ref.py").is_file():
+        raise SystemExit(f"no project_ref.py in {SERVERS}: set BENCH_SERVERS_DIR to the shared bench kit's servers/ folder")
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("workloads", nargs="*", default=["a"], choices=["a", "b", "c", "cm", "d", "s"])
     parser.add_argument("--apps", nargs="+", default=["project", "fastapi"], choices=list(APPS))
