@@ -216,14 +216,12 @@ def get_request_context() -> Context | None:
     return _current.get()
 
 
-def bind_context(context: Context) -> Any:
-    """Make ``context`` current for this task; returns the token for :func:`unbind_context`."""
-    return _current.set(context)
+bind_context: Final = _current.set
+"""``bind_context(context)``: make ``context`` current for this task; returns the token for
+:func:`unbind_context` (the context variable's own method: no Python frame a call)."""
 
-
-def unbind_context(token: Any) -> None:
-    """Restore the previous current context."""
-    _current.reset(token)
+unbind_context: Final = _current.reset
+"""``unbind_context(token)``: restore the previous current context."""
 
 McpContext = Annotated[Context, Depends(mcp_context)]
 McpContext.__doc__ = """``Annotated[Context, Depends(mcp_context)]``: the call's :class:`Context`, FastAPI's convention

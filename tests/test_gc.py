@@ -55,8 +55,8 @@ def _app() -> Any:
 
     @router.tool()
     async def slow(a: int) -> int:
-        """Outlives the 50 ms after which a task watches for the client's disconnect."""
-        await asyncio.sleep(0.06)
+        """Outlives the 50–100 ms after which a task watches for the client's disconnect."""
+        await asyncio.sleep(0.11)
         return a
 
     add_lookup_tool(router, _session)

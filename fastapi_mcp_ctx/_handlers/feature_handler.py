@@ -182,7 +182,7 @@ async def run_handler(
                 f"Invalid arguments for {target.kind} {target.name!r}: {describe_errors(exc)}", reason="invalid_arguments", data=error_data
             ) from exc
 
-    def invalid(problems: str) -> R:
+    def invalid(problems: str, _context: Context) -> R:
         raise InvalidParamsError(f"Invalid request for {target.kind} {target.name!r}: {problems}", reason="invalid_request", data=error_data)
 
     try:

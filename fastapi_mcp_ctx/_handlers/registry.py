@@ -324,6 +324,7 @@ def build_tool(
         plain_arguments=plain_arguments,
         plain_output=plain_output(adapter, wrap),
         response_free=not takes_response(dependant),
+        model_arguments=graph.flat and tuple(f.param for f in graph.deferred.fields) == tuple(parts.plain),
     )
 
 

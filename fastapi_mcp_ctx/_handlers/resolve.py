@@ -178,6 +178,19 @@ def _shaped(tool: ToolDef, value: Any) -> tuple[dict[str, Any], bool]:
     return shape_result(tool, value), True
 
 
+def _invalid_request(tool: ToolDef, problems: str, context: Context) -> dict[str, Any]:
+    """The ``isError`` result of a tool whose ``Header``/``Query``/... dependencies failed."""
+    failure = ToolError(f"Invalid request for tool {tool.name!r}: {problems}", code=-32600, reason="invalid_request")
+    return error_result(failure, context.request_id, tool)
+
+
+def _ends(tool: ToolDef) -> tuple[Any, Any]:
+    """``tool``'s ``finish`` and ``invalid`` for :func:`call_handler`, made at its first call and
+    kept on it (no closure made per call)."""
+    ends = tool.ends = (functools.partial(_shaped, tool), functools.partial(_invalid_request, tool))
+    return ends
+
+
 async def run_tool(
     tool: ToolDef,
     arguments: dict[str, Any],
@@ -199,9 +212,8 @@ async def run_tool(
         AuthenticationError / PermissionDeniedError: a dependency raised HTTPException 401/403.
         McpError: a handler or dependency raised a protocol error (e.g. -32021).
     """
-    request_id = context.request_id
     if out_of_range:
-        return error_result(_invalid_arguments(tool, _out_of_range(out_of_range)), request_id, tool)
+        return error_result(_invalid_arguments(tool, _out_of_range(out_of_range)), context.request_id, tool)
     plain = tool.plain_arguments  # int, str and bool fields: the parsed values validate as their JSON text would
     raw: Any = arguments if plain else to_json(arguments)  # plain: encoded by call_handler only for an override that validates it
     try:
@@ -214,57 +226,49 @@ async def run_tool(
         validator = tool.validator
         parsed: Any = validator.validate_python(raw, strict=True) if plain else validator.validate_json(raw, strict=True)
     except PydanticValidationError as exc:
-        return error_result(_invalid_arguments(tool, describe_errors(exc)), request_id, tool)
-    graph = tool.arguments
+        return error_result(_invalid_arguments(tool, describe_errors(exc)), context.request_id, tool)
     bound: CallArguments | None = None
-    if graph.flat:  # every plain tool is flat
-        kwargs = {name: getattr(parsed, name) for name in tool.argument_names}
-    else:  # dependencies declare arguments: each declarer's own values (its defaults, its types)
-        try:
-            kwargs, bound = graph.bind(parsed, raw)
-        except PydanticValidationError as exc:
-            return error_result(_invalid_arguments(tool, describe_errors(exc)), request_id, tool)
+    if tool.model_arguments:  # the model's fields are the handler's arguments: its __dict__ holds them
+        kwargs: dict[str, Any] = parsed.__dict__.copy()
+    else:
+        graph = tool.arguments
+        if graph.flat:
+            kwargs = {name: getattr(parsed, name) for name in tool.argument_names}
+        else:  # dependencies declare arguments: each declarer's own values (its defaults, its types)
+            try:
+                kwargs, bound = graph.bind(parsed, raw)
+            except PydanticValidationError as exc:
+                return error_result(_invalid_arguments(tool, describe_errors(exc)), context.request_id, tool)
     if not plain and may_overflow(raw):  # only a huge literal can turn into inf (never an int, str or bool): most calls skip the walk
         overflowed = _non_finite(kwargs)
         if overflowed:
-            return error_result(_invalid_arguments(tool, _out_of_range(overflowed)), request_id, tool)
+            return error_result(_invalid_arguments(tool, _out_of_range(overflowed)), context.request_id, tool)
+    ends = tool.ends or _ends(tool)
     try:
-        return await call_handler(
-            tool,
-            kwargs,
-            context,
-            request,
-            background_tasks,
-            lambda value: _shaped(tool, value),
-            lambda problems: error_result(
-                ToolError(f"Invalid request for tool {tool.name!r}: {problems}", code=-32600, reason="invalid_request"), request_id, tool
-            ),
-            bound,
-            raw,
-        )
+        return await call_handler(tool, kwargs, context, request, background_tasks, ends[0], ends[1], bound, raw)
     except ToolError as exc:
-        return error_result(exc, request_id, tool)
+        return error_result(exc, context.request_id, tool)
     except HTTPException as exc:
         translated = from_http_exception(exc)
         if isinstance(translated, McpError):
             raise translated from exc
-        return error_result(translated, request_id, tool)
+        return error_result(translated, context.request_id, tool)
     except (ValidationError, SerializationError, InvalidCursorError) as exc:
         # the handler misused ctx.state (bad key, unserializable value, stale cursor): a tool
         # execution error the model can read, not a fault of the client's request
-        return error_result(exc, request_id, tool)
+        return error_result(exc, context.request_id, tool)
     except ServerRequestError as exc:  # ctx.send_request failed and the handler let it go: the model reads why
-        return error_result(exc, request_id, tool)
+        return error_result(exc, context.request_id, tool)
     except (McpError, InputRequired):  # InputRequired: a question, turned into the era's answer by _server.input_rounds
         raise
     except anyio.get_cancelled_exc_class():
         raise
     except Exception:
-        logger.exception("tool %r crashed (request id %r)", tool.name, request_id)
+        logger.exception("tool %r crashed (request id %r)", tool.name, context.request_id)
         crash = ToolError(
-            f"Tool {tool.name!r} failed with an internal error (request id {request_id!r})", code=-32603, reason="internal_error"
+            f"Tool {tool.name!r} failed with an internal error (request id {context.request_id!r})", code=-32603, reason="internal_error"
         )
-        return error_result(crash, request_id, tool)
+        return error_result(crash, context.request_id, tool)
 
 
 def dependency_problems(errors: Iterable[Any]) -> str:
@@ -280,7 +284,7 @@ async def call_handler(
     request: Request,
     background_tasks: BackgroundTasks,
     finish: Callable[[Any], tuple[R, bool]],
-    invalid: Callable[[str], R],
+    invalid: Callable[[str, Context], R],
     bound: CallArguments | None = None,
     raw: Any = None,
 ) -> R:
@@ -292,7 +296,7 @@ async def call_handler(
     handler's value goes to ``finish`` inside the dependency scope (yield dependencies are
     torn down after it), which returns ``(result, ok)``: background tasks run only when ``ok``
     (as FastAPI: an endpoint that raised runs none). Failed ``Header``/``Query``/... dependencies
-    give ``invalid(problems)``. ``bound`` carries the arguments its dependencies declare
+    give ``invalid(problems, context)``. ``bound`` carries the arguments its dependencies declare
     (``_handlers.arguments``): the graph's wrappers read it from the request scope, and
     ``app.dependency_overrides`` are read through ``_handlers.argument_overrides`` (an override
     of a graph without ``bound`` validates ``raw``, the arguments as received, itself). Exceptions of
@@ -320,16 +324,20 @@ async def call_handler(
     ok = False
     try:
         if dependant is None:
-            result, ok = finish(await _invoke(target, kwargs))
+            # _invoke's work inline (no coroutine of its own a call)
+            value = await target.handler(**kwargs) if target.is_async else await _invoke(target, kwargs)
+            result, ok = finish(value)
             return result
         shaped = False
         response = None if overrides or not target.response_free else UNSENT_RESPONSE  # None: a fresh one
         values, errors, stacks = await open_solve(dependant, request, provider, background_tasks, response)
         try:  # what ``async with solve(...)`` does, without its object
             if errors:
-                result = invalid(dependency_problems(errors))
+                result = invalid(dependency_problems(errors), context)
             else:
-                result, shaped = finish(await _invoke(target, {**kwargs, **values}))
+                kwargs.update(values)
+                value = await target.handler(**kwargs) if target.is_async else await _invoke(target, kwargs)
+                result, shaped = finish(value)
         except BaseException as exc:
             if not await close_solve(stacks, type(exc), exc, exc.__traceback__):
                 raise

@@ -56,6 +56,11 @@ class ToolDef:
             (``_handlers.argument_fields.validates_alike``): ``run_tool`` skips encoding them.
         plain_output: ``int``, ``str`` or ``bool`` when ``output_adapter`` is exactly that type
             (``_handlers.results.plain_output``): ``shape_result`` shapes such a value itself.
+        model_arguments: only the handler declares arguments and the model's fields are exactly
+            ``argument_names``: a validated instance's ``__dict__`` is the handler's keyword
+            arguments (``run_tool`` copies it instead of reading each field).
+        ends: ``(finish, invalid)`` of ``_handlers.resolve.call_handler`` for this tool, made at
+            its first call (None before).
     """
 
     name: str
@@ -81,6 +86,8 @@ class ToolDef:
     plain_output: type | None = None
     validator: Any = None
     response_free: bool = False
+    model_arguments: bool = False
+    ends: Any = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.validator is None:

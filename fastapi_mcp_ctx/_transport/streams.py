@@ -64,26 +64,80 @@ def _raw_headers(headers: Mapping[str, str], content_type: bytes) -> list[tuple[
     return raw
 
 
-class _DisconnectWatcher:
-    """Cancels a call when its client disconnects, without a task per fast call.
+WATCH_AFTER: Final = 0.05
+"""Seconds a call runs before a task watches for its client's disconnect (the watcher starts
+between ``WATCH_AFTER`` and twice that: :class:`_Sweep`'s ticks)."""
 
-    On asyncio a watcher task starts only once the call has lasted ``delay`` seconds (a
-    disconnect in the meantime is queued by the server and seen at once); most calls finish
-    first and cost one timer, no task. Other event loops get no disconnect detection.
+
+class _Sweep:
+    """The disconnect watchers of one event loop, on one timer for all of them.
+
+    A per-call ``loop.call_later`` (and its cancel) costs every call a timer of the loop's own
+    (uvloop: a libuv timer, its heap insert and removal); almost no call lasts long enough to
+    need it. Instead, each watcher joins the ``young`` set; every ``WATCH_AFTER`` seconds the
+    tick starts the watchers of ``old`` (they joined before the previous tick: they have run at
+    least ``WATCH_AFTER``) and ages ``young`` into ``old``. A watcher that stops leaves its set.
+    The timer runs while calls come and goes away (with the sweep) after a tick that found none.
     """
 
-    __slots__ = ("_handle", "_receive", "_signal", "_task")
+    __slots__ = ("_handle", "_loop", "old", "young")
 
-    def __init__(self, receive: Receive, signal: CancelSignal, loop: asyncio.AbstractEventLoop | None, delay: float = 0.05) -> None:
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self.young: set[_DisconnectWatcher] = set()
+        self.old: set[_DisconnectWatcher] = set()
+        self._handle: asyncio.TimerHandle | None = None
+
+    def join(self, watcher: _DisconnectWatcher) -> set[_DisconnectWatcher]:
+        """Add ``watcher``; returns the set it is in (the one it leaves on stop)."""
+        young = self.young
+        young.add(watcher)
+        if self._handle is None:
+            self._handle = self._loop.call_later(WATCH_AFTER, self._tick)
+        return young
+
+    def _tick(self) -> None:
+        due, self.old, self.young = self.old, self.young, set()
+        if self.old:
+            self._handle = self._loop.call_later(WATCH_AFTER, self._tick)
+        else:  # nothing waits: no timer until the next call (and no loop kept alive here)
+            self._handle = None
+            _SWEEPS.pop(self._loop, None)
+        for watcher in due:
+            watcher.start(self._loop)
+
+
+_SWEEPS: dict[asyncio.AbstractEventLoop, _Sweep] = {}
+
+
+class _DisconnectWatcher:
+    """Cancels a call when its client disconnects, without a task (or a timer) per fast call.
+
+    On asyncio a watcher task starts only once the call has lasted ``WATCH_AFTER`` seconds (a
+    disconnect in the meantime is queued by the server and seen at once); most calls finish
+    first and cost a place in their loop's :class:`_Sweep`, no task. Other event loops get no
+    disconnect detection.
+    """
+
+    __slots__ = ("_receive", "_set", "_signal", "_task")
+
+    def __init__(self, receive: Receive, signal: CancelSignal, loop: asyncio.AbstractEventLoop | None) -> None:
         self._receive = receive
         self._signal = signal
         self._task: asyncio.Task[None] | None = None
         # loop: the running asyncio loop (None off asyncio, trio: no watcher)
-        self._handle: asyncio.TimerHandle | None = loop.call_later(delay, self._start) if loop is not None else None
+        if loop is None:
+            self._set: set[_DisconnectWatcher] | None = None
+            return
+        sweep = _SWEEPS.get(loop)
+        if sweep is None:
+            sweep = _SWEEPS[loop] = _Sweep(loop)
+        self._set = sweep.join(self)
 
-    def _start(self) -> None:
-        self._handle = None
-        self._task = asyncio.get_running_loop().create_task(self._watch())
+    def start(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Start watching in a task of ``loop`` (the call has lasted long enough)."""
+        self._set = None
+        self._task = loop.create_task(self._watch())
 
     async def _watch(self) -> None:
         while True:
@@ -95,9 +149,9 @@ class _DisconnectWatcher:
     def stop(self) -> None:
         """Stop watching (the call ended): after this, a disconnect is the response's normal end.
         The task is dropped too: its coroutine holds this watcher (no task <-> watcher cycle)."""
-        if self._handle is not None:
-            self._handle.cancel()
-            self._handle = None
+        if self._set is not None:
+            self._set.discard(self)
+            self._set = None
         if self._task is not None:
             self._task.cancel()
             self._task = None

@@ -28,10 +28,10 @@ import sys
 from dataclasses import dataclass
 from typing import Any, Final
 
-from pydantic_core import from_json, to_json
+from pydantic_core import PydanticSerializationError, from_json, to_json
 
 from ..errors import InvalidParamsError, InvalidRequestError, MalformedAnswerError, McpError, ParseError
-from .safe_text import encode
+from .safe_text import MAX_INT_DIGITS, long_checked, unencodable
 
 __all__ = [
     "OUT_OF_RANGE",
@@ -69,9 +69,13 @@ OUT_OF_RANGE: Final = (
 _DUPLICATE_SCOPES: Final = ("message", "params", "params._meta", "params.arguments")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class JsonRpcRequest:
-    """A request: ``{"jsonrpc": "2.0", "id": str | int, "method": str, "params"?: object}``."""
+    """A request: ``{"jsonrpc": "2.0", "id": str | int, "method": str, "params"?: object}``.
+
+    Read-only by convention, not frozen: a frozen dataclass's ``__init__`` sets each field through
+    ``object.__setattr__`` (238 bytes of bytecode, several times a plain one's), and every call
+    makes one."""
 
     id: RequestId
     method: str
@@ -81,9 +85,10 @@ class JsonRpcRequest:
     """``tools/call`` only: dotted paths inside ``params.arguments`` whose number overflowed."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class JsonRpcNotification:
-    """A notification (no ``id`` member): never answered with a body (HTTP 202)."""
+    """A notification (no ``id`` member): never answered with a body (HTTP 202). Read-only by
+    convention (as :class:`JsonRpcRequest`)."""
 
     method: str
     params: dict[str, Any]
@@ -119,19 +124,45 @@ def parse_message(body: bytes) -> Message:
         raw: Any = from_json(body, allow_inf_nan=False)
     except ValueError as exc:
         raw = _with_long_numbers_overflowed(_decoded(body), exc)
-    if isinstance(raw, list):
-        raise InvalidRequestError(_BATCH_MESSAGE)
     if not isinstance(raw, dict):
         raise InvalidRequestError(_BATCH_MESSAGE)
     obj: dict[str, Any] = raw  # pyright: ignore[reportUnknownVariableType]
-    kept = _encoded(obj)  # what the parser kept, re-encoded once: both checks below read it
+    try:  # what the parser kept, re-encoded once: both checks below read it
+        kept: bytes | None = to_json(obj)
+    except ValueError:
+        kept = None
     # (bytes.find, not ``in``: ``in`` first tries its operand as an integer, a TypeError made and dropped)
     may_hold = may_overflow(body) if kept is None else (kept.find(b"Infinity") >= 0 or kept.find(b"NaN") >= 0)  # an inf/nan is written so
-    overflowed = non_finite_paths(raw) if may_hold else []
-    _refuse_duplicate_keys(body, obj, kept)
+    overflowed = non_finite_paths(obj) if may_hold else None
+    if kept is None or body.find(b"\\") >= 0 or kept.count(b'"') != body.count(b'"'):  # _each_key_once, inline
+        _refuse_duplicate_keys(body, obj, kept)
     if obj.get("jsonrpc") != "2.0":
         raise _invalid('The "jsonrpc" member must be exactly "2.0"', obj)
     method = obj.get("method")
+    if not isinstance(method, str):
+        return _not_a_request(obj, method, overflowed)
+    params: Any = obj.get("params")
+    has_params = params is not None
+    if params is None:
+        params = {}
+    elif not isinstance(params, dict):
+        raise _invalid('The "params" member must be an object', obj)
+    if "id" not in obj:
+        if overflowed:
+            _refuse_overflow(overflowed, None)
+        return JsonRpcNotification(method, params)  # pyright: ignore[reportUnknownArgumentType]
+    rid = obj["id"]
+    kind: Any = type(rid)  # pyright: ignore[reportUnknownVariableType]
+    if kind is not int and kind is not str and not _valid_id(rid):  # the parser's ints and strs are exact: one test each
+        raise InvalidRequestError('The "id" member must be a string or an integer')
+    request_params: dict[str, Any] = params  # pyright: ignore[reportUnknownVariableType]
+    if overflowed:
+        return _overflowed_request(rid, method, request_params, has_params, overflowed)
+    return JsonRpcRequest(rid, method, request_params, has_params)
+
+
+def _not_a_request(obj: dict[str, Any], method: Any, overflowed: list[str] | None) -> JsonRpcResponse:
+    """``parse_message`` of a message without a string ``method``: a response, or the error."""
     if method is None:
         if "id" in obj and ("result" in obj) != ("error" in obj):
             rid = obj["id"]
@@ -148,28 +179,19 @@ def parse_message(body: bytes) -> Message:
         if "result" in obj and "error" in obj and _valid_id(obj.get("id")):
             raise MalformedAnswerError('A response carries exactly one of "result" and "error"', obj["id"])
         raise _invalid('The "method" member is required', obj)
-    if not isinstance(method, str):
-        raise _invalid('The "method" member must be a string', obj)
-    params: Any = obj.get("params")
-    has_params = params is not None
-    if params is None:
-        params = {}
-    elif not isinstance(params, dict):
-        raise _invalid('The "params" member must be an object', obj)
-    if "id" not in obj:
-        _refuse_overflow(overflowed, None)
-        return JsonRpcNotification(method, params)  # pyright: ignore[reportUnknownArgumentType]
-    rid = obj["id"]
-    if not _valid_id(rid):
-        raise InvalidRequestError('The "id" member must be a string or an integer')
+    raise _invalid('The "method" member must be a string', obj)
+
+
+def _overflowed_request(rid: RequestId, method: str, params: dict[str, Any], has_params: bool, overflowed: list[str]) -> JsonRpcRequest:
+    """``parse_message``'s request holding a number that overflowed (``overflowed``: their paths):
+    inside ``tools/call`` arguments, carried as ``out_of_range``; anywhere else refused."""
     in_arguments: tuple[str, ...] = ()
-    request_params: dict[str, Any] = params  # pyright: ignore[reportUnknownVariableType]
-    if overflowed and method == "tools/call" and isinstance(request_params.get("arguments"), dict):
+    if method == "tools/call" and isinstance(params.get("arguments"), dict):
         prefix = "params.arguments."
         in_arguments = tuple(p[len(prefix) :] for p in overflowed if p.startswith(prefix))
         overflowed = [p for p in overflowed if not p.startswith(prefix)]
     _refuse_overflow(overflowed, rid)
-    return JsonRpcRequest(rid, method, request_params, has_params, in_arguments)
+    return JsonRpcRequest(rid, method, params, has_params, in_arguments)
 
 
 def may_overflow(data: bytes) -> bool:
@@ -374,7 +396,11 @@ def dumps(message: dict[str, Any]) -> bytes:
     result = message.get("result")
     if type(result) is EncodedResult and len(result) == result.size and len(message) == 3 and "id" in message:
         return b'{"jsonrpc":"2.0","id":' + to_json(message["id"]) + b',"result":' + result.encoded + b"}"
-    return encode(message)  # a lone surrogate or an over-long integer: written repaired (_wire.safe_text)
+    try:  # _wire.safe_text.encode, inline (one frame less a message)
+        encoded = to_json(message, inf_nan_mode="strings")
+    except PydanticSerializationError as exc:  # a lone surrogate: written repaired
+        return unencodable(message, exc)
+    return encoded if len(encoded) <= MAX_INT_DIGITS else long_checked(message, encoded)  # an over-long integer: written repaired
 
 
 def result_message(request_id: RequestId, result: dict[str, Any]) -> dict[str, Any]:

@@ -29,7 +29,7 @@ from typing import Any, Final
 
 from pydantic_core import PydanticSerializationError, to_json
 
-__all__ = ["MAX_INT_DIGITS", "encode", "repaired"]
+__all__ = ["MAX_INT_DIGITS", "encode", "long_checked", "repaired", "unencodable"]
 
 logger = logging.getLogger("fastapi_mcp_ctx")
 
@@ -105,10 +105,22 @@ def encode(message: Any) -> bytes:
     try:
         encoded = to_json(message, inf_nan_mode="strings")
     except PydanticSerializationError as exc:
-        if "surrogates not allowed" not in str(exc):
-            raise
-        return _rewrite(message, "text that is not valid Unicode (a lone surrogate)")
-    if len(encoded) > MAX_INT_DIGITS and _LONG_RUN.search(encoded) is not None:
+        return unencodable(message, exc)
+    return encoded if len(encoded) <= MAX_INT_DIGITS else long_checked(message, encoded)
+
+
+def unencodable(message: Any, exc: PydanticSerializationError) -> bytes:
+    """:func:`encode`'s answer when ``to_json(message, inf_nan_mode="strings")`` raised ``exc``:
+    ``message`` written repaired (a lone surrogate), else ``exc`` raised again."""
+    if "surrogates not allowed" not in str(exc):
+        raise exc
+    return _rewrite(message, "text that is not valid Unicode (a lone surrogate)")
+
+
+def long_checked(message: Any, encoded: bytes) -> bytes:
+    """:func:`encode`'s answer for ``encoded``, ``message``'s JSON when longer than
+    :data:`MAX_INT_DIGITS` bytes: rewritten when it holds an over-long integer, else itself."""
+    if _LONG_RUN.search(encoded) is not None:
         found: list[str] = []
         fixed = repaired(message, "", found)
         if found:
