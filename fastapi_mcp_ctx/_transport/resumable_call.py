@@ -126,7 +126,7 @@ class ResumableCallResponse(CallConnection, Response):
         self.streams = streams
         self.session = session
         self._call = call
-        self._extra_headers = dict(headers)
+        self._extra_headers = headers  # read only: add_headers replaces it with a copy
         self._sse_allowed = sse_allowed
         self._json_allowed = json_allowed
         # ResumableStreams.retry_ms, without its call
@@ -134,7 +134,7 @@ class ResumableCallResponse(CallConnection, Response):
 
     def add_headers(self, headers: Sequence[tuple[str, str]]) -> None:
         """Send these headers too (set by a request-level dependency)."""
-        self._extra_headers.update(headers)
+        self._extra_headers = {**self._extra_headers, **dict(headers)}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         self._send, self._receive = send, receive
@@ -322,7 +322,7 @@ class ResumableCallResponse(CallConnection, Response):
         await send({"type": "http.response.body", "body": body, "more_body": False})
 
 
-def _json_answer(reply: Reply, extra_headers: dict[str, str]) -> tuple[bytes, list[tuple[bytes, bytes]]]:
+def _json_answer(reply: Reply, extra_headers: Mapping[str, str]) -> tuple[bytes, list[tuple[bytes, bytes]]]:
     """The JSON body of ``reply`` and its response headers (``extra_headers``, then the reply's own)."""
     body = dumps(reply.message)
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
