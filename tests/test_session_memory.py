@@ -172,3 +172,20 @@ def test_a_hot_record_keeps_its_parsed_metadata_until_hot_entries_later_parses()
     assert big.client_metadata_parsed() is not big.client_metadata_parsed()  # too large to keep
     assert big.client_capabilities == {"x": "y" * HOT_MAX_BYTES}
     assert first.compact().client_metadata_parsed() == parsed  # compact() drops the parsed form
+
+
+def test_call_started_registers_a_call_once_per_request_id_and_call_ended_drops_the_companion() -> None:
+    from fastapi_mcp_ctx._context.cancel_signal import CancelSignal
+    from fastapi_mcp_ctx._transport.sessions import LiveSessions
+
+    live = LiveSessions()
+    first, second = CancelSignal(), CancelSignal()
+    companion = live.call_started("s", 1, first)
+    assert companion is not None and companion.in_flight == {1: first}
+    assert live.call_started("s", 1, second) is None  # in flight already: nothing registered
+    assert companion.in_flight == {1: first}
+    assert live.call_started("s", 2, second) is companion
+    live.call_ended(companion, "s", 1, first)
+    assert live.get("s") is companion and companion.in_flight == {2: second}
+    live.call_ended(companion, "s", 2, second)
+    assert not live.streaming("s") and live._live == {}  # pyright: ignore[reportPrivateUsage]  # no companion left

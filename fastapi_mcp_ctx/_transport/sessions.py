@@ -349,6 +349,19 @@ class LiveSessions:
             live = self._live[session_id] = LiveSession()
         return live
 
+    def call_started(self, session_id: str, request_id: str | int, signal: CancelSignal) -> LiveSession | None:
+        """Register a call of ``session_id`` in its companion's ``in_flight`` under ``request_id``
+        (the companion made on first use) and return the companion; None, and nothing
+        registered, when ``request_id`` is in flight in this session already. Call
+        :meth:`call_ended` with the companion once the call ended."""
+        live = self._live.get(session_id)
+        if live is None:
+            live = self._live[session_id] = LiveSession()
+        elif request_id in live.in_flight:
+            return None
+        live.in_flight[request_id] = signal
+        return live
+
     def release(self, session_id: str) -> None:
         """Drop the companion of ``session_id`` when nothing is live in it any more."""
         live = self._live.get(session_id)
