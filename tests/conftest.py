@@ -581,7 +581,7 @@ class SessionClock:
         import time
 
         self.now = time.time()
-        router.sessions._clock = lambda: self.now  # type: ignore[attr-defined]  # MemorySessionStore
+        router.sessions.clock = lambda: self.now  # type: ignore[attr-defined]  # MemorySessionStore
 
     def advance(self, seconds: float) -> None:
         self.now += seconds

@@ -402,7 +402,7 @@ async def test_delete_ends_the_wait_and_the_entry() -> None:
 async def test_an_expired_session_ends_its_waits() -> None:
     clock = [1000.0]
     router_app, router = build(session_idle_seconds=60)
-    router.sessions._clock = lambda: clock[0]  # type: ignore[attr-defined]
+    router.sessions.clock = lambda: clock[0]  # type: ignore[attr-defined]
     async with in_session(router_app) as (wire, session):
         async with calling(router_app, session, {"method": "ping", "timeout": 30}) as exchange:
             await wait_frames(exchange, 1)

@@ -21,7 +21,7 @@ from conftest import LEGACY, Wire, make_app, make_router, open_client
 from fastapi import Depends
 
 from fastapi_mcp_ctx import Context, McpSettings, mcp_context
-from fastapi_mcp_ctx._transport.client_metadata import encode_metadata
+from fastapi_mcp_ctx._transport.client_metadata import HOT_ENTRIES, HOT_MAX_BYTES, encode_metadata
 from fastapi_mcp_ctx._transport.sessions import MemorySessionStore, SessionRecord, check_client_metadata
 
 BOUND = 64 * 1024
@@ -147,3 +147,45 @@ async def test_sessions_opened_over_the_wire_retain_about_the_bound_and_tools_se
         response = await wire.legacy("tools/call", {"name": "caps", "arguments": {}})
         assert response.status_code == 200, response.text
     assert seen == [capabilities]
+
+
+def test_a_hot_record_keeps_its_parsed_metadata_until_hot_entries_later_parses() -> None:
+    """A compact record parses its (small) metadata once and keeps the objects while it is among
+    the ``HOT_ENTRIES`` most recently parsed; then it forgets them and parses again on use.
+    Metadata over ``HOT_MAX_BYTES`` is parsed on every use, never kept."""
+
+    def compact(capabilities: dict[str, Any]) -> SessionRecord:
+        return SessionRecord.from_initialize({"capabilities": capabilities, "clientInfo": {"name": "n"}}, LEGACY)
+
+    first = compact({"roots": {"listChanged": True}})
+    parsed = first.client_metadata_parsed()
+    assert parsed == ({"roots": {"listChanged": True}}, {"name": "n"})
+    assert first.client_metadata_parsed() is parsed  # hot: the same objects, no parse
+    for index in range(HOT_ENTRIES - 1):
+        compact({"k": index}).client_metadata_parsed()
+    assert first.client_metadata_parsed() is parsed  # still among the HOT_ENTRIES last parsed
+    compact({"k": "one more"}).client_metadata_parsed()
+    again = first.client_metadata_parsed()
+    assert again == parsed and again is not parsed  # dropped out: parsed anew, and hot again
+    assert first.client_metadata_parsed() is again
+    big = compact({"x": "y" * HOT_MAX_BYTES})
+    assert big.client_metadata_parsed() is not big.client_metadata_parsed()  # too large to keep
+    assert big.client_capabilities == {"x": "y" * HOT_MAX_BYTES}
+    assert first.compact().client_metadata_parsed() == parsed  # compact() drops the parsed form
+
+
+def test_call_started_registers_a_call_once_per_request_id_and_call_ended_drops_the_companion() -> None:
+    from fastapi_mcp_ctx._context.cancel_signal import CancelSignal
+    from fastapi_mcp_ctx._transport.sessions import LiveSessions
+
+    live = LiveSessions()
+    first, second = CancelSignal(), CancelSignal()
+    companion = live.call_started("s", 1, first)
+    assert companion is not None and companion.in_flight == {1: first}
+    assert live.call_started("s", 1, second) is None  # in flight already: nothing registered
+    assert companion.in_flight == {1: first}
+    assert live.call_started("s", 2, second) is companion
+    live.call_ended(companion, "s", 1, first)
+    assert live.get("s") is companion and companion.in_flight == {2: second}
+    live.call_ended(companion, "s", 2, second)
+    assert not live.streaming("s") and live._live == {}  # pyright: ignore[reportPrivateUsage]  # no companion left

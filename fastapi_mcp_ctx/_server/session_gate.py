@@ -9,7 +9,6 @@ unknown one, DELETE ends it), §Listening for Messages from the Server (the GET 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from typing import Any
 
 from starlette.requests import Request
@@ -84,10 +83,13 @@ class SessionGate:
         self.streams, self.notifier, self.pending, self.relay = streams, notifier, pending, relay
         self.shutdown_coordinator = shutdown_coordinator
         self._remote_stores = bool(getattr(sessions, "shared", False) or getattr(notifier.bus, "shared", False))
-        # the in-memory store's lookup without a coroutine (not when a subclass overrides ``get``)
-        self._lookup: Callable[[str], SessionRecord | None] | None = None
+        # the in-memory store's records, read inline (not when a subclass overrides ``get``)
+        self._memory: MemorySessionStore | None = None
+        self._records: dict[str, SessionRecord] = {}
+        self._idle: float = 0.0
         if isinstance(sessions, MemorySessionStore) and type(sessions).get is MemorySessionStore.get:
-            self._lookup = sessions.lookup
+            self._memory = sessions
+            self._records, self._idle = sessions.fresh_view()
 
     def store_work(self, scope: Scope) -> Any:
         """The bound of a piece of this request's session-store / bus work: one deadline per
@@ -143,25 +145,40 @@ class SessionGate:
         session_id = headers.get(SESSION_HEADER)
         if session_id is None:
             raise MissingSessionError()
-        lookup = self._lookup
-        if lookup is not None:  # in memory: no store work to bound on the way of a live session
-            record = lookup(session_id)
-            if record is None:
-                async with self.store_work(scope):
-                    await self._expired(session_id)
+        memory = self._memory
+        if memory is not None:  # in memory: a live session costs no call, no store work to bound
+            record = self._records.get(session_id)
+            if record is None or (now := memory.clock()) - record.last_seen > self._idle:
+                record = await self._memory_lookup(memory, session_id, scope)
+            else:
+                record.last_seen = now  # MemorySessionStore.fresh_view
         else:
             async with self.store_work(scope):
                 record = await self.sessions.get(session_id)
                 if record is None:
                     await self._expired(session_id)
-        if record is None:
-            raise SessionNotFoundError()
+            if record is None:
+                raise SessionNotFoundError()
         principal: Principal | None = scope.get(PRINCIPAL_SCOPE_KEY)
         if record.owner != (principal.owner_key if principal is not None else None):
             raise SessionNotFoundError()  # another caller's session: indistinguishable from unknown
         version = headers.get("mcp-protocol-version")
         if version is not None and version != record.protocol_version and version.strip() != record.protocol_version:  # served, but not in this session
             raise ProtocolVersionMismatchError(version.strip()[:64], record.protocol_version)
+        return record
+
+    async def _memory_lookup(self, memory: MemorySessionStore, session_id: str, scope: Scope) -> SessionRecord:
+        """An id the inline look-up of :meth:`session` did not find live (unknown, or idle past
+        its time unless pinned): the store's own look-up.
+
+        Raises:
+            SessionNotFoundError: unknown or expired (its in-process companions go too).
+        """
+        record = memory.lookup(session_id)
+        if record is None:
+            async with self.store_work(scope):
+                await self._expired(session_id)
+            raise SessionNotFoundError()
         return record
 
     async def _expired(self, session_id: str) -> None:

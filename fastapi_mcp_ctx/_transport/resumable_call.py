@@ -110,7 +110,7 @@ class ResumableCallResponse(CallConnection, Response):
     _live = False  # the store failed when the stream began: frames go out live, without ids
     _renewal: asyncio.Task[None] | None = None
     status_code = 200
-    background = None  # the call's own tasks run after its answer (``_background``)
+    background = None  # the call's own tasks run after its answer (``call.background``)
     _state: Literal["pending", "starting", "sse", "json"] = "pending"
 
     def __init__(
@@ -126,58 +126,57 @@ class ResumableCallResponse(CallConnection, Response):
         self.streams = streams
         self.session = session
         self._call = call
-        self._extra_headers = dict(headers)
+        self._extra_headers = headers  # read only: add_headers replaces it with a copy
         self._sse_allowed = sse_allowed
         self._json_allowed = json_allowed
         # ResumableStreams.retry_ms, without its call
         self._retry_ms = streams.settings.sse_retry_ms if session.protocol_version in PRIMED else None
-        self._background = call.background
 
     def add_headers(self, headers: Sequence[tuple[str, str]]) -> None:
         """Send these headers too (set by a request-level dependency)."""
-        self._extra_headers.update(headers)
+        self._extra_headers = {**self._extra_headers, **dict(headers)}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         self._send, self._receive = send, receive
         call = self._call
-        if call.state is not None:
-            call.state.stream_control = self
-        coordinator = self.streams.coordinator
-        held = self._retry_ms is not None and self._sse_allowed
-        if held:  # closed with a retry hint at shutdown (the client resumes elsewhere)
-            coordinator.hold_stream(self)
+        state, signal = call.state, call.signal
+        if state is not None:
+            state.stream_control = self
+        # closed with a retry hint at shutdown (the client resumes elsewhere); held: the set to leave
+        held = self.streams.coordinator.hold_stream(self) if self._retry_ms is not None and self._sse_allowed else None
         try:
             reply: Reply | None = None
             with new_cancel_scope(scope_loop(scope)) as handler_scope:
-                call.signal.bind(handler_scope)
+                signal.bind(handler_scope)
                 try:
                     reply = await call.runner(self._outbound)
                 finally:
-                    call.signal.bind(None)
-            if handler_scope.cancelled_caught or call.signal.cancelled:
+                    signal.bind(None)
+            if handler_scope.cancelled_caught or signal.reason is not None:
                 # a sync tool's thread cannot be interrupted: its call returns normally after the
                 # signal fired, and that late result is dropped
                 reply = call.cancelled_message()
             if self._state == "pending" and reply is not None and self._json_allowed:
                 # the common end (_send_json inline, without its coroutine nor _finish's)
                 self._state = "json"  # no await since the check: no stream can start any more
-                body, headers = _json_answer(reply, self._extra_headers)
+                body = dumps(reply.message)
+                headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+                for name, value in ({**self._extra_headers, **reply.headers} if reply.headers else self._extra_headers).items():
+                    headers.append((name.lower().encode("latin-1"), value.encode("latin-1")))
                 await send({"type": "http.response.start", "status": reply.status, "headers": headers})
                 await send({"type": "http.response.body", "body": body, "more_body": False})
-            elif self._state == "pending" and reply is None:
-                self._state = "json"
-                await self._send_json(None)
             else:
                 await self._finish(reply)
         finally:
             if self._renewal is not None:  # the call ended (answered, cancelled, failed): no more lease
                 self._renewal.cancel()
-            if held:
-                coordinator.release_stream(self)
-            if call.state is not None:
-                call.state.stream_control = None
-        if self._background.tasks:  # run_background, without its coroutine when there is nothing to run
-            await self._background()
+            if held is not None:
+                held.discard(self)
+            if state is not None:
+                state.stream_control = None
+        background = call.background
+        if background.tasks:  # run_background, without its coroutine when there is nothing to run
+            await background()
 
     async def _outbound(self, message: dict[str, Any]) -> None:
         if not self._sse_allowed or self._call.signal.cancelled:
@@ -323,7 +322,7 @@ class ResumableCallResponse(CallConnection, Response):
         await send({"type": "http.response.body", "body": body, "more_body": False})
 
 
-def _json_answer(reply: Reply, extra_headers: dict[str, str]) -> tuple[bytes, list[tuple[bytes, bytes]]]:
+def _json_answer(reply: Reply, extra_headers: Mapping[str, str]) -> tuple[bytes, list[tuple[bytes, bytes]]]:
     """The JSON body of ``reply`` and its response headers (``extra_headers``, then the reply's own)."""
     body = dumps(reply.message)
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]

@@ -20,7 +20,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 
 from .._context.cancel_signal import CancelSignal
 from ..errors import InvalidParamsError
-from .client_metadata import encode_metadata, parse_metadata
+from .client_metadata import HOT_MAX_BYTES, encode_metadata, keep_hot, parse_metadata
 
 __all__ = [
     "LiveSession",
@@ -80,8 +80,9 @@ class SessionRecord:
         created_at / last_seen: UNIX times in seconds.
 
     A record built from parsed objects (a shared store's, read for one request) keeps them; a
-    :meth:`compact` one (what :class:`MemorySessionStore` holds) keeps only the bytes and parses
-    them on use (``_transport/client_metadata.py``: parsed objects take about 8x their JSON).
+    :meth:`compact` one (what :class:`MemorySessionStore` holds) keeps the bytes, parses them on
+    use and keeps the parsed form while it is among the hot ones (``_transport/client_metadata.py``:
+    parsed objects take about 8x their JSON, so only a bounded number of records hold them).
     """
 
     __slots__ = ("_metadata", "_parsed", "created_at", "id", "last_seen", "log_level", "owner", "protocol_version")
@@ -124,12 +125,25 @@ class SessionRecord:
         return cls(id=new_session_id(), owner=owner, protocol_version=protocol_version, client_metadata=metadata)
 
     def client_metadata_parsed(self) -> tuple[dict[str, Any], dict[str, Any] | None]:
-        """``(client_capabilities, client_info)`` in one parse (or one look in the hot cache): read, never mutate."""
-        parsed = self._parsed
+        """``(client_capabilities, client_info)`` in one parse (none while the record is hot): read, never mutate."""
+        parsed = self._parsed  # a record built parsed, or a compact one while hot
         if parsed is not None:
             return parsed
-        assert self._metadata is not None
-        return parse_metadata(self.id, self._metadata)
+        return self._parse()
+
+    def _parse(self) -> tuple[dict[str, Any], dict[str, Any] | None]:
+        raw = self._metadata
+        assert raw is not None
+        parsed = parse_metadata(raw)
+        if len(raw) <= HOT_MAX_BYTES:  # small: kept while hot (client_metadata.keep_hot)
+            self._parsed = parsed
+            keep_hot(self.id, self)
+        return parsed
+
+    def forget_parsed(self) -> None:
+        """Out of the hot ones: a compact record drops its parsed form (parsed again on use)."""
+        if self._metadata is not None:
+            self._parsed = None
 
     @property
     def client_capabilities(self) -> dict[str, Any]:
@@ -213,7 +227,8 @@ class MemorySessionStore:
         self._max = max_sessions
         self._max_per_owner = max_per_owner
         self._pinned = pinned
-        self._clock = clock
+        self.clock = clock
+        """The time source in seconds (read on each use: a test may replace it)."""
 
     def _expired(self, record: SessionRecord, now: float) -> bool:
         if self._pinned is not None and self._pinned(record.id):
@@ -229,7 +244,7 @@ class MemorySessionStore:
             del self._records[sid]
 
     async def create(self, record: SessionRecord) -> None:
-        now = self._clock()
+        now = self.clock()
         if len(self._records) >= self._max:
             self._sweep(now)
             if len(self._records) >= self._max:
@@ -245,6 +260,13 @@ class MemorySessionStore:
     async def get(self, session_id: str) -> SessionRecord | None:
         return self.lookup(session_id)
 
+    def fresh_view(self) -> tuple[dict[str, SessionRecord], float]:
+        """``(records, idle_seconds)`` for a caller that finds a live session inline (the session
+        gate, on every request): a record in ``records`` whose ``clock() - last_seen`` is at most
+        ``idle_seconds`` is live, and the caller sets its ``last_seen`` to that ``clock()``; any
+        other id goes through :meth:`lookup`. ``records`` is read, never written."""
+        return self._records, self._idle
+
     def lookup(self, session_id: str) -> SessionRecord | None:
         """:meth:`get` without its coroutine (the session gate's per-request form: an in-memory
         lookup never waits)."""
@@ -252,7 +274,7 @@ class MemorySessionStore:
         if record is None:
             self._hint_unknown()
             return None
-        now = self._clock()
+        now = self.clock()
         # the idle check first: a record within its idle time lives on whether pinned or not
         # (both refresh last_seen), so the pinned lookup runs only for one that would expire
         if now - record.last_seen > self._idle and self._expired(record, now):
@@ -327,6 +349,19 @@ class LiveSessions:
             live = self._live[session_id] = LiveSession()
         return live
 
+    def call_started(self, session_id: str, request_id: str | int, signal: CancelSignal) -> LiveSession | None:
+        """Register a call of ``session_id`` in its companion's ``in_flight`` under ``request_id``
+        (the companion made on first use) and return the companion; None, and nothing
+        registered, when ``request_id`` is in flight in this session already. Call
+        :meth:`call_ended` with the companion once the call ended."""
+        live = self._live.get(session_id)
+        if live is None:
+            live = self._live[session_id] = LiveSession()
+        elif request_id in live.in_flight:
+            return None
+        live.in_flight[request_id] = signal
+        return live
+
     def release(self, session_id: str) -> None:
         """Drop the companion of ``session_id`` when nothing is live in it any more."""
         live = self._live.get(session_id)
@@ -339,6 +374,9 @@ class LiveSessions:
         in_flight = live.in_flight
         if in_flight.get(request_id) is signal:
             del in_flight[request_id]
+        if not in_flight and live.standalone_send is None and self._live.get(session_id) is live:
+            del self._live[session_id]  # the common end: the call's own companion, now empty
+            return
         current = self._live.get(session_id)
         if current is not None and not current.in_flight and current.standalone_send is None:
             del self._live[session_id]

@@ -55,7 +55,7 @@ Closer = Callable[[], Awaitable[None]]
 
 class Closable(Protocol):
     """An open stream held by :meth:`ShutdownCoordinator.hold_stream`: ``aclose()`` ends it
-    promptly (a resumable 2025 call's response)."""
+    promptly (a resumable 2025 call's response; hashed by identity)."""
 
     async def aclose(self) -> Any: ...
 
@@ -141,17 +141,18 @@ class ShutdownCoordinator:
         if self._begun:
             self._spawn(self._run_close(close))
 
-    def hold_stream(self, stream: Closable) -> None:
+    def hold_stream(self, stream: Closable) -> set[Closable]:
         """:meth:`add_stream` without a closure per stream (one per call of a resumable 2025
-        client): ``stream.aclose()`` runs when shutdown begins (at once when it has); call
-        :meth:`release_stream` once the stream ended."""
-        self._held.add(stream)
+        client): ``stream.aclose()`` runs when shutdown begins (at once when it has).
+
+        Returns:
+            the set holding it: ``discard(stream)`` from it once the stream ended (no call back).
+        """
+        held = self._held
+        held.add(stream)
         if self._begun:
             self._spawn(self._run_close(stream.aclose))
-
-    def release_stream(self, stream: Closable) -> None:
-        """The stream held by :meth:`hold_stream` ended."""
-        self._held.discard(stream)
+        return held
 
     def track_call(self, call_signal: CancelSignal) -> Callable[[], None]:
         """Count a running call; it is cancelled when the grace ran out (at once when it has).
