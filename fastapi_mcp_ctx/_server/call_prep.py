@@ -143,9 +143,6 @@ class CallPreparation:
             headers: HeaderMap | None = scope.get(HEADERS_SCOPE_KEY)  # the route's screen read them
             if headers is not None and "cookie" not in headers:  # the solver reads request.cookies: none
                 vars(call_request)["_cookies"] = {}
-        live = self.live.get(session.id) if session is not None else None
-        if live is not None and message.id in live.in_flight:
-            raise InvalidRequestError(f"Request id {echo(repr(message.id))} is already in flight in this session")
         principal: Principal | None = request.scope.get(PRINCIPAL_SCOPE_KEY)
         if session is not None:
             session_id: str | None = session.id
@@ -176,8 +173,10 @@ class CallPreparation:
         elif contracts is not None:  # a resource's or prompt's errors=: ctx.fail
             state.contracts = contracts
         context = Context(state)
-        if live is not None:
-            live.in_flight[message.id] = state.signal
+        # registered last: nothing after it raises, so every registered call reaches call_ended
+        live = self.live.call_started(session.id, message.id, state.signal) if session is not None else None
+        if live is None and session is not None:
+            raise InvalidRequestError(f"Request id {echo(repr(message.id))} is already in flight in this session")
         # partials of module functions, not closures: no cell per captured name, no function
         # object per call; the runner reads the rest from the call's state
         runner = partial(_run_call, self, state, context, run, background, message.params, tool, cacheable, live)

@@ -133,7 +133,7 @@ def _answer(method: str, version: str, error: Mapping[str, Any] | None, result: 
 _REFUSED: dict[str, BackChannel] = {}
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: a frozen __init__ costs each call ~2k instructions; never mutated
 class BackChannel:
     """Where one call's server→client requests go and where their answers come from (a
     :class:`~fastapi_mcp_ctx.context.ClientRequester`; it holds no call, so no cycle).
@@ -151,7 +151,7 @@ class BackChannel:
     @classmethod
     def refused(cls, detail: str) -> BackChannel:
         """A channel on which every request fails at once with ``NoBackChannelError(detail)``
-        (one shared, immutable object per ``detail``: a sessionless call builds none)."""
+        (one shared object per ``detail``, never mutated: a sessionless call builds none)."""
         channel = _REFUSED.get(detail)
         if channel is None:
             channel = _REFUSED[detail] = cls(None, None, detail)
