@@ -10,7 +10,7 @@ from stdio_wire import server_env, spawn
 async def test_stdio_serves_an_app_with_the_default_settings(tmp_path: Path) -> None:
     """``fastapi-mcp-ctx stdio tests.stdio_app:app`` with no ``MCP_*`` set (the secure default, what a
     desktop client's config usually launches): every request now runs the local-only HTTP gate
-    (``StdioAdmission`` → ``RequestGate.admit`` → ``is_local``), whose peer is the synthetic
+    (``StdioAdmission`` → ``RequestGate.admit`` → ``RequestGate.refuse_remote``), whose peer is the synthetic
     scope's ``client = ("stdio", 0)``, not a loopback address: ``initialize`` is refused
     ``-32003`` ("only answers local requests") and the server serves nothing. The one transport
     that is local by construction is refused as remote (tests/test_stdio.py fails likewise)."""

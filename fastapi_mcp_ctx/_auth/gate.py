@@ -36,7 +36,7 @@ from .host_rules import is_loopback_host
 if TYPE_CHECKING:
     from .bearer import JwtVerifier
 
-__all__ = ["PROXY_MARKERS", "RequestGate", "announce_admission", "build_gate", "is_local"]
+__all__ = ["PROXY_MARKERS", "RequestGate", "announce_admission", "build_gate"]
 
 logger = logging.getLogger("fastapi_mcp_ctx")
 PROXY_MARKERS: Final[frozenset[str]] = frozenset(
@@ -52,14 +52,6 @@ PROXY_MARKERS: Final[frozenset[str]] = frozenset(
     }
 )
 """Request headers (lower case) that only a proxy adds: a request carrying one is not local."""
-
-
-def is_local(request: Request, headers: Mapping[str, str]) -> bool:
-    """Loopback peer and none of the :data:`PROXY_MARKERS` headers."""
-    client = request.scope.get("client")
-    if not client or not is_loopback_host(str(client[0])):
-        return False
-    return PROXY_MARKERS.isdisjoint(headers.keys())
 
 
 class RequestGate:
@@ -82,9 +74,21 @@ class RequestGate:
         """
         if self.verifier is not None:
             return await self.verifier.verify(headers.get("authorization"))
-        if not is_local(request, headers):
-            raise RemoteAccessDeniedError()
+        self.refuse_remote(request, headers)
         return None
+
+    @staticmethod
+    def refuse_remote(request: Request, headers: Mapping[str, str]) -> None:
+        """The local-only default's whole admission (no verifier), with nothing to await: the
+        request is local when its peer is a loopback address and it carries none of the
+        :data:`PROXY_MARKERS` headers.
+
+        Raises:
+            RemoteAccessDeniedError: 403, the request is not local.
+        """
+        client = request.scope.get("client")
+        if not client or not is_loopback_host(str(client[0])) or not PROXY_MARKERS.isdisjoint(headers):
+            raise RemoteAccessDeniedError()
 
 
 def build_gate(settings: McpSettings, authenticated: bool, scopes_supported: Callable[[], Iterable[str]]) -> RequestGate | None:

@@ -23,9 +23,11 @@ read and the authentication (the session lookup follows in the endpoint). Every 
 
 from __future__ import annotations
 
+from collections.abc import Set as AbstractSet
 from typing import Any
 
 from starlette.requests import Request
+from starlette.types import Scope
 
 from .._auth.gate import RequestGate
 from .._auth.host_rules import TransportSecurity, is_loopback_host, loopback_security
@@ -52,6 +54,21 @@ def body_request_id(body: bytes | None) -> Any:
     except McpError:
         return None
     return message.id if isinstance(message, JsonRpcRequest) else None
+
+
+def _reject_repeated_in_post(repeated: AbstractSet[str], body: bytes) -> None:
+    """:func:`~fastapi_mcp_ctx._server.http.reject_repeated` for a POST: its refusal echoes the body's id."""
+    try:
+        reject_repeated(repeated)
+    except McpError as exc:
+        exc.request_id = body_request_id(body)  # type: ignore[attr-defined]
+        raise
+
+
+def _echo_request_id(exc: McpError, scope: Scope) -> None:
+    """A refusal after the body read carries the body's request id (unless it names one already)."""
+    if request_id_of(exc) is None:
+        exc.request_id = body_request_id(scope.get(BODY_SCOPE_KEY))  # type: ignore[attr-defined]
 
 
 class Admission:
@@ -95,7 +112,7 @@ class FrontDoor:
 
     def __init__(self, settings: McpSettings, gate: RequestGate | None, authenticate: Any, challenge: str | None) -> None:
         self._settings = settings
-        self._gate = gate
+        self._gate = gate if authenticate is None else None  # authenticate= wins over MCP_AUTH_MODE
         self._authenticate = authenticate
         self._challenge = challenge
         self._loopback = loopback_security()
@@ -117,15 +134,6 @@ class FrontDoor:
             return self._loopback
         return None
 
-    def _check_transport(self, request: Request, headers: HeaderMap) -> None:
-        security = self._configured_security
-        if security is None:
-            server = request.scope.get("server")
-            if not server or not is_loopback_host(str(server[0])):
-                return
-            security = self._loopback
-        security.check(headers)
-
     async def admit(self, request: Request, admission: Admission) -> HeaderMap:
         """Stages 2-4 for ``request``, filling ``admission`` as they go (the body and the
         principal also go into the scope, where dependencies and tools find them); returns the
@@ -137,27 +145,40 @@ class FrontDoor:
             ClientDisconnect: the client went away during the body read.
         """
         scope = request.scope
-        method = scope["method"]
         headers: HeaderMap | None = scope.get(HEADERS_SCOPE_KEY)  # the route's screen built it
         if headers is None:  # served by another route than LeanRoute: screened here (431 first)
             headers = screen_headers(scope["headers"], self._settings.max_request_header_bytes)
         admission.headers = headers
-        self._check_transport(request, headers)
-        if headers.repeated and method != "POST":
-            reject_repeated(headers.repeated)
-        if method == "POST":  # read once, bounded; dependencies and tools get it replayed
-            scope[BODY_SCOPE_KEY] = await read_body(request, headers, self._settings.max_body_bytes, self._settings.body_timeout_seconds)
+        security = self._configured_security
+        if security is not None:
+            security.check(headers)
+        else:  # no setting: the allow-lists guard a server listening on loopback
+            server = scope.get("server")
+            if server and is_loopback_host(str(server[0])):
+                self._loopback.check(headers)
+        if scope["method"] == "POST":  # read once, bounded; dependencies and tools get it replayed
+            settings = self._settings
+            scope[BODY_SCOPE_KEY] = body = await read_body(request, headers, settings.max_body_bytes, settings.body_timeout_seconds)
             if headers.repeated:  # before authentication: a gate and an app never read two copies
-                try:
-                    reject_repeated(headers.repeated)
-                except McpError as exc:
-                    exc.request_id = body_request_id(scope[BODY_SCOPE_KEY])  # type: ignore[attr-defined]
-                    raise
+                _reject_repeated_in_post(headers.repeated, body)
+        elif headers.repeated:
+            reject_repeated(headers.repeated)
+        gate = self._gate
+        if gate is not None and gate.verifier is None:  # the local-only default: nothing to await
+            try:
+                gate.refuse_remote(request, headers)
+            except McpError as exc:
+                _echo_request_id(exc, scope)
+                raise
+        elif gate is not None or self._authenticate is not None:
+            await self._authenticate_caller(request, admission, headers)
+        return headers
+
+    async def _authenticate_caller(self, request: Request, admission: Admission, headers: HeaderMap) -> None:
+        """Stage 4 when it has something to await: ``authenticate=``, or the bearer gate."""
         authenticate, gate = self._authenticate, self._gate
-        if authenticate is None and gate is None:
-            return headers
         try:
-            if authenticate is None:  # the gate: MCP_AUTH_MODE=jwt/oauth, or unset (local only)
+            if authenticate is None:  # the gate: MCP_AUTH_MODE=jwt/oauth
                 principal = await gate.admit(request, headers)  # pyright: ignore[reportOptionalMemberAccess]
             else:
                 admission.outcome = outcome = await resolve_principal(authenticate, request, self._challenge)
@@ -165,13 +186,11 @@ class FrontDoor:
                 if principal is None:
                     raise refusal(self._challenge)
         except McpError as exc:  # the body was read: the refusal echoes its id
-            if request_id_of(exc) is None:
-                exc.request_id = body_request_id(scope.get(BODY_SCOPE_KEY))  # type: ignore[attr-defined]
+            _echo_request_id(exc, request.scope)
             raise
         if principal is not None:
             admission.principal = principal
-            scope[PRINCIPAL_SCOPE_KEY] = principal
-        return headers
+            request.scope[PRINCIPAL_SCOPE_KEY] = principal
 
     @staticmethod
     def negotiate(request: Request, headers: HeaderMap) -> bool:
@@ -184,7 +203,7 @@ class FrontDoor:
             NotAcceptableError: 406.
         """
         content_type = headers.get("content-type", "")
-        if not content_type.split(";", 1)[0].strip().lower() == "application/json":
+        if content_type != "application/json" and content_type.split(";", 1)[0].strip().lower() != "application/json":
             raise UnsupportedMediaTypeError()
         if "content-encoding" in headers:  # RFC 9110 §15.5.16: a coding this server does not decode
             refuse_content_coding(request.scope["headers"])

@@ -13,7 +13,7 @@ import re
 from collections.abc import Iterable, Sequence
 from collections.abc import Set as AbstractSet
 from itertools import chain
-from typing import Final
+from typing import Final, NoReturn
 
 import anyio
 from starlette.requests import ClientDisconnect, Request
@@ -37,7 +37,7 @@ from .first_step import Rest, first_step
 
 __all__ = [
     "BODY_SCOPE_KEY",
-    "HEADERS_SCOPE_KEY", "accepted", "bound_headers", "read_body", "refuse_content_coding", "reject_repeated", "replaying_receive", "screen_headers"]
+    "HEADERS_SCOPE_KEY", "accepted", "read_body", "refuse_content_coding", "reject_repeated", "replaying_receive", "screen_headers"]
 
 HEADERS_SCOPE_KEY = "fastapi_mcp_ctx.headers"
 """Request-scope key of the :class:`HeaderMap` built by the route's screen (``McpEndpoint.screen``)."""
@@ -46,22 +46,6 @@ BODY_SCOPE_KEY = "fastapi_mcp_ctx.body"
 """Request-scope key of the POST body, read once by the endpoint and replayed to dependencies."""
 
 _Q_ZERO = re.compile(r"(?:^|;)\s*q\s*=\s*0(?:\.0{0,3})?\s*(?:;|$)", re.IGNORECASE)
-
-
-def bound_headers(raw: Iterable[tuple[bytes, bytes]], limit: int) -> None:
-    """Refuse a header section (ASGI ``scope["headers"]``) whose names and values together
-    exceed ``limit`` bytes, before anything reads one: uvicorn with httptools accepts headers of
-    any size, and a 4 MB ``Authorization`` would otherwise be decoded, mapped and parsed.
-
-    Raises:
-        HeaderFieldsTooLargeError: 431 (RFC 6585 §5) naming ``MCP_MAX_REQUEST_HEADER_BYTES``.
-    """
-    size = sum(map(len, chain.from_iterable(raw)))  # every name and value, counted in C
-    if size > limit:
-        raise HeaderFieldsTooLargeError(
-            f"Request Header Fields Too Large: the request headers hold {size} bytes, more than {limit} "
-            "(MCP_MAX_REQUEST_HEADER_BYTES)"
-        )
 
 
 _ACCEPT_CACHE: Final = BoundedMemo[tuple[bool, bool]](128)  # a client sends the same Accept on every request
@@ -124,23 +108,34 @@ _FRONT_SINGLE_VALUED: Final = frozenset({"host", "origin", "authorization", "pro
 
 def screen_headers(raw: Sequence[tuple[bytes, bytes]], limit: int) -> HeaderMap:
     """The MCP route's first look at a request, before FastAPI solves any route, router or app
-    dependency (``LeanRoute.handle``): the header bound (:func:`bound_headers`, 431), then the
-    :class:`HeaderMap` the endpoint reads (built once, here), refusing a repeated ``Host``,
-    ``Origin``, ``Authorization`` or ``Proxy-Authorization`` (an app's dependency would read one
-    copy and the gate verify the other). The other single-valued headers are refused by the
-    endpoint, before authentication, with the body's request id.
+    dependency (``LeanRoute.handle``): the header bound (431: the names and values together
+    past ``limit`` bytes, refused before anything reads one: uvicorn with httptools accepts
+    headers of any size, and a 4 MB ``Authorization`` would otherwise be decoded, mapped and
+    parsed), then the :class:`HeaderMap` the endpoint reads (built once, here), refusing a
+    repeated ``Host``, ``Origin``, ``Authorization`` or ``Proxy-Authorization`` (an app's
+    dependency would read one copy and the gate verify the other). The other single-valued
+    headers are refused by the endpoint, before authentication, with the body's request id.
 
     Returns:
         The request's headers (lower-case names, the last value of a repeated one, ``repeated``).
     Raises:
-        HeaderFieldsTooLargeError: 431. HostNotAllowedError, OriginNotAllowedError: 403.
+        HeaderFieldsTooLargeError: 431 (RFC 6585 §5) naming ``MCP_MAX_REQUEST_HEADER_BYTES``.
+        HostNotAllowedError, OriginNotAllowedError: 403.
         InvalidRequestError: -32600, HTTP 400 (a repeated credential header).
     """
-    bound_headers(raw, limit)
+    size = sum(map(len, chain.from_iterable(raw)))  # every name and value, counted in C
+    if size > limit:
+        _refuse_header_size(size, limit)
     headers = header_map(raw)
     if headers.repeated:
         reject_repeated(headers.repeated & _FRONT_SINGLE_VALUED)
     return headers
+
+
+def _refuse_header_size(size: int, limit: int) -> NoReturn:
+    raise HeaderFieldsTooLargeError(
+        f"Request Header Fields Too Large: the request headers hold {size} bytes, more than {limit} (MCP_MAX_REQUEST_HEADER_BYTES)"
+    )
 
 
 def refuse_content_coding(raw_headers: Iterable[tuple[bytes, bytes]]) -> None:
@@ -180,14 +175,17 @@ async def read_body(request: Request, headers: HeaderMap, limit: int, timeout: f
         if not declared.isascii() or not declared.isdigit():
             raise InvalidRequestError("Invalid Content-Length header")
         if int(declared) > limit:
-            raise PayloadTooLargeError(f"Payload Too Large: the body exceeds {limit} bytes")
+            raise _too_large(limit)
     try:
         first: Message | None = None
         rest: Rest[Message] | None = None
         if request.scope.get(LEAN_SCOPE_KEY):  # the server's own receive: nothing read the body before
-            first, rest = first_step(request.receive())
+            first, rest = first_step(request._receive())  # pyright: ignore[reportPrivateUsage]  # the property's own field
             if first is not None and first["type"] == "http.request" and not first.get("more_body", False):
-                return _within(first.get("body", b""), limit)  # all there already: no wait to bound
+                body: bytes = first.get("body", b"")  # all there already: no wait to bound
+                if len(body) > limit:
+                    raise _too_large(limit)
+                return body
         task = _asyncio_task()  # only now: the usual body above needs no deadline, hence no task
         if task is None:  # another event loop (trio): anyio's deadline around the same read
             with anyio.fail_after(timeout):
@@ -220,10 +218,8 @@ class _Expiry:
         self.task.cancel()
 
 
-def _within(body: bytes, limit: int) -> bytes:
-    if len(body) > limit:
-        raise PayloadTooLargeError(f"Payload Too Large: the body exceeds {limit} bytes")
-    return body
+def _too_large(limit: int) -> PayloadTooLargeError:
+    return PayloadTooLargeError(f"Payload Too Large: the body exceeds {limit} bytes")
 
 
 async def _read_before(
@@ -261,7 +257,7 @@ async def _read(request: Request, limit: int, first: Message | None = None, rest
         async for part in request.stream():
             size += len(part)
             if size > limit:
-                raise PayloadTooLargeError(f"Payload Too Large: the body exceeds {limit} bytes")
+                raise _too_large(limit)
             parts.append(part)
         return b"".join(parts)
     chunks: list[bytes] = []
@@ -279,7 +275,7 @@ async def _read(request: Request, limit: int, first: Message | None = None, rest
         chunk: bytes = message.get("body", b"")
         size += len(chunk)
         if size > limit:
-            raise PayloadTooLargeError(f"Payload Too Large: the body exceeds {limit} bytes")
+            raise _too_large(limit)
         chunks.append(chunk)
         if not message.get("more_body", False):
             return chunks[0] if len(chunks) == 1 else b"".join(chunks)

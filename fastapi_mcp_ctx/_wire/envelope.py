@@ -22,7 +22,7 @@ import re
 from collections.abc import Iterable
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, NoReturn
 
 from ..errors import HeaderMismatchError, InvalidParamsError, UnsupportedVersionError, UnsupportedVersionHeaderError
 from .memo import BoundedMemo, HeaderNames
@@ -90,20 +90,26 @@ def header_map(raw: Iterable[tuple[bytes, bytes]]) -> HeaderMap:
     """Build a :class:`HeaderMap` from ASGI ``scope["headers"]`` (latin-1, as HTTP defines)."""
     pairs = raw if isinstance(raw, (list, tuple)) else list(raw)
     names = _NAMES
-    try:
-        headers = HeaderMap({names[key]: value.decode("latin-1") for key, value in pairs})
+    headers = HeaderMap()
+    try:  # filled in place: a comprehension would add a frame and a dict to copy
+        for key, value in pairs:
+            headers[names[key]] = value.decode("latin-1")
     except TypeError:  # a name that is not hashable (a bytearray): decoded one by one
         headers = HeaderMap({key.decode("latin-1").lower(): value.decode("latin-1") for key, value in pairs})
-    if len(headers) != len(pairs):  # a name appeared twice: find which (rare)
-        seen: set[str] = set()
-        repeated: set[str] = set()
-        for key, _ in pairs:
-            name = key.decode("latin-1").lower()
-            if name in seen:
-                repeated.add(name)
-            seen.add(name)
-        headers.repeated = repeated
+    if len(headers) != len(pairs):  # a name appeared twice (rare)
+        headers.repeated = _repeated_names(pairs)
     return headers
+
+
+def _repeated_names(pairs: Iterable[tuple[bytes, bytes]]) -> set[str]:
+    seen: set[str] = set()
+    repeated: set[str] = set()
+    for key, _ in pairs:
+        name = key.decode("latin-1").lower()
+        if name in seen:
+            repeated.add(name)
+        seen.add(name)
+    return repeated
 
 
 @dataclass(slots=True)
@@ -132,10 +138,6 @@ class RequestEnvelope:
     meta: dict[str, Any] | None = None
 
 
-def _meta_of(params: dict[str, Any]) -> Any:
-    return params.get("_meta")
-
-
 def choose_era(headers: HeaderMap, params: dict[str, Any] | None) -> Era:
     """Decide the era of one POST (DESIGN.md decision 2).
 
@@ -156,7 +158,7 @@ def choose_era(headers: HeaderMap, params: dict[str, Any] | None) -> Era:
         return "legacy" if has_session else "modern"  # unknown: a session says 2025
     if has_session or params is None:
         return "legacy"
-    meta = _meta_of(params)
+    meta: Any = params.get("_meta")
     if isinstance(meta, dict) and META_VERSION in meta:
         return "modern"
     return "legacy"
@@ -172,7 +174,7 @@ def check_legacy_version(headers: HeaderMap) -> None:
             ``data.requested``.
     """
     version = headers.get("mcp-protocol-version")
-    if version is not None and version.strip() not in HANDSHAKE_PROTOCOL_VERSIONS:
+    if version is not None and version not in HANDSHAKE_PROTOCOL_VERSIONS and version.strip() not in HANDSHAKE_PROTOCOL_VERSIONS:
         raise UnsupportedVersionHeaderError(version.strip()[:64], list(HANDSHAKE_PROTOCOL_VERSIONS))
 
 
@@ -310,7 +312,7 @@ def read_modern_envelope(
         _refuse_envelope(headers, meta, http_headers)
         raise  # unreachable: _refuse_envelope raised
     if not isinstance(capabilities, dict):
-        raise InvalidParamsError(f"params._meta['{META_CAPABILITIES}'] must be an object")
+        _refuse_capabilities()
     if http_headers:
         # most requests send each header exactly as the body says: one comparison; anything else
         # (absent, padded, different) takes the rung's full check
@@ -320,18 +322,16 @@ def read_modern_envelope(
             _check_mirror(headers, "mcp-method", method, "Mcp-Method", "the request body's method")
         member = NAME_MEMBER.get(method)
         if member is not None:
-            _check_name(headers.get("mcp-name"), method, member, params.get(member))
+            header_name = headers.get("mcp-name")
+            if header_name is None or _DECODED.get(header_name, _decode_header_value) != params.get(member):
+                _refuse_name(header_name, method, member)
     if version not in MODERN_PROTOCOL_VERSIONS:  # a str: the versions are; anything else is judged below
-        if not isinstance(version, str):
-            raise InvalidParamsError(f"params._meta['{META_VERSION}'] must be a string")
-        raise UnsupportedVersionError(version, list(MODERN_PROTOCOL_VERSIONS))
+        _refuse_version(version)
     usual = len(meta) == 3 and META_CLIENT_INFO in meta  # version, capabilities, clientInfo: no logLevel, no progressToken
-    log_level = None if usual else meta.get(META_LOG_LEVEL)
-    if log_level is not None and log_level not in LOG_LEVELS:
-        raise InvalidParamsError(f"Invalid {META_LOG_LEVEL}: expected one of {', '.join(LOG_LEVELS)}")
+    log_level = None if usual else _log_level(meta)
     client_info = meta.get(META_CLIENT_INFO)
     if client_info is not None and not (isinstance(client_info, dict) and isinstance(client_info.get("name"), str)):  # pyright: ignore[reportUnknownMemberType]
-        raise InvalidParamsError(f"params._meta['{META_CLIENT_INFO}'] must be an object with a string 'name' (schema: Implementation)")
+        _refuse_client_info()
     progress_token = None if usual else _progress_token(meta)
     return RequestEnvelope(
         "modern",
@@ -340,9 +340,30 @@ def read_modern_envelope(
         client_info,  # pyright: ignore[reportUnknownArgumentType]
         log_level,
         progress_token,
-        _trace(headers, meta),  # pyright: ignore[reportUnknownArgumentType]
+        {} if _TRACE_KEYS.isdisjoint(headers) and _TRACE_KEYS.isdisjoint(meta) else _trace(headers, meta),  # pyright: ignore[reportUnknownArgumentType]
         meta,  # pyright: ignore[reportUnknownArgumentType]
     )
+
+
+def _refuse_capabilities() -> NoReturn:
+    raise InvalidParamsError(f"params._meta['{META_CAPABILITIES}'] must be an object")
+
+
+def _refuse_version(version: Any) -> NoReturn:
+    if not isinstance(version, str):
+        raise InvalidParamsError(f"params._meta['{META_VERSION}'] must be a string")
+    raise UnsupportedVersionError(version, list(MODERN_PROTOCOL_VERSIONS))
+
+
+def _log_level(meta: dict[str, Any]) -> Any:
+    log_level = meta.get(META_LOG_LEVEL)
+    if log_level is not None and log_level not in LOG_LEVELS:
+        raise InvalidParamsError(f"Invalid {META_LOG_LEVEL}: expected one of {', '.join(LOG_LEVELS)}")
+    return log_level
+
+
+def _refuse_client_info() -> NoReturn:
+    raise InvalidParamsError(f"params._meta['{META_CLIENT_INFO}'] must be an object with a string 'name' (schema: Implementation)")
 
 
 def _refuse_envelope(headers: HeaderMap, meta: Any, http_headers: bool) -> None:
@@ -374,11 +395,11 @@ def _check_mirror(headers: HeaderMap, name: str, body_value: Any, title: str, wh
         raise HeaderMismatchError(f"{name} header does not match {what}")
 
 
-def _check_name(header_name: str | None, method: str, member: str, body_name: Any) -> None:
-    """``Mcp-Name`` (decoded, :func:`decode_header_value`) must equal ``params.<member>``; it may
-    be missing only for the methods of :data:`NAME_OPTIONAL`."""
+def _refuse_name(header_name: str | None, method: str, member: str) -> None:
+    """``Mcp-Name`` is missing or its decoded value (:func:`decode_header_value`) differs from
+    ``params.<member>``: refused, unless it is missing for a method of :data:`NAME_OPTIONAL`."""
     if header_name is None:
         if method not in NAME_OPTIONAL:
             raise HeaderMismatchError(f"Missing Mcp-Name header (it mirrors params.{member})")
-    elif decode_header_value(header_name) != body_name:
+    else:
         raise HeaderMismatchError(f"mcp-name header does not match the request body's '{member}' parameter")
