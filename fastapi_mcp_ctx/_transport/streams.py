@@ -130,7 +130,9 @@ class _DisconnectWatcher:
             self._set: set[_DisconnectWatcher] | None = None
             return
         sweep = _SWEEPS.get(loop)
-        if sweep is None:
+        if sweep is None:  # a new sweep (the loop's first call after an idle tick): forget closed loops'
+            for closed in [other for other in _SWEEPS if other.is_closed()]:  # (closed with a call in flight)
+                del _SWEEPS[closed]
             sweep = _SWEEPS[loop] = _Sweep(loop)
         self._set = sweep.join(self)
 
