@@ -16,6 +16,8 @@ from replica_app import ASKED, ENDED, two_replicas
 from resume_wire import call_body, legacy_headers, post_call
 from test_redis_stores import age
 
+from fastapi_mcp_ctx._transport.event_ids import StreamKey, new_stream_id, parse_event_id
+from fastapi_mcp_ctx._transport.notifications import tenant_scope
 from fastapi_mcp_ctx._transport.subscriptions import SessionAddress
 
 pytestmark = pytest.mark.redis
@@ -320,3 +322,24 @@ async def test_a_notification_sent_while_a_takeover_replays_is_delivered_once() 
             await wait_frames(resumed, 2, 5.0)
             await anyio.sleep(0.3)
             assert [m["params"]["data"] for m in frames(resumed)] == [2, 3]  # none lost, none twice
+
+
+async def test_a_notification_sent_while_the_old_holder_still_listens_lands_on_the_stream_that_took_over() -> None:
+    """A takeover ends the old GET stream in the store before its holder hears of it (and before
+    the new holder's bus subscription is live): a notification sent in that window is appended
+    to the new stream, never handed to the old holder, whose ended stream would drop it after
+    the sender was told True (the failover run lost two pokes so)."""
+    async with two_replicas() as (app_a, router_a, _, router_b):
+        session = await initialize(app_a)
+        async with get_stream(app_a, session) as stream:
+            await anyio.sleep(0.1)
+            assert await router_a.send_notification_to_session(session, "notifications/message", {"level": "info", "data": 1}, tenant_id="default")
+            await wait_frames(stream, 1, 5.0)
+            old = StreamKey(session, parse_event_id(ids_of(stream)[0])[0])
+            taken = StreamKey(session, new_stream_id())
+            await router_b.event_store.open(taken, get_stream=tenant_scope("default"), follows=old)  # the takeover's store step alone
+            assert await router_a.send_notification_to_session(session, "notifications/message", {"level": "info", "data": 2}, tenant_id="default")
+            assert await router_b.send_notification_to_session(session, "notifications/message", {"level": "info", "data": 3}, tenant_id="default")
+            page = await router_b.event_store.read(taken, 0)
+            assert [json.loads(e.data)["params"]["data"] for e in page.events if e.data] == [2, 3]
+            assert not page.ended

@@ -14,7 +14,7 @@ Spec 2025-11-25 ``basic/transports`` §Resumability and Redelivery; known faults
 - Streams that outlive their producer (issue 24): a call's stream may be opened with its
   ``lost`` event and a producer lease (:meth:`EventStore.hold`); once the lease lapses any
   reader ends the stream with it (:meth:`EventStore.end_lapsed`). A GET stream is the
-  session's (``get_stream``): messages no replica took go into it (:meth:`EventStore.to_get_stream`),
+  session's (``get_stream``): messages to the session go into it (:meth:`EventStore.to_get_stream`),
   and list changes recorded in the broadcast log (under the same retention bounds) are taken
   by each GET stream once, from its holder or, for one whose holder died, on its resume
   (:meth:`EventStore.catch_up`).
@@ -135,7 +135,7 @@ class EventStore(Protocol):
 
     async def to_get_stream(self, session_id: str, data: bytes, *, tenant: str) -> bool:
         """Append one event to the session's GET stream (the last opened with ``get_stream``),
-        whoever holds it: a message no replica took from the bus.
+        whoever holds it: every message to the session, with several replicas.
 
         Returns:
             False when the session has no GET stream that runs on, or it was opened for

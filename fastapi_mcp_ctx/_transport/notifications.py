@@ -18,8 +18,12 @@ With several replicas (a :class:`Recorder`, the shared event store, is set) what
 GET stream is recorded whether or not a replica holds it (issue 24 item 5): a list change is
 also appended to the broadcast log, its sequence carried on the bus (:data:`BROADCAST_MARK`)
 so each GET stream takes it once, from its holder or, for a stream whose holder died, when it
-is resumed (``EventStore.catch_up``); a message to one session that no replica took from the
-bus is appended to that session's GET stream directly (``EventStore.to_get_stream``).
+is resumed (``EventStore.catch_up``). A message to one session is appended to that session's
+current GET stream in the store directly (``EventStore.to_get_stream``, one atomic step), never
+through the bus: its reader tails the store wherever it is, so neither a takeover (the old
+holder still subscribed while its stream has ended) nor a bus reconnecting after a failover can
+lose it. The bus carries a session message only to a stream the store does not keep (a
+non-resumable GET stream).
 
 Only what the application declared is published (``McpRouter(list_changed=...,
 resources_subscribe=...)``): publishing an undeclared kind is a programming error
@@ -241,13 +245,13 @@ class Notifier:
         return await self._to_session(tenant_id, session_id, message)
 
     async def _to_session(self, tenant_id: str | None, session_id: str, message: dict[str, Any]) -> bool:
-        """Publish to the session's GET stream; when no replica took it (its holder died, or
-        none is subscribed yet), record it into the stream directly (with a recorder)."""
-        if await self.bus.publish(session_channel(tenant_id, session_id), message) > 0:
+        """Put ``message`` on the session's GET stream: with a recorder, appended to the stream the
+        store names current (whoever holds it, whether a replica's bus subscription is live or
+        not); otherwise, or when the store keeps no running GET stream of the session (a
+        non-resumable one), published to the session's bus channel."""
+        if self.recorder is not None and await self.recorder.to_get_stream(session_id, dumps(message), tenant=tenant_scope(tenant_id)):
             return True
-        if self.recorder is None:
-            return False
-        return await self.recorder.to_get_stream(session_id, dumps(message), tenant=tenant_scope(tenant_id))
+        return await self.bus.publish(session_channel(tenant_id, session_id), message) > 0
 
     async def active_sessions(self, tenant_id: str | None) -> list[str]:
         """Ids of ``tenant_id``'s 2025 sessions whose GET stream is open on some replica."""
