@@ -343,3 +343,6 @@ async def test_a_notification_sent_while_the_old_holder_still_listens_lands_on_t
             page = await router_b.event_store.read(taken, 0)
             assert [json.loads(e.data)["params"]["data"] for e in page.events if e.data] == [2, 3]
             assert not page.ended
+            await router_b.event_store.end(taken)  # the takeover failed after its store step (its 503 gives the stream up)
+            for router in (router_a, router_b):  # no stream runs on: False, never True from a's stale subscription
+                assert not await router.send_notification_to_session(session, "notifications/message", {"level": "info", "data": 4}, tenant_id="default")

@@ -5,11 +5,15 @@ subscriptions/listen acknowledged, tagged, filtered, cancelled unanswered, and a
 
 from __future__ import annotations
 
+import secrets
+import uuid
 from pathlib import Path
 from typing import Any
 
+import pytest
 from conftest import rpc
-from stdio_wire import envelope, notification, spawn
+from replica_app import redis_url
+from stdio_wire import envelope, notification, server_env, spawn
 
 APP = "stdio_notify_app:app"
 SUB = "io.modelcontextprotocol/subscriptionId"
@@ -25,8 +29,22 @@ async def _until_answer(server: Any, request_id: Any) -> tuple[list[dict[str, An
         before.append(message)
 
 
-async def test_2025_list_changes_updates_and_session_notifications_reach_stdout(tmp_path: Path) -> None:
-    async with spawn(tmp_path, app=APP) as server:
+def _env(store: str) -> dict[str, str]:
+    """The server's environment: embedded defaults, or its sessions and events on the test Redis
+    (a replica's stores: a message to a session goes to the shared event store first, and a
+    stdio session, which the store keeps no GET stream of, must still get it)."""
+    if store == "memory":
+        return server_env()
+    return server_env(
+        MCP_SESSION_STORE_URL=redis_url(),
+        MCP_SESSION_STORE_NAMESPACE=f"t{uuid.uuid4().hex[:10]}:",
+        MCP_REQUEST_STATE_KEY=secrets.token_urlsafe(32),
+    )
+
+
+@pytest.mark.parametrize("store", ["memory", pytest.param("redis", marks=pytest.mark.redis)])
+async def test_2025_list_changes_updates_and_session_notifications_reach_stdout(tmp_path: Path, store: str) -> None:
+    async with spawn(tmp_path, app=APP, env=_env(store)) as server:
         init = await server.initialize()
         assert init["capabilities"]["tools"] == {"listChanged": True}
         assert init["capabilities"]["resources"]["subscribe"] is True

@@ -22,8 +22,9 @@ is resumed (``EventStore.catch_up``). A message to one session is appended to th
 current GET stream in the store directly (``EventStore.to_get_stream``, one atomic step), never
 through the bus: its reader tails the store wherever it is, so neither a takeover (the old
 holder still subscribed while its stream has ended) nor a bus reconnecting after a failover can
-lose it. The bus carries a session message only to a stream the store does not keep (a
-non-resumable GET stream).
+lose it; a session whose GET stream the store does not name running gets ``False``, never a
+bus holder's stale stream. Without a recorder (one replica, or ``MCP_HTTP_RESUMABILITY`` off:
+GET streams the store does not keep), or to a stdio session, the session's bus channel carries it.
 
 Only what the application declared is published (``McpRouter(list_changed=...,
 resources_subscribe=...)``): publishing an undeclared kind is a programming error
@@ -100,6 +101,7 @@ class _GetStream:
     tenant_id: str | None
     send: MemoryObjectSendStream[dict[str, Any]]
     close: Callable[[], None]
+    recorded: bool = False  # the shared store keeps it: a message to its session goes there, not here
     detach: Callable[[], None] | None = None
 
     def offer(self, message: dict[str, Any]) -> None:
@@ -247,10 +249,15 @@ class Notifier:
     async def _to_session(self, tenant_id: str | None, session_id: str, message: dict[str, Any]) -> bool:
         """Put ``message`` on the session's GET stream: with a recorder, appended to the stream the
         store names current (whoever holds it, whether a replica's bus subscription is live or
-        not); otherwise, or when the store keeps no running GET stream of the session (a
-        non-resumable one), published to the session's bus channel."""
-        if self.recorder is not None and await self.recorder.to_get_stream(session_id, dumps(message), tenant=tenant_scope(tenant_id)):
-            return True
+        not; False when none runs on); without one, or for a stream of this process the store
+        does not keep (stdio), published to the session's bus channel."""
+        if self.recorder is not None:
+            if await self.recorder.to_get_stream(session_id, dumps(message), tenant=tenant_scope(tenant_id)):
+                return True
+            held = self._gets.get(session_id)
+            if held is None or held.recorded:  # a stale holder of an ended stream would drop it
+                return False
+            # a stream of this process the store does not keep (a stdio session)
         return await self.bus.publish(session_channel(tenant_id, session_id), message) > 0
 
     async def active_sessions(self, tenant_id: str | None) -> list[str]:
@@ -280,14 +287,17 @@ class Notifier:
         session_id: str,
         send: MemoryObjectSendStream[dict[str, Any]],
         close: Callable[[], None],
+        *,
+        recorded: bool = False,
     ) -> Callable[[], None]:
-        """Feed a newly opened 2025 GET stream from the bus (``close`` ends it on overflow).
+        """Feed a newly opened 2025 GET stream from the bus (``close`` ends it on overflow);
+        ``recorded``: the shared event store keeps it (messages to its session go there).
 
         Returns:
             ``detach``, to call once when the stream ends.
         """
         await self._ensure_events()
-        stream = _GetStream(tenant_id, send, close)
+        stream = _GetStream(tenant_id, send, close, recorded)
         self._gets[session_id] = stream
         unsubscribe = await self.bus.subscribe(session_channel(tenant_id, session_id), stream.offer)
 

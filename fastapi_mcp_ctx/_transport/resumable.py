@@ -105,7 +105,9 @@ class ResumableStreams:
         self._retired: dict[StreamKey, None] = {}
         self._posts: dict[str, set[StreamKey]] = {}  # session id -> streams of calls still running
         self._ended: set[str] = set()  # sessions ended while calls still ran
-        if self.leases.shared:  # several replicas: GET-stream messages are recorded whoever holds the stream
+        if self.leases.shared and settings.http_resumability:
+            # several replicas with resumable GET streams: what is sent to a session's GET stream
+            # goes into the shared store, whoever holds the stream (never only to a bus holder)
             notifier.recorder = store
 
     # -- policy -------------------------------------------------------------------------------
@@ -231,7 +233,9 @@ class ResumableStreams:
                 else:
                     log.send.close()
 
-            log.release_bus = await self.notifier.attach_get_stream(tenant_id, session.id, send, on_bus_close)
+            log.release_bus = await self.notifier.attach_get_stream(
+                tenant_id, session.id, send, on_bus_close, recorded=self.notifier.recorder is not None
+            )
             if self.notifier.recorder is not None:  # list changes recorded before the bus subscription took
                 await self.store.catch_up(log.key)
             task = asyncio.get_running_loop().create_task(self._pump(log))
