@@ -342,8 +342,9 @@ class McpRouter(ToolRoutes, FeatureRoutes, APIRouter):
         Returns:
             False when that tenant has no such session or its GET stream is not open
             (2026-era clients have no session: use the listen notifications instead). With
-            several replicas, True also for a GET stream whose replica died: the message is
-            recorded into it, and a resume on any replica replays it.
+            several replicas the message is appended to the session's GET stream in the shared
+            store (True also when its replica died: a resume on any replica replays it); False
+            when no GET stream of the session runs on.
         Raises:
             TypeError: ``method`` is not a str or ``params`` is not JSON-serializable.
         """
