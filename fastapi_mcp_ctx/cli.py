@@ -34,7 +34,7 @@ from ._stdio.headers import split_header
 from ._stdio.serve import run_stdio
 from ._tasks.memory_store import MemoryTaskStore
 from ._transport.bus import MemoryBus
-from ._transport.sessions import MemorySessionStore
+from ._transport.memory_sessions import MemorySessionStore
 from .backends import backend_from_url
 from .backends._per_process import SERVE_WORKERS_ENV, explicit_memory_state, per_process_state_message
 from .backends.memory import MemoryBackend

@@ -27,7 +27,8 @@ from notify_app import build, frames, get_stream, listen_body, listen_headers, l
 
 from fastapi_mcp_ctx import McpRouter
 from fastapi_mcp_ctx._stdio.session import StdioSession
-from fastapi_mcp_ctx._transport.sessions import MemorySessionStore, SessionRecord
+from fastapi_mcp_ctx._transport.memory_sessions import MemorySessionStore
+from fastapi_mcp_ctx._transport.sessions import SessionRecord
 from fastapi_mcp_ctx._wire.jsonrpc import JsonRpcRequest, parse_message
 from fastapi_mcp_ctx.errors import InvalidParamsError
 

@@ -125,9 +125,9 @@ async def test_the_development_token_recipe_of_the_auth_guide_works(monkeypatch:
 
 
 async def test_an_unknown_session_id_with_memory_sessions_hints_at_the_shared_store_once(caplog: pytest.LogCaptureFixture) -> None:
-    import fastapi_mcp_ctx._transport.sessions as sessions
+    import fastapi_mcp_ctx._transport.memory_sessions as memory_sessions
 
-    sessions._unknown_hinted = False  # pyright: ignore[reportPrivateUsage]
+    memory_sessions._unknown_hinted = False  # pyright: ignore[reportPrivateUsage]
     app = FastAPI()
     app.include_router(McpRouter(settings=mcp_settings()))
     async with open_client(app) as client:

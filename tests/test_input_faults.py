@@ -6,10 +6,10 @@
   late answer is 202 and applied to nothing.
 - B27 (undeclared answers) is in tests/test_input_required.py; here: an answer posted for a
   kind the session did not declare never reaches ``ctx.inputs`` in the 2025 era either.
-- B46 (non-tool input_required): ``run_rounds`` (the entry point ``resources/read`` and
-  ``prompts/get`` handling calls) turns the signal into the same ``input_required`` result and
-  re-enters on the retry; ``ctx.request_input`` while serving another method is a server error,
-  never a result.
+- B46 (non-tool input_required): the runner of a ``resources/read`` or ``prompts/get`` call
+  turns the signal into the same ``input_required`` result and re-enters on the retry; without a
+  tool, a refusal or a failed round is a JSON-RPC error (a tool's is an ``isError`` result);
+  ``ctx.request_input`` while serving another method is a server error, never a result.
 """
 
 from __future__ import annotations
@@ -21,18 +21,16 @@ from typing import Any
 import anyio
 import httpx
 import pytest
-from conftest import Wire, error_of, make_app, make_router, mcp_settings, open_client, sse_events
+from conftest import Wire, error_of, make_app, make_router, mcp_settings, open_client, result_of, sse_events
 from fastapi import Depends, FastAPI
 from pydantic import BaseModel
 from serving import uvicorn_thread
 from starlette.requests import Request
 
 from fastapi_mcp_ctx import Context, McpRouter, input_required, mcp_context
-from fastapi_mcp_ctx._auth.sealing import RequestStateSealer
-from fastapi_mcp_ctx._server.input_rounds import run_rounds
 from fastapi_mcp_ctx._wire.envelope import RequestEnvelope
 from fastapi_mcp_ctx.context import CallState
-from fastapi_mcp_ctx.errors import ClientCapabilityMissingError, InternalError, InvalidRequestStateError
+from fastapi_mcp_ctx.errors import InternalError
 
 
 class Name(BaseModel):
@@ -128,7 +126,7 @@ async def test_undeclared_pre_answers_are_dropped_in_the_2025_era(live: httpx.As
     assert messages[-1]["result"]["structuredContent"] == {"confirm": "none", "summary": "none"}
 
 
-# -- B46: the entry point of resources/read and prompts/get ---------------------------------------
+# -- B46: resources/read and prompts/get ----------------------------------------------------------
 def call_for(method: str, era: str, capabilities: dict[str, Any] | None) -> tuple[Context, CallState]:
     version = "2026-07-28" if era == "modern" else "2025-11-25"
     envelope = RequestEnvelope(era=era, protocol_version=version, client_capabilities=capabilities)  # pyright: ignore[reportArgumentType]
@@ -137,47 +135,102 @@ def call_for(method: str, era: str, capabilities: dict[str, Any] | None) -> tupl
     return Context(state), state
 
 
+def deploy_app(runs: list[str | None], **settings: Any) -> FastAPI:
+    """Two prompts and a resource template whose handler asks to confirm (``request_state``
+    ``deploy-1``), recording the state of each run in ``runs``."""
+    router = make_router(**settings)
+
+    def deploy(ctx: Context) -> str:
+        runs.append(ctx.inputs.state())
+        confirmed = ctx.inputs.accepted("ok", Name)
+        if confirmed is None:
+            ctx.request_input({"ok": input_required.elicit("Deploy to prod?", Name)}, request_state="deploy-1")
+        return f"deploy by {confirmed.name}"
+
+    @router.prompt()
+    async def deploy_prompt(env: str, ctx: Context = Depends(mcp_context)) -> str:
+        return deploy(ctx)
+
+    @router.prompt()
+    async def other_prompt(env: str, ctx: Context = Depends(mcp_context)) -> str:
+        return deploy(ctx)
+
+    @router.resource("vault://secret/{name}")
+    async def secret(name: str, ctx: Context = Depends(mcp_context)) -> str:
+        return deploy(ctx)
+
+    return make_app(router)
+
+
 @pytest.mark.parametrize(
     ("method", "params"), [("prompts/get", {"name": "deploy_prompt", "arguments": {"env": "prod"}}), ("resources/read", {"uri": "vault://secret/a"})]
 )
 async def test_b46_non_tool_input_required_passes_through(method: str, params: dict[str, Any]) -> None:
     runs: list[str | None] = []
-
-    def make_attempt(context: Context) -> Any:
-        async def attempt() -> dict[str, Any]:
-            runs.append(context.inputs.state())
-            confirmed = context.inputs.accepted("ok", Name)
-            if confirmed is None:
-                context.request_input({"ok": input_required.elicit("Deploy to prod?", Name)}, request_state="deploy-1")
-            return {"messages": [{"role": "user", "content": {"type": "text", "text": f"deploy by {confirmed.name}"}}]}
-
-        return attempt
-
-    context, call = call_for(method, "modern", {"elicitation": {}})
-    sealer = RequestStateSealer.from_settings(mcp_settings(request_state_key="k" * 43))
-    result = await run_rounds(context, call, params, make_attempt(context), sealer)
-    assert result["resultType"] == "input_required" and list(result["inputRequests"]) == ["ok"]
-    assert "ttlMs" not in result and "messages" not in result and "contents" not in result
-    answers = {"ok": {"action": "accept", "content": {"name": "Ada"}}}
-    context, call = call_for(method, "modern", {"elicitation": {}})
-    other = {**params, "name": "other_prompt"} if method == "prompts/get" else {"uri": "vault://secret/b"}
-    with pytest.raises(InvalidRequestStateError):  # sealed for this prompt or resource only
-        await run_rounds(context, call, {**other, "inputResponses": answers, "requestState": result["requestState"]}, make_attempt(context), sealer)
-    retry = {**params, "inputResponses": answers, "requestState": result["requestState"]}
-    done = await run_rounds(context, call, retry, make_attempt(context), sealer)
-    assert done == {"messages": [{"role": "user", "content": {"type": "text", "text": "deploy by Ada"}}]}
+    meta = {"io.modelcontextprotocol/clientCapabilities": {"elicitation": {}}}
+    async with open_client(deploy_app(runs)) as client:
+        wire = Wire(client)
+        result = result_of(await wire.modern(method, params, meta=meta))
+        assert result["resultType"] == "input_required" and list(result["inputRequests"]) == ["ok"]
+        assert "ttlMs" not in result and "messages" not in result and "contents" not in result
+        answers = {"ok": {"action": "accept", "content": {"name": "Ada"}}}
+        other = {**params, "name": "other_prompt"} if method == "prompts/get" else {"uri": "vault://secret/b"}
+        refused = await wire.modern(method, {**other, "inputResponses": answers, "requestState": result["requestState"]}, meta=meta, check=False)
+        error = error_of(refused)  # sealed for this prompt or resource only
+        assert error["code"] == -32602 and error["data"]["reason"] == "invalid_request_state"
+        retry = {**params, "inputResponses": answers, "requestState": result["requestState"]}
+        done = result_of(await wire.modern(method, retry, meta=meta))
+    assert done["resultType"] == "complete"
+    if method == "prompts/get":
+        assert done["messages"] == [{"role": "user", "content": {"type": "text", "text": "deploy by Ada"}}]
+    else:
+        assert [content["text"] for content in done["contents"]] == ["deploy by Ada"]
     assert runs == [None, "deploy-1"]
 
 
 async def test_b46_a_2025_prompt_without_a_session_is_refused_not_rendered() -> None:
-    context, call = call_for("prompts/get", "legacy", None)
+    runs: list[str | None] = []
+    async with open_client(deploy_app(runs, session_mode="stateless")) as client:
+        response = await Wire(client).legacy("prompts/get", {"name": "deploy_prompt", "arguments": {"env": "prod"}}, session=None, check=False)
+    error = error_of(response)  # no tool: a JSON-RPC -32600 error, not a result
+    assert error["code"] == -32600 and error["data"]["reason"] == "client_capability_missing"
+    assert "stateful session" in error["data"]["recovery"]["hint"]
+    assert runs == [None]
 
-    async def attempt() -> dict[str, Any]:
-        context.request_input({"ok": input_required.elicit("Sure?", Name)})
 
-    with pytest.raises(ClientCapabilityMissingError) as raised:  # no tool: raised, a JSON-RPC -32600 error
-        await run_rounds(context, call, {"name": "deploy_prompt"}, attempt)
-    assert "stateful session" in (raised.value.recovery_hint or "")
+def asking_app() -> FastAPI:
+    """A tool and a prompt asking in their first attempt (``await ctx.elicit``) or in a later
+    round (``ctx.request_input``); nobody answers within MCP_SERVER_REQUEST_TIMEOUT_SECONDS."""
+    router = make_router(server_request_timeout_seconds=0.3)
+
+    async def ask(ctx: Context, how: str) -> str:
+        if how == "await":
+            return (await ctx.elicit("Name?", Name)).action
+        ctx.request_input({"ok": input_required.elicit("Name?", Name)})
+
+    @router.tool()
+    async def ask_tool(how: str, ctx: Context = Depends(mcp_context)) -> str:
+        """Asks the user's name."""
+        return await ask(ctx, how)
+
+    @router.prompt()
+    async def ask_prompt(how: str, ctx: Context = Depends(mcp_context)) -> str:
+        return await ask(ctx, how)
+
+    return make_app(router)
+
+
+@pytest.mark.parametrize("how", ["await", "request_input"])
+async def test_b46_a_failed_round_is_a_tools_is_error_and_a_prompts_json_rpc_error(how: str) -> None:
+    """2025: a server→client request that fails, in the first attempt or a later round."""
+    async with open_client(asking_app()) as client:
+        wire = Wire(client)
+        await wire.initialize(capabilities={"elicitation": {}})
+        with anyio.fail_after(30):
+            tool = result_of(await wire.legacy("tools/call", {"name": "ask_tool", "arguments": {"how": how}}))
+            prompt = await wire.legacy("prompts/get", {"name": "ask_prompt", "arguments": {"how": how}}, check=False)
+    assert tool["isError"] is True and tool["_meta"]["fastapi-mcp-ctx/error"]["data"]["reason"] == "server_request_timeout"
+    assert error_of(prompt)["data"]["reason"] == "server_request_timeout"
 
 
 @pytest.mark.parametrize("method", ["tools/list", "prompts/list", "resources/list", "completion/complete"])

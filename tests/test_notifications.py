@@ -15,7 +15,7 @@ from conftest import Wire, guide_example, messages_of, open_client, result_of
 from notify_app import SUB, build, frames, get_stream, listening, methods, tenant_auth, wait_frames
 
 from fastapi_mcp_ctx._transport.bus import MemoryBus
-from fastapi_mcp_ctx._transport.sessions import MemorySessionStore
+from fastapi_mcp_ctx._transport.memory_sessions import MemorySessionStore
 from fastapi_mcp_ctx._transport.subscriptions import MemoryResourceSubscriptions, SessionAddress
 
 

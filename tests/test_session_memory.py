@@ -22,7 +22,8 @@ from fastapi import Depends
 
 from fastapi_mcp_ctx import Context, McpSettings, mcp_context
 from fastapi_mcp_ctx._transport.client_metadata import HOT_ENTRIES, HOT_MAX_BYTES, encode_metadata
-from fastapi_mcp_ctx._transport.sessions import MemorySessionStore, SessionRecord, check_client_metadata
+from fastapi_mcp_ctx._transport.memory_sessions import MemorySessionStore
+from fastapi_mcp_ctx._transport.sessions import SessionRecord, check_client_metadata
 
 BOUND = 64 * 1024
 OVERHEAD = 2048

@@ -25,7 +25,8 @@ from .._extras import missing_extra
 from .._transport.bus import MemoryBus, MessageBus
 from .._transport.events import EventStore, MemoryEventStore
 from .._transport.leases import LocalLeases, StreamLeases
-from .._transport.sessions import MemorySessionStore, SessionStore
+from .._transport.memory_sessions import MemorySessionStore
+from .._transport.sessions import SessionStore
 from .._transport.subscriptions import MemoryResourceSubscriptions, ResourceSubscriptions
 from ..backends import REDIS_SCHEMES
 from ..backends.memory import MemoryBackend

@@ -52,7 +52,7 @@ from ..input_required import InputRequired
 from ..settings import McpSettings
 from ..state import ContextState
 from .http import BODY_SCOPE_KEY, HEADERS_SCOPE_KEY, replaying_receive
-from .input_rounds import first_round, later_rounds
+from .input_rounds import failed_round, first_round, later_rounds
 from .outcomes import PreparedCall, error_reply
 
 __all__ = ["PRINCIPAL_SCOPE_KEY", "CallPreparation", "echo"]
@@ -207,16 +207,15 @@ async def _run_call(
         shutdown.call_started(signal)
     request_id = state.request_id
     try:
-        try:
-            if "inputResponses" in params or "requestState" in params:  # most calls: no answer to admit, no state to open
-                state.input_round = first_round(context, state, params, None, prep.sealer)
-            result = await run(context, call_request, background)
-        except InputRequired as asked:
-            result = await later_rounds(context, state, params, partial(run, context, call_request, background), asked, prep.sealer, tool)
-        except (ServerRequestError, InputRoundsExceededError) as exc:
-            if tool is None:
-                raise
-            result = error_result(exc, request_id, tool)
+        try:  # the input rounds (_server.input_rounds): the first attempt here, the later ones only when it asks
+            try:
+                if "inputResponses" in params or "requestState" in params:  # most calls: no answer to admit, no state to open
+                    state.input_round = first_round(context, state, params, prep.sealer)
+                result = await run(context, call_request, background)
+            except InputRequired as asked:
+                result = await later_rounds(context, state, params, partial(run, context, call_request, background), asked, prep.sealer)
+        except (ServerRequestError, InputRoundsExceededError) as exc:  # in any attempt: one conversion
+            result = failed_round(exc, request_id, tool)
         if tool is not None and (state.outputs is not None or tool.enrichment is not None) and result.get("resultType") != "input_required":
             result = merge_outputs(tool, result, state.outputs, request_id)  # ctx.enrich / ctx.content
         if state.created is not None:  # Context coroutines made on the loop: any never awaited is reported

@@ -9,7 +9,9 @@ answer ``-32601`` (HTTP 404 in the 2026-07-28 era, where removed methods such as
 and ``ping`` land too).
 
 ``tools/call`` is made ready by the dispatcher's base :class:`~._server.tool_calls.ToolCalls`, every
-call by its base :class:`~._server.call_prep.CallPreparation`; ``tasks/*`` go to ``_server.task_calls``.
+call by its base :class:`~._server.call_prep.CallPreparation`; the capabilities, ``initialize`` and
+``server/discover`` results are its base :class:`~._server.handshake.Handshake`'s; ``tasks/*`` go
+to ``_server.task_calls``.
 """
 
 from __future__ import annotations
@@ -38,18 +40,13 @@ from .._transport.pending import PendingRequests
 from .._transport.requests import BackChannel
 from .._transport.resumable import ResumableStreams
 from .._transport.resumable_call import ResumableCallResponse, answered_stream
-from .._transport.sessions import LiveSessions, SessionRecord, SessionStore, check_initialize_params
+from .._transport.sessions import LiveSessions, SessionRecord, SessionStore
 from .._transport.shutdown import ShutdownCoordinator
 from .._transport.streams import CallResponse, Reply
 from .._transport.subscriptions import SessionAddress
 from .._wire.envelope import LOG_LEVELS, RequestEnvelope
 from .._wire.jsonrpc import EncodedResult, JsonRpcRequest, dumps, result_message
 from .._wire.pages import decode_cursor, paginate
-from .._wire.versions import (
-    HANDSHAKE_PROTOCOL_VERSIONS,
-    LATEST_HANDSHAKE_VERSION,
-    MODERN_PROTOCOL_VERSIONS,
-)
 from ..auth import Principal
 from ..errors import (
     InternalError,
@@ -60,8 +57,9 @@ from ..errors import (
 from ..settings import McpSettings
 from ..state import ContextState
 from .call_prep import PRINCIPAL_SCOPE_KEY, echo
+from .handshake import Handshake
 from .outcomes import PreparedCall, error_reply, json_reply
-from .task_calls import call_owner, legacy_result_run, serve_task_method, task_capabilities, task_methods
+from .task_calls import call_owner, legacy_result_run, serve_task_method, task_methods
 from .telemetry import Telemetry
 from .tool_calls import ToolCalls
 
@@ -78,6 +76,7 @@ def _failed(exc: Exception, message: JsonRpcRequest, era: str) -> Reply:
     logger.exception("internal error serving %s (request id %r)", message.method, message.id)
     return error_reply(message.id, InternalError(), era)
 
+
 SERVER_INFO_KEY: Final = "io.modelcontextprotocol/serverInfo"
 JSON_OK_SCOPE_KEY: Final = "fastapi_mcp_ctx.json_ok"
 LEGACY_METHODS: Final = frozenset({"ping", "tools/list", "tools/call", "logging/setLevel"})
@@ -85,7 +84,7 @@ MODERN_METHODS: Final = frozenset({"server/discover", "tools/list", "tools/call"
 
 
 @dataclass(slots=True)
-class Dispatcher(ToolCalls):
+class Dispatcher(ToolCalls, Handshake):
     """Serves JSON-RPC requests of both eras for one :class:`McpRouter`."""
 
     registry: ToolRegistry
@@ -110,29 +109,6 @@ class Dispatcher(ToolCalls):
     """Encoded ``tools/list`` pages (see :meth:`_tools_list`)."""
 
     # -- helpers -------------------------------------------------------------------------
-    @property
-    def server_info(self) -> dict[str, Any]:
-        """``Implementation`` of this server (``name``, ``version``)."""
-        return {"name": self.settings.server_name, "version": self.settings.server_version}
-
-    def capabilities(self, era: str = "legacy", *, transport: str = "http") -> dict[str, Any]:
-        """``ServerCapabilities``: tools, logging, and the declared ``listChanged`` / ``subscribe``
-        only where the transport and mode deliver them (B52): 2026 (listen), HTTP 2025 stateful
-        (the GET stream) and stdio (the connection's output); never HTTP 2025 stateless."""
-        if self.notifier is None:
-            return {"tools": {"listChanged": False}, "logging": {}}
-        modern = era == "modern"
-        deliverable = transport == "stdio" or modern or self.settings.session_mode == "stateful"
-        table = self._table(era)
-        caps = self.notifier.capabilities(
-            methods=table,
-            deliverable=deliverable,
-            subscribe_method="subscriptions/listen" if modern else "resources/subscribe",
-        )
-        if "completion/complete" in table:
-            caps["completions"] = {}
-        return {**caps, **task_capabilities(table, era), "logging": {}}
-
     def _not_in_era(self, method: str, era: str) -> MethodNotFoundError:
         """``-32601``; for a method the other era serves (2026 ``ping``, 2025 ``server/discover``)
         the message and recovery hint say which era has it."""
@@ -166,31 +142,6 @@ class Dispatcher(ToolCalls):
             meta = result.setdefault("_meta", {})
             meta.setdefault(SERVER_INFO_KEY, self.server_info)
         return result
-
-    # -- the handshake -------------------------------------------------------------------
-    def initialize_result(self, params: dict[str, Any], *, transport: str = "http") -> tuple[dict[str, Any], str]:
-        """``InitializeResult`` for ``params`` and the negotiated version (``transport``: ``"http"``
-        or ``"stdio"``, see :meth:`capabilities`).
-
-        A requested version this server speaks is echoed; anything else gets the latest
-        handshake version (spec 2025-11-25 ``basic/lifecycle`` §Version Negotiation).
-
-        Raises:
-            InvalidParamsError: ``protocolVersion`` not a string, ``capabilities`` not an object,
-                ``clientInfo`` not an object with a string ``name`` (-32602; schema
-                ``InitializeRequestParams``).
-        """
-        check_initialize_params(params)
-        requested = params.get("protocolVersion")
-        version = requested if requested in HANDSHAKE_PROTOCOL_VERSIONS else LATEST_HANDSHAKE_VERSION
-        result: dict[str, Any] = {
-            "protocolVersion": version,
-            "capabilities": self.capabilities(transport=transport),
-            "serverInfo": self.server_info,
-        }
-        if self.settings.instructions:
-            result["instructions"] = self.settings.instructions
-        return result, str(version)
 
     # -- dispatch ------------------------------------------------------------------------
     async def dispatch(
@@ -338,10 +289,7 @@ class Dispatcher(ToolCalls):
             result = await features.simple(method, params, envelope.era, subscriber, principal=principal, settings=self.settings)
             return self._finish(result, envelope, cacheable=method.endswith("/list"))
         if method == "server/discover":
-            result: dict[str, Any] = {"supportedVersions": list(MODERN_PROTOCOL_VERSIONS), "capabilities": self.capabilities("modern", transport=transport)}
-            if self.settings.instructions:
-                result["instructions"] = self.settings.instructions
-            return self._finish(result, envelope, cacheable=True)
+            return self._finish(self.discover_result(transport), envelope, cacheable=True)
         if method == "logging/setLevel":
             level = params.get("level")
             if level not in LOG_LEVELS:

@@ -1,13 +1,12 @@
 """The input rounds of one call: the :class:`~fastapi_mcp_ctx.input_required.InputRequired`
 signal becomes the era's answer, and the answers re-enter the handler.
 
-The entry point is :func:`run_rounds` (``tools/call``, ``resources/read`` and ``prompts/get`` pass
-their own ``attempt``, one run of the handler): the wire result to send, the handler's or the
-``input_required`` one (no cache hints: spec 2026-07-28 ``server/utilities/caching``). A
-transport's runner (``_server.call_prep``) runs the first attempt itself (after
-:func:`first_round` when the request carries answers or a state) and calls
-:func:`later_rounds` only when it raised the signal: most calls ask nothing. :func:`run_with_input` is the
-lower level: the handler's value, or an :class:`InputRequiredOutcome`.
+A transport's runner (``_server.call_prep``, for ``tools/call``, ``resources/read`` and
+``prompts/get``) runs the first attempt itself, after :func:`first_round` when the request
+carries answers or a state, and calls :func:`later_rounds` only when the attempt raised the
+signal (most calls ask nothing): the wire result to send, the handler's or the
+``input_required`` one (no cache hints: spec 2026-07-28 ``server/utilities/caching``). A failed
+server→client request or too many rounds, in any attempt, goes through :func:`failed_round`.
 
 2026-07-28 (spec ``basic/patterns/mrtr``): before the handler runs, the request's
 ``requestState`` is opened (sealer; anything forged, tampered, expired or minted for another
@@ -30,7 +29,7 @@ from __future__ import annotations
 import json
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Final, TypeVar
+from typing import Any, Final
 
 from .._auth.sealing import RequestStateSealer, StateBinding
 from .._context.asking import refusal, with_elicitation_id
@@ -43,17 +42,9 @@ from ..errors import InputRoundsExceededError, InvalidParamsError, InvalidReques
 from ..input_required import InputRequired
 from ..inputs import InputRound, admit, decode_round_state, encode_round_state
 
-__all__ = ["CallTarget", "InputRequiredOutcome", "first_round", "later_rounds", "refuse_oversized", "run_rounds", "run_with_input"]
+__all__ = ["CallTarget", "failed_round", "first_round", "later_rounds", "refuse_oversized"]
 
-T = TypeVar("T")
 SERVER_INFO_KEY: Final = "io.modelcontextprotocol/serverInfo"
-
-
-@dataclass(frozen=True, slots=True)
-class InputRequiredOutcome:
-    """A 2026-07-28 round that ended with ``input_required``: ``result`` is the wire result."""
-
-    result: dict[str, Any]
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,11 +83,9 @@ def _open(sealer: RequestStateSealer | None, call: CallState, target: CallTarget
 
 
 # -- one round -------------------------------------------------------------------------------
-def first_round(
-    context: Context, call: CallState, params: Mapping[str, Any], target: CallTarget | None, sealer: RequestStateSealer | None
-) -> InputRound:
+def first_round(context: Context, call: CallState, params: Mapping[str, Any], sealer: RequestStateSealer | None) -> InputRound:
     """The input of the first attempt: the request's ``inputResponses`` (both eras) and, in
-    2026-07-28, its opened ``requestState``.
+    2026-07-28, its opened ``requestState`` (bound to the target of ``params``).
 
     Raises:
         InvalidParamsError: ``inputResponses`` not an object.
@@ -116,8 +105,7 @@ def first_round(
         if not isinstance(token, str):
             raise InvalidRequestStateError()
         try:
-            bound = target if target is not None else CallTarget.of(call.method, params)
-            handler_state, carried, asked = decode_round_state(_open(sealer, call, bound, token))
+            handler_state, carried, asked = decode_round_state(_open(sealer, call, CallTarget.of(call.method, params), token))
         except ValueError:  # opened, so this server sealed it: only a state made without a sealer gets here
             raise InvalidRequestStateError() from None
     can = context.client.can if call.envelope.client_capabilities is not None else None
@@ -169,50 +157,33 @@ async def _ask_live(context: Context, call: CallState, signal: InputRequired, ro
     return InputRound(answers=admitted, state=signal.request_state, number=round_.number + 1)
 
 
-async def run_with_input(
+async def later_rounds(
     context: Context,
     call: CallState,
     params: Mapping[str, Any],
-    target: CallTarget | None,
-    attempt: Callable[[], Awaitable[T]],
+    attempt: Callable[[], Awaitable[dict[str, Any]]],
+    signal: InputRequired,
     sealer: RequestStateSealer | None = None,
-) -> T | InputRequiredOutcome:
-    """Run ``attempt`` (one run of the handler) until it returns, turning each
-    :class:`InputRequired` into the era's answer (module docstring).
+) -> dict[str, Any]:
+    """The rounds after the first attempt (its input in ``call.input_round``, None: an empty
+    round) raised ``signal``: the wire result, the ``input_required`` one (2026, outside a task:
+    ``resultType`` set, no cache hints: check :func:`mcp_types.methods.is_input_required` before
+    adding ``ttlMs``/``cacheScope``) or the handler's once ``attempt`` (one run of the handler)
+    returns with the answers (2025 and tasks: asked live).
 
     ``context`` is the handler's :class:`Context` over ``call`` (the transport's ``CallState``);
-    ``params`` the request's params; ``target`` what its state is bound to (None: made from
-    ``params`` where a state is sealed or opened).
+    ``params`` the request's params (a sealed state is bound to their target).
 
     Raises:
-        InvalidParamsError: malformed ``inputResponses`` / invalid ``requestState`` (-32602).
         ClientCapabilityMissingError: 2025, the client cannot be asked (-32600).
         ServerRequestError: 2025, a server→client request failed (timeout, client error...).
         InputRoundsExceededError: 2025, more than ``MCP_INPUT_MAX_ROUNDS`` rounds.
+        (the last two: :func:`failed_round`)
     """
-    round_ = first_round(context, call, params, target, sealer)
-    call.input_round = round_
-    try:
-        return await attempt()
-    except InputRequired as signal:
-        return await _next_rounds(context, call, params, target, attempt, sealer, signal, round_)
-
-
-async def _next_rounds(
-    context: Context,
-    call: CallState,
-    params: Mapping[str, Any],
-    target: CallTarget | None,
-    attempt: Callable[[], Awaitable[T]],
-    sealer: RequestStateSealer | None,
-    signal: InputRequired,
-    round_: InputRound,
-) -> T | InputRequiredOutcome:
-    """:func:`run_with_input` once an attempt in ``round_`` raised ``signal``."""
+    round_ = call.input_round if call.input_round is not None else InputRound()
     while True:
         if call.envelope.era == "modern" and call.task is None:  # a task asks live (_tasks.channel)
-            bound = target if target is not None else CallTarget.of(call.method, params)
-            return InputRequiredOutcome(_input_required(call, signal, round_, bound, sealer))
+            return _input_required(call, signal, round_, CallTarget.of(call.method, params), sealer)
         if round_.number > call.settings.input_max_rounds:
             raise InputRoundsExceededError(call.settings.input_max_rounds) from None
         round_ = await _ask_live(context, call, signal, round_)
@@ -223,51 +194,11 @@ async def _next_rounds(
             signal = again
 
 
-def _answer(outcome: dict[str, Any] | InputRequiredOutcome) -> dict[str, Any]:
-    return outcome.result if isinstance(outcome, InputRequiredOutcome) else outcome
-
-
-async def run_rounds(
-    context: Context,
-    call: CallState,
-    params: Mapping[str, Any],
-    attempt: Callable[[], Awaitable[dict[str, Any]]],
-    sealer: RequestStateSealer | None = None,
-    tool: ToolDef | None = None,
-) -> dict[str, Any]:
-    """The rounds of a ``tools/call``, ``resources/read`` or ``prompts/get``: :func:`run_with_input`
-    over ``attempt`` (one run of the handler, returning its wire result dict), answering the
-    wire result: the handler's, or the ``input_required`` one (``resultType`` set, no cache
-    hints: check :func:`mcp_types.methods.is_input_required` before adding
-    ``ttlMs``/``cacheScope``). With ``tool``, a 2025 refusal, a failed request or too many
-    rounds is an ``isError`` result the model can read; without one they are raised (a
-    JSON-RPC error: ``ClientCapabilityMissingError`` -32600, ``ServerRequestError``,
-    ``InputRoundsExceededError``). A transport's runner (``_server.call_prep``) runs the first
-    attempt itself and calls :func:`later_rounds` only when it asks."""
-    try:
-        # the target is made only where a state is sealed or opened (most calls do neither)
-        return _answer(await run_with_input(context, call, params, None, attempt, sealer))
-    except (ServerRequestError, InputRoundsExceededError) as exc:
-        if tool is None:
-            raise
-        return error_result(exc, context.request_id, tool)
-
-
-async def later_rounds(
-    context: Context,
-    call: CallState,
-    params: Mapping[str, Any],
-    attempt: Callable[[], Awaitable[dict[str, Any]]],
-    signal: InputRequired,
-    sealer: RequestStateSealer | None = None,
-    tool: ToolDef | None = None,
-) -> dict[str, Any]:
-    """:func:`run_rounds` once the first attempt (in ``call.input_round``, None: an empty round)
-    raised ``signal``: the same answer and errors."""
-    round_ = call.input_round if call.input_round is not None else InputRound()
-    try:
-        return _answer(await _next_rounds(context, call, params, None, attempt, sealer, signal, round_))
-    except (ServerRequestError, InputRoundsExceededError) as exc:
-        if tool is None:
-            raise
-        return error_result(exc, context.request_id, tool)
+def failed_round(exc: ServerRequestError | InputRoundsExceededError, request_id: str | int, tool: ToolDef | None) -> dict[str, Any]:
+    """A call whose first attempt or a later round failed with ``exc`` (a server→client request
+    that failed, or too many rounds; called in its ``except``): a tool's ``isError`` result the
+    model can read; without ``tool`` (``resources/read``, ``prompts/get``) ``exc`` is raised
+    again, the call's JSON-RPC error."""
+    if tool is None:
+        raise exc
+    return error_result(exc, request_id, tool)

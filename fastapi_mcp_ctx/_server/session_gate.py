@@ -16,12 +16,12 @@ from starlette.responses import Response
 from starlette.types import Scope
 
 from .._replicas.relay import Relay
+from .._transport.memory_sessions import MemorySessionStore
 from .._transport.notifications import Notifier
 from .._transport.pending import PendingRequests
 from .._transport.resumable import ResumableStreams
 from .._transport.sessions import (
     LiveSessions,
-    MemorySessionStore,
     OwnerQuotaExceeded,
     SessionRecord,
     SessionStore,

@@ -1,18 +1,18 @@
 """2025-era sessions (``Mcp-Session-Id``) behind a small store interface.
 
 A :class:`SessionRecord` holds only what a shared store can keep (JSON-able: negotiated
-version, client capabilities and info, log level, owner); live, in-process objects (the
-standalone GET stream, in-flight cancellation signals) live in :class:`LiveSessions`.
+version, client capabilities and info, log level, owner), in a :class:`SessionStore` (in this
+process: ``_transport.memory_sessions``; shared: ``_replicas.redis_sessions``); live, in-process
+objects (the standalone GET stream, in-flight cancellation signals) live in :class:`LiveSessions`.
 Spec 2025-11-25 ``basic/transports`` §Session Management: ids are cryptographically random
 visible ASCII; an ended or unknown id gets 404.
 """
 
 from __future__ import annotations
 
-import logging
 import secrets
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any, Protocol
 
 import anyio
@@ -25,7 +25,6 @@ from .client_metadata import HOT_MAX_BYTES, encode_metadata, keep_hot, parse_met
 __all__ = [
     "LiveSession",
     "LiveSessions",
-    "MemorySessionStore",
     "OwnerQuotaExceeded",
     "SessionRecord",
     "SessionStore",
@@ -33,9 +32,6 @@ __all__ = [
     "check_initialize_params",
     "new_session_id",
 ]
-
-_unknown_hinted = False  # the in-memory store's "unknown id" hint was logged in this process
-
 
 class OwnerQuotaExceeded(OverflowError):
     """Raised by :meth:`SessionStore.create` when the record's owner holds its quota of sessions."""
@@ -80,7 +76,7 @@ class SessionRecord:
         created_at / last_seen: UNIX times in seconds.
 
     A record built from parsed objects (a shared store's, read for one request) keeps them; a
-    :meth:`compact` one (what :class:`MemorySessionStore` holds) keeps the bytes, parses them on
+    :meth:`compact` one (what ``_transport.memory_sessions.MemorySessionStore`` holds) keeps the bytes, parses them on
     use and keeps the parsed form while it is among the hot ones (``_transport/client_metadata.py``:
     parsed objects take about 8x their JSON, so only a bounded number of records hold them).
     """
@@ -197,110 +193,6 @@ class SessionStore(Protocol):
     async def delete(self, session_id: str) -> bool:
         """End a session; False when it was unknown."""
         ...
-
-
-class MemorySessionStore:
-    """In-process :class:`SessionStore` with idle expiry and a size cap.
-
-    Args:
-        idle_seconds: a session unused for this many seconds is gone (404).
-        max_sessions: ``create`` raises ``OverflowError`` beyond this many live sessions.
-        max_per_owner: ``create`` raises :class:`OwnerQuotaExceeded` beyond this many live
-            sessions of one owner (records with ``owner=None``, the anonymous caller, only
-            count towards ``max_sessions``). None: no per-owner quota.
-        pinned: ``pinned(session_id)`` True keeps the session from expiring (the router: its
-            GET stream is open); its idle time restarts when it is no longer pinned.
-        clock: time source in seconds (tests inject one).
-    """
-
-    def __init__(
-        self,
-        *,
-        idle_seconds: float,
-        max_sessions: int,
-        max_per_owner: int | None = None,
-        pinned: Callable[[str], bool] | None = None,
-        clock: Callable[[], float] = time.time,
-    ) -> None:
-        self._records: dict[str, SessionRecord] = {}
-        self._idle = idle_seconds
-        self._max = max_sessions
-        self._max_per_owner = max_per_owner
-        self._pinned = pinned
-        self.clock = clock
-        """The time source in seconds (read on each use: a test may replace it)."""
-
-    def _expired(self, record: SessionRecord, now: float) -> bool:
-        if self._pinned is not None and self._pinned(record.id):
-            record.last_seen = now
-            return False
-        return now - record.last_seen > self._idle
-
-    def _count(self, owner: str) -> int:
-        return sum(1 for rec in self._records.values() if rec.owner == owner)
-
-    def _sweep(self, now: float) -> None:
-        for sid in [sid for sid, rec in self._records.items() if self._expired(rec, now)]:
-            del self._records[sid]
-
-    async def create(self, record: SessionRecord) -> None:
-        now = self.clock()
-        if len(self._records) >= self._max:
-            self._sweep(now)
-            if len(self._records) >= self._max:
-                raise OverflowError("Too many open sessions")
-        owner, limit = record.owner, self._max_per_owner
-        if owner is not None and limit is not None and self._count(owner) >= limit:
-            self._sweep(now)
-            if self._count(owner) >= limit:
-                raise OwnerQuotaExceeded(owner, limit)
-        record.created_at = record.last_seen = now
-        self._records[record.id] = record.compact()
-
-    async def get(self, session_id: str) -> SessionRecord | None:
-        return self.lookup(session_id)
-
-    def fresh_view(self) -> tuple[dict[str, SessionRecord], float]:
-        """``(records, idle_seconds)`` for a caller that finds a live session inline (the session
-        gate, on every request): a record in ``records`` whose ``clock() - last_seen`` is at most
-        ``idle_seconds`` is live, and the caller sets its ``last_seen`` to that ``clock()``; any
-        other id goes through :meth:`lookup`. ``records`` is read, never written."""
-        return self._records, self._idle
-
-    def lookup(self, session_id: str) -> SessionRecord | None:
-        """:meth:`get` without its coroutine (the session gate's per-request form: an in-memory
-        lookup never waits)."""
-        record = self._records.get(session_id)
-        if record is None:
-            self._hint_unknown()
-            return None
-        now = self.clock()
-        # the idle check first: a record within its idle time lives on whether pinned or not
-        # (both refresh last_seen), so the pinned lookup runs only for one that would expire
-        if now - record.last_seen > self._idle and self._expired(record, now):
-            del self._records[session_id]
-            return None
-        record.last_seen = now
-        return record
-
-    def _hint_unknown(self) -> None:
-        """Once a process: an id this process never held (or already forgot) may come from another
-        worker or replica, which in-memory sessions cannot see (the client then gets 404)."""
-        global _unknown_hinted
-        if not _unknown_hinted:
-            _unknown_hinted = True
-            logging.getLogger("fastapi_mcp_ctx").warning(
-                "A 2025 request named an Mcp-Session-Id this process does not hold (expired, deleted, or opened by "
-                "another process). Sessions are in this process's memory: if the app runs as several uvicorn workers "
-                "or replicas, set MCP_SESSION_STORE_URL=redis://... so they share them (docs/deployment.md)"
-            )
-
-    async def update(self, record: SessionRecord) -> None:
-        if record.id in self._records:
-            self._records[record.id] = record.compact()
-
-    async def delete(self, session_id: str) -> bool:
-        return self._records.pop(session_id, None) is not None
 
 
 class LiveSession:
