@@ -25,8 +25,9 @@ from fastapi_mcp_ctx._server import http as _http
 from fastapi_mcp_ctx._server.first_step import first_step
 from fastapi_mcp_ctx._server.http import _parse_accept, _read_before, accepted  # pyright: ignore[reportPrivateUsage]
 from fastapi_mcp_ctx._wire.envelope import _decode_header_value, decode_header_value, encode_header_value, header_map  # pyright: ignore[reportPrivateUsage]
-from fastapi_mcp_ctx._wire.jsonrpc import EncodedResult, _each_key_once, dumps, may_overflow, parse_message, result_message  # pyright: ignore[reportPrivateUsage]
+from fastapi_mcp_ctx._wire.jsonrpc import EncodedResult, _each_key_once, dumps, parse_message, result_message  # pyright: ignore[reportPrivateUsage]
 from fastapi_mcp_ctx._wire.memo import HeaderNames
+from fastapi_mcp_ctx._wire.number_range import may_overflow
 from fastapi_mcp_ctx.errors import (
     HeaderMismatchError,
     HostNotAllowedError,

@@ -19,7 +19,8 @@ from typing import Any
 
 from starlette.requests import Request
 
-from .._wire.envelope import Era, parse_traceparent
+from .._wire.envelope import Era
+from .._wire.trace_context import parse_traceparent
 from ..settings import McpSettings
 from .call_state import CallState
 from .cancel_signal import CancelSignal

@@ -31,7 +31,7 @@ from pydantic_core import to_json
 from starlette.requests import Request
 
 from .._fastapi_compat import UNSENT_RESPONSE, close_solve, open_solve
-from .._wire.jsonrpc import OUT_OF_RANGE, may_overflow
+from .._wire.number_range import OUT_OF_RANGE, may_overflow
 from ..context import SCOPE_KEY, Context, bind_context, mcp_context, unbind_context
 from ..errors import (
     AuthenticationError,
@@ -203,7 +203,7 @@ async def run_tool(
 
     ``request`` must be private to this call (its scope carries the call's exit stacks and
     the :class:`Context` under ``SCOPE_KEY``). ``out_of_range`` names arguments whose JSON
-    number overflowed a double (``_wire.jsonrpc``): the tool does not run, the result is an
+    number overflowed a double (``_wire.number_range``): the tool does not run, the result is an
     ``isError`` naming them. A tool with :attr:`~.tool_def.ToolDef.plain_arguments` validates
     the parsed ``arguments`` themselves (the same result, errors included, without encoding them
     for the JSON validator); any other encodes them and validates the JSON text strictly.

@@ -42,7 +42,8 @@ from pydantic_core import (
 )
 
 from .._outputs import CallOutputs
-from .._wire.jsonrpc import RequestId, non_finite_paths
+from .._wire.jsonrpc import RequestId
+from .._wire.number_range import non_finite_paths
 from .._wire.safe_text import encode
 from ..enrichment import trailer_text
 from ..errors import McpError, ToolError

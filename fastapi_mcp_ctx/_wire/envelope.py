@@ -26,6 +26,7 @@ from typing import Any, Final, Literal, NoReturn
 
 from ..errors import HeaderMismatchError, InvalidParamsError, UnsupportedVersionError, UnsupportedVersionHeaderError
 from .memo import BoundedMemo, HeaderNames
+from .trace_context import TRACE_KEYS, read_trace
 from .versions import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
 
 __all__ = [
@@ -38,7 +39,6 @@ __all__ = [
     "decode_header_value",
     "encode_header_value",
     "header_map",
-    "parse_traceparent",
     "read_legacy_envelope",
     "read_modern_envelope",
 ]
@@ -68,7 +68,6 @@ extension's routing header, which the official ``mcp`` client (2.3.0, under Fast
 client) does not send yet."""
 
 _SENTINEL: Final = re.compile(r"^=\?base64\?(.*)\?=\Z", re.DOTALL)
-_TRACEPARENT: Final = re.compile(r"^([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})\Z")
 _HEADER_VALUE: Final = re.compile(r"^[\x20-\x7e]*\Z")
 _PLAIN_VALUE: Final = re.compile(r"^(?:[\x21-\x7e](?:[\x20-\x7e]*[\x21-\x7e])?)?\Z")
 
@@ -124,7 +123,8 @@ class RequestEnvelope:
         client_info: ``Implementation`` dict or None.
         log_level: minimum ``notifications/message`` level the client opted into, or None.
         progress_token: ``params._meta.progressToken`` (str or int, ``0`` included) or None.
-        trace: W3C ``traceparent`` / ``tracestate`` / ``baggage`` found in headers or ``_meta``.
+        trace: W3C ``traceparent`` / ``tracestate`` / ``baggage`` found in headers or ``_meta``
+            (:mod:`~fastapi_mcp_ctx._wire.trace_context`).
         meta: ``params._meta`` as sent (an object), or None (``ctx.client.user`` reads it).
     """
 
@@ -232,32 +232,6 @@ def encode_header_value(value: str) -> str:
     return "=?base64?" + base64.b64encode(value.encode("utf-8")).decode("ascii") + "?="
 
 
-def parse_traceparent(value: str | None) -> tuple[str, str] | None:
-    """``(trace_id, parent_span_id)`` from a W3C ``traceparent``, or None when malformed/absent."""
-    if not value:
-        return None
-    match = _TRACEPARENT.match(value.strip().lower())
-    if match is None or match.group(1) == "ff" or set(match.group(2)) == {"0"} or set(match.group(3)) == {"0"}:
-        return None
-    return match.group(2), match.group(3)
-
-
-_TRACE_KEYS: Final = frozenset(("traceparent", "tracestate", "baggage"))
-
-
-def _trace(headers: HeaderMap, meta: dict[str, Any] | None) -> dict[str, str]:
-    trace: dict[str, str] = {}
-    if _TRACE_KEYS.isdisjoint(headers) and (meta is None or _TRACE_KEYS.isdisjoint(meta)):  # most requests: nothing to read
-        return trace
-    for key in ("traceparent", "tracestate", "baggage"):
-        value: Any = meta.get(key) if meta is not None else None
-        if not isinstance(value, str):
-            value = headers.get(key)
-        if isinstance(value, str) and value:
-            trace[key] = value
-    return trace
-
-
 def _progress_token(meta: dict[str, Any] | None) -> str | int | None:
     if meta is None:
         return None
@@ -274,7 +248,7 @@ def read_legacy_envelope(headers: HeaderMap, params: dict[str, Any], protocol_ve
     raw_meta = params.get("_meta")
     if raw_meta is None:  # most calls: no _meta, so no progress token, and a trace only from headers
         traced = "traceparent" in headers or "tracestate" in headers or "baggage" in headers
-        return RequestEnvelope("legacy", protocol_version, None, None, None, None, _trace(headers, None) if traced else {})
+        return RequestEnvelope("legacy", protocol_version, None, None, None, None, read_trace(headers, None) if traced else {})
     if not isinstance(raw_meta, dict):
         raise InvalidParamsError("params._meta must be an object (schema: RequestParams._meta)")
     meta: dict[str, Any] = raw_meta  # pyright: ignore[reportUnknownVariableType]
@@ -282,7 +256,7 @@ def read_legacy_envelope(headers: HeaderMap, params: dict[str, Any], protocol_ve
         era="legacy",
         protocol_version=protocol_version,
         progress_token=_progress_token(meta),
-        trace=_trace(headers, meta),
+        trace=read_trace(headers, meta),
         meta=meta,
     )
 
@@ -340,7 +314,7 @@ def read_modern_envelope(
         client_info,  # pyright: ignore[reportUnknownArgumentType]
         log_level,
         progress_token,
-        {} if _TRACE_KEYS.isdisjoint(headers) and _TRACE_KEYS.isdisjoint(meta) else _trace(headers, meta),  # pyright: ignore[reportUnknownArgumentType]
+        {} if TRACE_KEYS.isdisjoint(headers) and TRACE_KEYS.isdisjoint(meta) else read_trace(headers, meta),  # pyright: ignore[reportUnknownArgumentType]
         meta,  # pyright: ignore[reportUnknownArgumentType]
     )
 

@@ -9,20 +9,14 @@ or raises :class:`~fastapi_mcp_ctx.errors.ParseError` (invalid UTF-8 or JSON) /
 Ids are kept exactly as sent: ``0``, ``7`` and ``"7"`` are three different ids
 (spec 2025-11-25 ``basic`` §Requests). Encoding uses ``pydantic_core.to_json``.
 
-Numbers: no ``inf`` or ``nan`` ever reaches a handler. ``Infinity`` and ``NaN`` are not JSON
-(RFC 8259 §6), so a body holding them is a parse error (``-32700``). A literal such as
-``1e400`` *is* JSON, but beyond the range this server accepts (RFC 8259 §6 and §9 let an
-implementation limit it; here: finite IEEE 754 doubles, as RFC 8259 §6 advises for
-interoperability). It is therefore a fault of the value, not of the text: ``-32602`` with the
-id echoed when it sits in ``params``, ``-32600`` elsewhere, and inside the ``arguments`` of a
-``tools/call`` an argument error (an ``isError`` result naming the field, spec 2025-11-25
-``server/tools`` §Error Handling), carried as :attr:`JsonRpcRequest.out_of_range`.
+Numbers: a ``1e400`` (or an integer of more than 4300 digits) is a fault of the value: ``-32602``
+in ``params``, ``-32600`` elsewhere, :attr:`JsonRpcRequest.out_of_range` inside ``tools/call``
+arguments (the rules and the scans: :mod:`~fastapi_mcp_ctx._wire.number_range`).
 """
 
 from __future__ import annotations
 
 import json
-import math
 import re
 import sys
 from dataclasses import dataclass
@@ -31,10 +25,10 @@ from typing import Any, Final
 from pydantic_core import PydanticSerializationError, from_json, to_json
 
 from ..errors import InvalidParamsError, InvalidRequestError, MalformedAnswerError, McpError, ParseError
+from .number_range import OUT_OF_RANGE, may_overflow, non_finite_paths
 from .safe_text import MAX_INT_DIGITS, long_checked, unencodable
 
 __all__ = [
-    "OUT_OF_RANGE",
     "EncodedResult",
     "JsonRpcNotification",
     "JsonRpcRequest",
@@ -42,8 +36,6 @@ __all__ = [
     "RequestId",
     "dumps",
     "error_message",
-    "may_overflow",
-    "non_finite_paths",
     "notification_message",
     "parse_message",
     "result_message",
@@ -53,19 +45,6 @@ RequestId = str | int
 """A JSON-RPC request id: a string or an integer, never null, never a float or a bool."""
 
 _BATCH_MESSAGE: Final = "Body must be a single JSON-RPC request or notification object"
-# A number overflows a double only with a 3-digit exponent or 200+ digits before it (the
-# value is below 10**(digits + exponent)): bodies without either skip the walk.
-_BIG_EXPONENT: Final = re.compile(rb"[eE][+-]?[0-9]{3}")
-_LONG_DIGITS: Final = re.compile(rb"[0-9]{200}")  # two searches: twice as fast as one alternation
-_NUMBER_SHAPE: Final = bytes.maketrans(b"0123456789E+", b"0000000000e-")
-"""``may_overflow``'s view of a longer body: ``[0-9]{200}`` becomes 200 zeros, ``[eE][+-]?[0-9]{3}``
-``e000`` or ``e-000`` (callgrind, a 2026 envelope's 279 bytes: 39.2k → 14.7k instructions; on a
-2025 call's ~100 bytes and its arguments the regular expressions cost ~4k less a call)."""
-_SHAPE_FROM: Final = 160
-_LONG_RUN: Final = b"0" * 200
-OUT_OF_RANGE: Final = (
-    "number out of range (JSON numbers must fit a finite IEEE 754 double, integers at most 4300 digits)"
-)
 _DUPLICATE_SCOPES: Final = ("message", "params", "params._meta", "params.arguments")
 
 
@@ -194,33 +173,6 @@ def _overflowed_request(rid: RequestId, method: str, params: dict[str, Any], has
     return JsonRpcRequest(rid, method, params, has_params, in_arguments)
 
 
-def may_overflow(data: bytes) -> bool:
-    """True when ``data`` (JSON text) may hold a number that overflows a double: a 3-digit
-    exponent or a run of 200+ digits; False means it holds none (the walks can be skipped)."""
-    if len(data) < _SHAPE_FROM:  # short: the two regular expressions cost less than the translated copy
-        return _LONG_DIGITS.search(data) is not None or _BIG_EXPONENT.search(data) is not None
-    shape = data.translate(_NUMBER_SHAPE)  # digits → "0", "E" → "e", "+" → "-": three substring searches
-    return (shape.count(48) >= 200 and shape.find(_LONG_RUN) >= 0) or shape.find(b"e000") >= 0 or shape.find(b"e-000") >= 0  # 48: "0"
-
-
-def non_finite_paths(value: Any) -> list[str]:
-    """Dotted paths (``params.arguments.x.0``) of every ``inf``/``nan`` float in ``value``."""
-    found: list[str] = []
-    stack: list[tuple[str, Any]] = [("", value)]
-    while stack:
-        path, node = stack.pop()
-        if isinstance(node, float):
-            if not math.isfinite(node):
-                found.append(path)
-        elif isinstance(node, dict):
-            items: dict[str, Any] = node  # pyright: ignore[reportUnknownVariableType]
-            stack.extend((f"{path}.{key}" if path else key, child) for key, child in items.items())
-        elif isinstance(node, list):
-            children: list[Any] = node  # pyright: ignore[reportUnknownVariableType]
-            stack.extend((f"{path}.{index}" if path else str(index), child) for index, child in enumerate(children))
-    return sorted(found)
-
-
 def _decoded(body: bytes) -> str:
     """``body`` as text, for the paths that need it (a refused or re-read body): ``from_json``
     parses the bytes and accepts exactly the bodies that are valid UTF-8 (tests/test_jsonrpc_bytes.py).
@@ -237,7 +189,7 @@ def _decoded(body: bytes) -> str:
 def _with_long_numbers_overflowed(text: str, error: ValueError) -> Any:
     """Parse ``text`` whose number literal has more digits than Python's int-str limit (4300):
     valid JSON, but beyond the range this server accepts, so each such literal is read as an
-    overflowing ``1e400`` and judged like one (module docstring). Any other fault: ParseError."""
+    overflowing ``1e400`` and judged like one (:mod:`.number_range`). Any other fault: ParseError."""
     limit = sys.get_int_max_str_digits()
     long_number = re.compile(rf"[0-9]{{{limit + 1},}}(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?") if limit else None
     if long_number is not None and str(error).startswith("number out of range") and long_number.search(text):
