@@ -31,6 +31,11 @@ from .versions import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
 
 __all__ = [
     "LOG_LEVELS",
+    "META_CAPABILITIES",
+    "META_CLIENT_INFO",
+    "META_LOG_LEVEL",
+    "META_VERSION",
+    "NAME_MEMBER",
     "Era",
     "HeaderMap",
     "RequestEnvelope",

@@ -38,6 +38,7 @@ __all__ = [
     "error_message",
     "notification_message",
     "parse_message",
+    "request_id_of",
     "result_message",
 ]
 
