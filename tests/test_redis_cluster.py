@@ -91,6 +91,7 @@ SINGLE_ONLY = {
     "fastapi_mcp_ctx._replicas.session_scripts.RENEW",
     "fastapi_mcp_ctx._replicas.event_scripts.OPEN",
     "fastapi_mcp_ctx._replicas.event_scripts.CATCH_UP",
+    "fastapi_mcp_ctx._replicas.event_scripts.PROMOTE",
     "fastapi_mcp_ctx._replicas.event_scripts.TO_GET",
     "fastapi_mcp_ctx._replicas.redis_subscriptions._SUBSCRIBE",
     "fastapi_mcp_ctx._replicas.redis_subscriptions._UNSUBSCRIBE",
@@ -168,6 +169,15 @@ async def test_every_script_of_every_store_runs_on_one_slot_of_the_cluster(clust
         assert await events.to_get_stream(rec.id, b'{"x":1}', tenant="t1")
         page = await events.read(second, 0)
         assert [e.data for e in page.events] == [b'{"b":2}', b'{"x":1}']  # the broadcast once, before the message
+        third = StreamKey(rec.id, new_stream_id())  # opened, then made the session's (a takeover)
+        await events.open(third, get_stream="t1", current=False)
+        assert await events.broadcast(b'{"b":3}') == 3
+        assert await events.to_get_stream(rec.id, b'{"x":2}', tenant="t1")  # still the second's
+        assert await events.promote(third, get_stream="t1", follows=second)
+        assert await events.to_get_stream(rec.id, b'{"x":3}', tenant="t1")
+        page = await events.read(second, 0)
+        assert [e.data for e in page.events][2:] == [b'{"b":3}', b'{"x":2}'] and page.ended
+        assert [e.data for e in (await events.read(third, 0)).events] == [b'{"x":3}']  # the broadcast once, in the second
         await events.drop_session(rec.id)
 
         subs = RedisResourceSubscriptions(cluster)

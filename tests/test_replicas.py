@@ -19,6 +19,7 @@ from test_redis_stores import age
 from fastapi_mcp_ctx._transport.event_ids import StreamKey, new_stream_id, parse_event_id
 from fastapi_mcp_ctx._transport.notifications import tenant_scope
 from fastapi_mcp_ctx._transport.subscriptions import SessionAddress
+from fastapi_mcp_ctx.errors import StateUnavailableError
 
 pytestmark = pytest.mark.redis
 
@@ -346,3 +347,33 @@ async def test_a_notification_sent_while_the_old_holder_still_listens_lands_on_t
             await router_b.event_store.end(taken)  # the takeover failed after its store step (its 503 gives the stream up)
             for router in (router_a, router_b):  # no stream runs on: False, never True from a's stale subscription
                 assert not await router.send_notification_to_session(session, "notifications/message", {"level": "info", "data": 4}, tenant_id="default")
+
+
+async def test_a_takeover_that_fails_half_way_leaves_the_session_its_stream() -> None:
+    """A resume on b whose opening fails after the store step (b's bus resubscribing after a
+    failover: 503) changes nothing: what is sent to the session still goes to a's stream (True),
+    and the next resume replays it. (Made the session's stream first, the new one stranded the
+    messages sent to it in a stream no client was given, or refused them.)"""
+    async with two_replicas() as (app_a, router_a, app_b, router_b):
+        session = await initialize(app_a)
+        async with get_stream(app_a, session) as stream:
+            await anyio.sleep(0.1)
+            assert await router_a.send_notification_to_session(session, "notifications/message", {"level": "info", "data": 1}, tenant_id="default")
+            await wait_frames(stream, 1, 5.0)
+            seen = ids_of(stream)
+        real = router_b.notifier.attach_get_stream
+
+        async def bus_down(*args: Any, **kwargs: Any) -> Any:
+            raise StateUnavailableError("The replica bus (redis) is unavailable, retry later")
+
+        router_b.notifier.attach_get_stream = bus_down
+        async with open_client(app_b) as client:
+            refused = await client.get("/mcp", headers={**legacy_headers(session), "accept": "text/event-stream", "last-event-id": seen[0]})
+            assert refused.status_code == 503, refused.text
+        router_b.notifier.attach_get_stream = real
+        assert await router_b.send_notification_to_session(session, "notifications/message", {"level": "info", "data": 2}, tenant_id="default")
+        async with get_stream(app_b, session, **{"last-event-id": seen[0]}) as resumed:
+            assert await router_a.send_notification_to_session(session, "notifications/message", {"level": "info", "data": 3}, tenant_id="default")
+            await wait_frames(resumed, 2, 5.0)
+            await anyio.sleep(0.3)
+            assert [m["params"]["data"] for m in frames(resumed)] == [2, 3]

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from ..backends._redis_client import Script
 
-__all__ = ["ADD", "APPEND", "BROADCAST", "CATCH", "CATCH_UP", "CATCH_UP_C", "DROP", "END", "FROM_ARGV", "FROM_KEYS", "HOLD", "LAPSE", "LOG", "NOW", "OPEN", "OPEN_C", "PAGE_OF", "TO_GET", "TO_GET_C", "pair"]
+__all__ = ["ADD", "APPEND", "BROADCAST", "CATCH", "CATCH_UP", "CATCH_UP_C", "DROP", "END", "FROM_ARGV", "FROM_KEYS", "HOLD", "LAPSE", "LOG", "NOW", "OPEN", "OPEN_C", "PAGE_OF", "PROMOTE", "PROMOTE_C", "TO_GET", "TO_GET_C", "pair"]
 
 NOW = "local t = redis.call('TIME') local now = t[1] * 1000 + math.floor(t[2] / 1000)\n"
 
@@ -65,6 +65,17 @@ local function catch_up(meta, stream, maxlen, age, ttl)
   redis.call('PEXPIRE', stream, ttl)
   return n
 end
+
+-- the GET stream a new one continues: it takes the broadcasts it missed, then ends (readers wake)
+local function take_over(meta, stream, maxlen, age, ttl, ended_ttl)
+  if redis.call('HGET', meta, 'end') ~= '0' then return end
+  catch_up(meta, stream, maxlen, age, ttl)
+  local seq = redis.call('HGET', meta, 'seq')
+  redis.call('HSET', meta, 'end', 1)
+  redis.call('XADD', stream, (tonumber(seq) + 1) .. '-0', 'x', '1')
+  redis.call('PEXPIRE', meta, ended_ttl)
+  redis.call('PEXPIRE', stream, ended_ttl)
+end
 """
 
 # The broadcast log as catch_up reads it, with one Redis: its two keys are the script's last two.
@@ -103,30 +114,44 @@ def pair(body: str, fixed_argv: int) -> tuple[Script, Script]:
 
 # KEYS: meta, stream, set, pointer, follows meta, follows stream[, bmeta, bstream]
 # ARGV: ttl_ms, session:stream, lost, lease_ms, get_stream, follows, max_events, max_age_ms, ended_ttl_ms,
-#       the pointer (stream id, 16 characters, then the tenant tag)
+#       the pointer (stream id, 16 characters, then the tenant tag), current ('1': the session's GET
+#       stream now, follows ended; '': later, by PROMOTE)
 OPEN, OPEN_C = pair(
     """
-if ARGV[5] == '1' and ARGV[6] == '1' and redis.call('HGET', KEYS[5], 'end') == '0' then
-  catch_up(KEYS[5], KEYS[6], ARGV[7], ARGV[8], ARGV[1])
-  local seq = redis.call('HGET', KEYS[5], 'seq')
-  redis.call('HSET', KEYS[5], 'end', 1)
-  redis.call('XADD', KEYS[6], (tonumber(seq) + 1) .. '-0', 'x', '1')
-  redis.call('PEXPIRE', KEYS[5], ARGV[9])
-  redis.call('PEXPIRE', KEYS[6], ARGV[9])
+if ARGV[5] == '1' and ARGV[6] == '1' and ARGV[11] == '1' then
+  take_over(KEYS[5], KEYS[6], ARGV[7], ARGV[8], ARGV[1], ARGV[9])
 end
 redis.call('DEL', KEYS[1], KEYS[2])
 redis.call('HSET', KEYS[1], 'seq', 0, 'end', 0)
 if ARGV[3] ~= '' then redis.call('HSET', KEYS[1], 'lost', ARGV[3], 'until', now + tonumber(ARGV[4])) end
-if ARGV[5] == '1' then
+if ARGV[5] == '1' and ARGV[11] == '1' then
   redis.call('HSET', KEYS[1], 'bm', b_last())
   redis.call('SET', KEYS[4], ARGV[10], 'PX', ARGV[1])
+elseif ARGV[5] == '1' then
+  redis.call('HSET', KEYS[1], 'bm', '9007199254740991')  -- takes no broadcast until PROMOTE
 end
 redis.call('PEXPIRE', KEYS[1], ARGV[1])
 redis.call('SADD', KEYS[3], ARGV[2])
 redis.call('PEXPIRE', KEYS[3], ARGV[1])
 return 1
 """,
-    10,
+    11,
+)
+
+# KEYS: meta, pointer, follows meta, follows stream[, bmeta, bstream]
+# ARGV: ttl_ms, follows ('1' or ''), max_events, max_age_ms, ended_ttl_ms, the pointer.
+# The GET stream opened with current '' (it took no broadcast yet) becomes the session's: the one
+# it follows takes the broadcasts it missed and ends, this one takes those recorded from now on,
+# the pointer names it; 0 (nothing changed) when it has ended.
+PROMOTE, PROMOTE_C = pair(
+    """
+if redis.call('HGET', KEYS[1], 'end') ~= '0' then return 0 end
+if ARGV[2] == '1' then take_over(KEYS[3], KEYS[4], ARGV[3], ARGV[4], ARGV[1], ARGV[5]) end
+redis.call('HSET', KEYS[1], 'bm', b_last())
+redis.call('SET', KEYS[2], ARGV[6], 'PX', ARGV[1])
+return 1
+""",
+    6,
 )
 
 # KEYS: meta, stream, set, pointer; ARGV: data, has_data, last, max_events, max_age_ms, live_ttl_ms, ended_ttl_ms, broadcast

@@ -111,7 +111,14 @@ class RedisEventStore:
         return await self.link.eval(_WHAT, single, [*keys, self._bmeta, self._bstream], args, idempotent=idempotent)
 
     async def open(
-        self, key: StreamKey, *, lost: bytes | None = None, lease_seconds: float = 0.0, get_stream: str | None = None, follows: StreamKey | None = None
+        self,
+        key: StreamKey,
+        *,
+        lost: bytes | None = None,
+        lease_seconds: float = 0.0,
+        get_stream: str | None = None,
+        follows: StreamKey | None = None,
+        current: bool = True,
     ) -> None:
         meta, stream = self._keys(key)
         after = follows if get_stream is not None and follows is not None else key
@@ -131,9 +138,22 @@ class RedisEventStore:
                 self.age_ms,
                 self.age_ms,
                 key.stream_id + (get_stream or ""),
+                "1" if current else "",
             ],
             idempotent=True,  # the stream starts again empty: once or twice, the same
         )
+
+    async def promote(self, key: StreamKey, *, get_stream: str, follows: StreamKey | None = None) -> bool:
+        meta, _ = self._keys(key)
+        follows_meta, follows_stream = self._keys(follows or key)
+        done = await self._run(
+            lua.PROMOTE,
+            lua.PROMOTE_C,
+            [meta, self._pointer + self._tag(key.session_id), follows_meta, follows_stream],
+            [self.live_ms, "1" if follows is not None else "", self.max_events, self.age_ms, self.age_ms, key.stream_id + get_stream],
+            idempotent=True,  # the same stream made current twice: the same
+        )
+        return int(done) == 1
 
     async def hold(self, key: StreamKey, lease_seconds: float) -> None:
         meta, _ = self._keys(key)

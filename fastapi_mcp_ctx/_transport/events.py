@@ -73,6 +73,10 @@ class EventPage:
     ended: bool
 
 
+_NO_BROADCAST_YET: Final = 2**53 - 1
+"""The broadcast mark of a GET stream opened with ``current=False``: it takes none until promoted."""
+
+
 class UnknownStreamError(LookupError):
     """No such stream in this session (never made, forgotten, or another session's), or a
     cursor beyond its last event. The router answers it as an unknown ``Last-Event-ID``."""
@@ -83,7 +87,14 @@ class EventStore(Protocol):
     (several connections of one process, and later several replicas, share one store)."""
 
     async def open(
-        self, key: StreamKey, *, lost: bytes | None = None, lease_seconds: float = 0.0, get_stream: str | None = None, follows: StreamKey | None = None
+        self,
+        key: StreamKey,
+        *,
+        lost: bytes | None = None,
+        lease_seconds: float = 0.0,
+        get_stream: str | None = None,
+        follows: StreamKey | None = None,
+        current: bool = True,
     ) -> None:
         """Start an empty stream (its first event gets sequence 1).
 
@@ -98,6 +109,18 @@ class EventStore(Protocol):
             follows: with ``get_stream``: the GET stream it continues (a dead replica's):
                 that one takes the broadcasts it missed, then ends, in the same step, so
                 nothing recorded meanwhile falls between the two.
+            current: with ``get_stream``: False opens it without making it the session's GET
+                stream yet (``follows`` is ignored): :meth:`promote` does, once nothing else
+                can fail, so an opening that fails half-way leaves the session's stream as it was.
+        """
+        ...
+
+    async def promote(self, key: StreamKey, *, get_stream: str, follows: StreamKey | None = None) -> bool:
+        """Make ``key`` (opened with ``get_stream`` and ``current=False``) the session's GET
+        stream; ``follows`` takes the broadcasts it missed and ends, in the same step.
+
+        Returns:
+            False when ``key`` has ended meanwhile (nothing changed).
         """
         ...
 
@@ -266,12 +289,19 @@ class MemoryEventStore:
                 self._forget(sid, stream_id)
 
     async def open(
-        self, key: StreamKey, *, lost: bytes | None = None, lease_seconds: float = 0.0, get_stream: str | None = None, follows: StreamKey | None = None
+        self,
+        key: StreamKey,
+        *,
+        lost: bytes | None = None,
+        lease_seconds: float = 0.0,
+        get_stream: str | None = None,
+        follows: StreamKey | None = None,
+        current: bool = True,
     ) -> None:
         now = self._clock()
         if self._count >= self._max_streams or now - self._swept > self._max_age / 10:
             self._sweep(now)
-        if get_stream is not None and follows is not None:
+        if get_stream is not None and follows is not None and current:
             await self.catch_up(follows)
             await self.end(follows)
         streams = self._sessions.setdefault(key.session_id, {})
@@ -279,8 +309,20 @@ class MemoryEventStore:
             self._count += 1
         log = streams[key.stream_id] = _Log(touched=now, lost=lost, until=now + lease_seconds)
         if get_stream is not None:
-            log.mark = self._broadcast_seq
-            self._get_streams[key.session_id] = (key.stream_id, get_stream)
+            log.mark = self._broadcast_seq if current else _NO_BROADCAST_YET
+            if current:
+                self._get_streams[key.session_id] = (key.stream_id, get_stream)
+
+    async def promote(self, key: StreamKey, *, get_stream: str, follows: StreamKey | None = None) -> bool:
+        log = self._sessions.get(key.session_id, {}).get(key.stream_id)
+        if log is None or log.ended:
+            return False
+        if follows is not None:
+            await self.catch_up(follows)
+            await self.end(follows)
+        log.mark = self._broadcast_seq
+        self._get_streams[key.session_id] = (key.stream_id, get_stream)
+        return True
 
     async def hold(self, key: StreamKey, lease_seconds: float) -> None:
         log = self._sessions.get(key.session_id, {}).get(key.stream_id)

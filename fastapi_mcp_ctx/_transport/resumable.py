@@ -190,16 +190,19 @@ class ResumableStreams:
             # is replayed to its end here and continues on a GET stream of this replica (theirs retires).
             # The stream it continues on is opened now, before the 200 and the replay, so
             # nothing sent to the session meanwhile is lost (it waits in the new stream's log);
-            # the same step ends theirs.
-            response.successor = await self.open_get_stream(session, tenant_id, response, follows=key)
-        try:
+            # the step that makes it the session's ends theirs. The lease is taken first: once
+            # the new stream is the session's, nothing can fail any more.
             if self.leases.shared:
                 await self.leases.acquire(session.id, response.token, force=True)  # a resume takes the stream over
-        except BaseException:
-            if response.successor is not None:  # a failed resume keeps nothing (issue 24 item 6)
-                with anyio.CancelScope(shield=True):
-                    await self._abandon(response.successor)
-            raise
+            try:
+                response.successor = await self.open_get_stream(session, tenant_id, response, follows=key)
+            except BaseException:  # a failed resume keeps nothing (issue 24 item 6); release is token-guarded
+                with anyio.CancelScope(shield=True), contextlib.suppress(McpError):
+                    await self.leases.release(session.id, response.token)
+                raise
+            return response
+        if self.leases.shared:
+            await self.leases.acquire(session.id, response.token, force=True)  # a resume takes the stream over
         return response
 
     async def open_get_stream(
@@ -219,9 +222,13 @@ class ResumableStreams:
         self._gets[session.id] = log  # claimed before any await: a concurrent GET gets 409
         if previous is not None:
             previous.send.close()
+        tag = tenant_scope(tenant_id)
         try:
-            await self.store.open(log.key, get_stream=tenant_scope(tenant_id), follows=follows)
-            await self.leases.note_get_stream(session.id, log.key.stream_id)
+            # Opened first, made the session's GET stream last (promote): until then what is sent
+            # to the session goes to the stream it had (``follows``: the one a resume replays),
+            # so an opening that fails half-way (a failover) strands nothing in a stream no
+            # client was given.
+            await self.store.open(log.key, get_stream=tag, current=False)
             if self.retry_ms(session.protocol_version) is not None:
                 await self.store.append(log.key, None)  # the priming event
 
@@ -236,13 +243,19 @@ class ResumableStreams:
             log.release_bus = await self.notifier.attach_get_stream(
                 tenant_id, session.id, send, on_bus_close, recorded=self.notifier.recorder is not None
             )
-            if self.notifier.recorder is not None:  # list changes recorded before the bus subscription took
-                await self.store.catch_up(log.key)
             task = asyncio.get_running_loop().create_task(self._pump(log))
             log.tasks.add(task)
             task.add_done_callback(log.tasks.discard)
+            if not await self.store.promote(log.key, get_stream=tag, follows=follows):
+                raise StreamConflictError()  # ended meanwhile (another GET took the session's stream): never current
+            if self.notifier.recorder is not None:  # list changes recorded before the bus subscription took
+                await self.store.catch_up(log.key)
+            await self.leases.note_get_stream(session.id, log.key.stream_id)
             if self.announce is not None:
-                await self.announce(session.id, log.key.stream_id)
+                try:
+                    await self.announce(session.id, log.key.stream_id)
+                except McpError as exc:  # the stream is the session's now: the old holder's stream has ended all the same
+                    logger.warning("could not tell the other replicas of a new GET stream: %s", exc)
         except BaseException:
             with anyio.CancelScope(shield=True):
                 await self._abandon(log)
