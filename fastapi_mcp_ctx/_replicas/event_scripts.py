@@ -128,7 +128,7 @@ if ARGV[5] == '1' and ARGV[11] == '1' then
   redis.call('HSET', KEYS[1], 'bm', b_last())
   redis.call('SET', KEYS[4], ARGV[10], 'PX', ARGV[1])
 elseif ARGV[5] == '1' then
-  redis.call('HSET', KEYS[1], 'bm', '9007199254740991')  -- takes no broadcast until PROMOTE
+  redis.call('HSET', KEYS[1], 'bm', '99999999999999')  -- takes no broadcast until PROMOTE (Lua prints it whole)
 end
 redis.call('PEXPIRE', KEYS[1], ARGV[1])
 redis.call('SADD', KEYS[3], ARGV[2])

@@ -73,7 +73,7 @@ class EventPage:
     ended: bool
 
 
-_NO_BROADCAST_YET: Final = 2**53 - 1
+_NO_BROADCAST_YET: Final = 10**14 - 1
 """The broadcast mark of a GET stream opened with ``current=False``: it takes none until promoted."""
 
 
