@@ -11,13 +11,13 @@ import pytest
 
 from fastapi_mcp_ctx._transport.events import (
     EventStore,
-    MemoryEventStore,
     StreamKey,
     UnknownStreamError,
     format_event_id,
     new_stream_id,
     parse_event_id,
 )
+from fastapi_mcp_ctx._transport.memory_events import MemoryEventStore
 from fastapi_mcp_ctx.errors import InvalidEventIdError
 
 

@@ -22,7 +22,8 @@ from resume_wire import events, get_stream, new_session
 
 from fastapi_mcp_ctx._replicas.link import RedisLink
 from fastapi_mcp_ctx._replicas.redis_events import RedisEventStore
-from fastapi_mcp_ctx._transport.events import EventStore, MemoryEventStore, StreamKey, UnknownStreamError, new_stream_id
+from fastapi_mcp_ctx._transport.events import EventStore, StreamKey, UnknownStreamError, new_stream_id
+from fastapi_mcp_ctx._transport.memory_events import MemoryEventStore
 from fastapi_mcp_ctx._transport.sse import KEEPALIVE, Connection, tail
 from fastapi_mcp_ctx.errors import StateUnavailableError
 

@@ -31,7 +31,8 @@ from resume_wire import (
 )
 
 from fastapi_mcp_ctx import McpSettings
-from fastapi_mcp_ctx._transport.events import MemoryEventStore, parse_event_id
+from fastapi_mcp_ctx._transport.events import parse_event_id
+from fastapi_mcp_ctx._transport.memory_events import MemoryEventStore
 
 
 @pytest.fixture

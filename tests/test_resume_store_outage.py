@@ -15,7 +15,8 @@ import pytest
 from conftest import LEGACY, Wire, open_client, rpc, sse_events
 from resume_app import build, fresh_gates
 
-from fastapi_mcp_ctx._transport.events import MemoryEventStore, StreamKey
+from fastapi_mcp_ctx._transport.events import StreamKey
+from fastapi_mcp_ctx._transport.memory_events import MemoryEventStore
 from fastapi_mcp_ctx.errors import ConfigurationError, StateUnavailableError
 
 

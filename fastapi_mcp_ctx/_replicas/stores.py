@@ -23,8 +23,9 @@ from typing import Any
 
 from .._extras import missing_extra
 from .._transport.bus import MemoryBus, MessageBus
-from .._transport.events import EventStore, MemoryEventStore
+from .._transport.events import EventStore
 from .._transport.leases import LocalLeases, StreamLeases
+from .._transport.memory_events import MemoryEventStore
 from .._transport.memory_sessions import MemorySessionStore
 from .._transport.sessions import SessionStore
 from .._transport.subscriptions import MemoryResourceSubscriptions, ResourceSubscriptions
