@@ -377,3 +377,47 @@ async def test_a_takeover_that_fails_half_way_leaves_the_session_its_stream() ->
             await wait_frames(resumed, 2, 5.0)
             await anyio.sleep(0.3)
             assert [m["params"]["data"] for m in frames(resumed)] == [2, 3]
+
+
+async def test_list_changes_sent_at_once_each_reach_the_get_stream_once() -> None:
+    """Concurrent list changes reach the bus in any order: the stream takes them from the
+    broadcast log in order, none dropped for arriving after a later one."""
+    async with two_replicas() as (app_a, router_a, _, router_b):
+        session = await initialize(app_a)
+        async with get_stream(app_a, session) as stream:
+            await anyio.sleep(0.2)
+            async with anyio.create_task_group() as tg:
+                for router in (router_a, router_b) * 5:
+                    tg.start_soon(router.notify_tools_list_changed)
+            await wait_frames(stream, 10, 5.0)
+            await anyio.sleep(0.3)
+            assert [m["method"] for m in frames(stream)] == ["notifications/tools/list_changed"] * 10
+
+
+@pytest.mark.parametrize("step", ["catch_up", "note_get_stream", "announce"])
+async def test_a_takeover_failing_after_its_stream_became_the_sessions_keeps_it(step: str) -> None:
+    """A store or bus failure after the promotion keeps the new stream (200): ending it would
+    strand what was sent to the session since (True, then never delivered)."""
+    async with two_replicas() as (app_a, router_a, app_b, router_b):
+        session = await initialize(app_a)
+        async with get_stream(app_a, session) as stream:
+            await anyio.sleep(0.1)
+            assert await router_a.send_notification_to_session(session, "notifications/message", {"level": "info", "data": 1}, tenant_id="default")
+            await wait_frames(stream, 1, 5.0)
+            seen = ids_of(stream)
+        owner: Any = {"catch_up": router_b.event_store, "note_get_stream": router_b.streams.leases, "announce": router_b.streams}[step]
+        real = getattr(owner, step)
+        sent: list[int] = []
+
+        async def failing(*args: Any, **kwargs: Any) -> Any:
+            setattr(owner, step, real)
+            if await router_a.send_notification_to_session(session, "notifications/message", {"level": "info", "data": 2}, tenant_id="default"):
+                sent.append(2)
+            raise StateUnavailableError("The session store (redis) is unavailable, retry later")
+
+        setattr(owner, step, failing)
+        async with get_stream(app_b, session, **{"last-event-id": seen[0]}) as resumed:
+            assert await router_a.send_notification_to_session(session, "notifications/message", {"level": "info", "data": 3}, tenant_id="default")
+            await wait_frames(resumed, 2, 5.0)
+            await anyio.sleep(0.3)
+            assert sent == [2] and [m["params"]["data"] for m in frames(resumed)] == [2, 3]

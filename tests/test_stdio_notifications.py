@@ -54,7 +54,7 @@ async def test_2025_list_changes_updates_and_session_notifications_reach_stdout(
         messages = [*before]
         if not any(m.get("method") == "notifications/tools/list_changed" for m in messages):
             messages.append(await server.recv())  # the feed may follow the answer: it is another channel
-        assert [m["method"] for m in messages] == ["notifications/tools/list_changed"]
+        assert messages == [{"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}]  # nothing internal (the broadcast log's mark)
         assert answer["result"]["structuredContent"] == {"result": "published"}
         for uri, request_id in (("notes://b", 3), ("notes://a", 4)):  # only the subscribed URI is sent
             await server.send(rpc("tools/call", {"name": "touch", "arguments": {"uri": uri}}, request_id))

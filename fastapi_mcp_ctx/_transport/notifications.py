@@ -277,8 +277,14 @@ class Notifier:
 
     def _on_event(self, message: dict[str, Any]) -> None:
         if message.get("method") not in (UPDATED_METHOD, TASK_METHOD):  # 2025 resource updates go per session; tasks to listen only
+            plain: dict[str, Any] | None = None
             for stream in tuple(self._gets.values()):
-                stream.offer(message)
+                if stream.recorded or BROADCAST_MARK not in message:
+                    stream.offer(message)
+                else:  # a stream the store does not keep (stdio) never sees the broadcast log's mark
+                    if plain is None:
+                        plain = {k: v for k, v in message.items() if k != BROADCAST_MARK}
+                    stream.offer(plain)
         self.hub.deliver(message)
 
     async def attach_get_stream(

@@ -248,14 +248,20 @@ class ResumableStreams:
             task.add_done_callback(log.tasks.discard)
             if not await self.store.promote(log.key, get_stream=tag, follows=follows):
                 raise StreamConflictError()  # ended meanwhile (another GET took the session's stream): never current
+        except BaseException:
+            with anyio.CancelScope(shield=True):
+                await self._abandon(log)
+            raise
+        # The session's stream from here: a store failure below keeps it (ending it would strand
+        # what was recorded into it since the promotion); only a cancellation gives it up.
+        try:
             if self.notifier.recorder is not None:  # list changes recorded before the bus subscription took
                 await self.store.catch_up(log.key)
             await self.leases.note_get_stream(session.id, log.key.stream_id)
             if self.announce is not None:
-                try:
-                    await self.announce(session.id, log.key.stream_id)
-                except McpError as exc:  # the stream is the session's now: the old holder's stream has ended all the same
-                    logger.warning("could not tell the other replicas of a new GET stream: %s", exc)
+                await self.announce(session.id, log.key.stream_id)
+        except McpError as exc:
+            logger.warning("a new GET stream is the session's, but a step after failed (it is kept): %s", exc)
         except BaseException:
             with anyio.CancelScope(shield=True):
                 await self._abandon(log)
@@ -298,11 +304,13 @@ class ResumableStreams:
                     except (anyio.EndOfStream, anyio.ClosedResourceError):
                         return
                 if message is not None:
-                    mark = message.get(BROADCAST_MARK, 0)
-                    if mark:  # a list change: stored once, whether by this pump or a catch-up
-                        message = {k: v for k, v in message.items() if k != BROADCAST_MARK}
                     try:
-                        await self.store.append(log.key, dumps(message), broadcast=mark)
+                        if message.get(BROADCAST_MARK, 0):
+                            # a list change: taken from the broadcast log with every one before it
+                            # the stream has not taken (the bus may deliver them out of order)
+                            await self.store.catch_up(log.key)
+                        else:
+                            await self.store.append(log.key, dumps(message))
                     except McpError as exc:  # the store is unreachable: this notification is lost
                         logger.warning("a notification for a GET stream could not be stored: %s", exc)
                 elif log.holder is None and log.detached_at is not None and anyio.current_time() - log.detached_at >= retention:
