@@ -47,6 +47,22 @@ def ids_of(exchange: Any) -> list[str]:
     return [e["id"] for e in sse_events(exchange.body.decode()) if e.get("data")]
 
 
+async def note(router: Any, session: str, data: Any) -> bool:
+    """``send_notification_to_session`` of a ``notifications/message`` carrying ``data``."""
+    return await router.send_notification_to_session(session, "notifications/message", {"level": "info", "data": data}, tenant_id="default")
+
+
+async def get_stream_with_one_message(app: Any, router: Any) -> tuple[str, list[str]]:
+    """A new session whose GET stream, on ``app``, delivered message 1 and closed: (its id, the
+    event ids seen)."""
+    session = await initialize(app)
+    async with get_stream(app, session) as stream:
+        await anyio.sleep(0.1)
+        assert await note(router, session, 1)
+        await wait_frames(stream, 1, 5.0)
+        return session, ids_of(stream)
+
+
 async def test_a_session_made_on_a_serves_on_b_and_its_log_level_follows() -> None:
     async with two_replicas() as (app_a, _, app_b, _):
         session = await initialize(app_a)
@@ -311,12 +327,7 @@ async def test_a_notification_sent_while_a_takeover_replays_is_delivered_once() 
     """The GET stream a takeover continues on is opened before the 200 and the replay: a
     notification sent at once (before the new stream is attached) waits in its log."""
     async with two_replicas() as (app_a, router_a, app_b, _):
-        session = await initialize(app_a)
-        async with get_stream(app_a, session) as stream:
-            await anyio.sleep(0.1)
-            assert await router_a.send_notification_to_session(session, "notifications/message", {"level": "info", "data": 1}, tenant_id="default")
-            await wait_frames(stream, 1, 5.0)
-            seen = ids_of(stream)
+        session, seen = await get_stream_with_one_message(app_a, router_a)
         assert await router_a.send_notification_to_session(session, "notifications/message", {"level": "info", "data": 2}, tenant_id="default")
         async with get_stream(app_b, session, **{"last-event-id": seen[0]}) as resumed:
             assert await router_a.send_notification_to_session(session, "notifications/message", {"level": "info", "data": 3}, tenant_id="default")
@@ -334,19 +345,19 @@ async def test_a_notification_sent_while_the_old_holder_still_listens_lands_on_t
         session = await initialize(app_a)
         async with get_stream(app_a, session) as stream:
             await anyio.sleep(0.1)
-            assert await router_a.send_notification_to_session(session, "notifications/message", {"level": "info", "data": 1}, tenant_id="default")
+            assert await note(router_a, session, 1)
             await wait_frames(stream, 1, 5.0)
             old = StreamKey(session, parse_event_id(ids_of(stream)[0])[0])
             taken = StreamKey(session, new_stream_id())
             await router_b.event_store.open(taken, get_stream=tenant_scope("default"), follows=old)  # the takeover's store step alone
-            assert await router_a.send_notification_to_session(session, "notifications/message", {"level": "info", "data": 2}, tenant_id="default")
-            assert await router_b.send_notification_to_session(session, "notifications/message", {"level": "info", "data": 3}, tenant_id="default")
+            assert await note(router_a, session, 2)
+            assert await note(router_b, session, 3)
             page = await router_b.event_store.read(taken, 0)
             assert [json.loads(e.data)["params"]["data"] for e in page.events if e.data] == [2, 3]
             assert not page.ended
             await router_b.event_store.end(taken)  # the takeover failed after its store step (its 503 gives the stream up)
             for router in (router_a, router_b):  # no stream runs on: False, never True from a's stale subscription
-                assert not await router.send_notification_to_session(session, "notifications/message", {"level": "info", "data": 4}, tenant_id="default")
+                assert not await note(router, session, 4)
 
 
 async def test_a_takeover_that_fails_half_way_leaves_the_session_its_stream() -> None:
@@ -355,12 +366,7 @@ async def test_a_takeover_that_fails_half_way_leaves_the_session_its_stream() ->
     and the next resume replays it. (Made the session's stream first, the new one stranded the
     messages sent to it in a stream no client was given, or refused them.)"""
     async with two_replicas() as (app_a, router_a, app_b, router_b):
-        session = await initialize(app_a)
-        async with get_stream(app_a, session) as stream:
-            await anyio.sleep(0.1)
-            assert await router_a.send_notification_to_session(session, "notifications/message", {"level": "info", "data": 1}, tenant_id="default")
-            await wait_frames(stream, 1, 5.0)
-            seen = ids_of(stream)
+        session, seen = await get_stream_with_one_message(app_a, router_a)
         real = router_b.notifier.attach_get_stream
 
         async def bus_down(*args: Any, **kwargs: Any) -> Any:
@@ -371,9 +377,9 @@ async def test_a_takeover_that_fails_half_way_leaves_the_session_its_stream() ->
             refused = await client.get("/mcp", headers={**legacy_headers(session), "accept": "text/event-stream", "last-event-id": seen[0]})
             assert refused.status_code == 503, refused.text
         router_b.notifier.attach_get_stream = real
-        assert await router_b.send_notification_to_session(session, "notifications/message", {"level": "info", "data": 2}, tenant_id="default")
+        assert await note(router_b, session, 2)
         async with get_stream(app_b, session, **{"last-event-id": seen[0]}) as resumed:
-            assert await router_a.send_notification_to_session(session, "notifications/message", {"level": "info", "data": 3}, tenant_id="default")
+            assert await note(router_a, session, 3)
             await wait_frames(resumed, 2, 5.0)
             await anyio.sleep(0.3)
             assert [m["params"]["data"] for m in frames(resumed)] == [2, 3]
@@ -399,25 +405,20 @@ async def test_a_takeover_failing_after_its_stream_became_the_sessions_keeps_it(
     """A store or bus failure after the promotion keeps the new stream (200): ending it would
     strand what was sent to the session since (True, then never delivered)."""
     async with two_replicas() as (app_a, router_a, app_b, router_b):
-        session = await initialize(app_a)
-        async with get_stream(app_a, session) as stream:
-            await anyio.sleep(0.1)
-            assert await router_a.send_notification_to_session(session, "notifications/message", {"level": "info", "data": 1}, tenant_id="default")
-            await wait_frames(stream, 1, 5.0)
-            seen = ids_of(stream)
+        session, seen = await get_stream_with_one_message(app_a, router_a)
         owner: Any = {"catch_up": router_b.event_store, "note_get_stream": router_b.streams.leases, "announce": router_b.streams}[step]
         real = getattr(owner, step)
         sent: list[int] = []
 
         async def failing(*args: Any, **kwargs: Any) -> Any:
             setattr(owner, step, real)
-            if await router_a.send_notification_to_session(session, "notifications/message", {"level": "info", "data": 2}, tenant_id="default"):
+            if await note(router_a, session, 2):
                 sent.append(2)
             raise StateUnavailableError("The session store (redis) is unavailable, retry later")
 
         setattr(owner, step, failing)
         async with get_stream(app_b, session, **{"last-event-id": seen[0]}) as resumed:
-            assert await router_a.send_notification_to_session(session, "notifications/message", {"level": "info", "data": 3}, tenant_id="default")
+            assert await note(router_a, session, 3)
             await wait_frames(resumed, 2, 5.0)
             await anyio.sleep(0.3)
             assert sent == [2] and [m["params"]["data"] for m in frames(resumed)] == [2, 3]
