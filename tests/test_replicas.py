@@ -12,7 +12,8 @@ import anyio
 import pytest
 from conftest import LEGACY, Wire, asgi_exchange, open_client, rpc, sse_events
 from notify_app import frames, get_stream, listening, wait_frames
-from replica_app import ASKED, ENDED, two_replicas
+from redis.asyncio import Redis
+from replica_app import ASKED, ENDED, redis_url, two_replicas
 from resume_wire import call_body, legacy_headers, post_call
 from test_redis_stores import age
 
@@ -422,3 +423,36 @@ async def test_a_takeover_failing_after_its_stream_became_the_sessions_keeps_it(
             await wait_frames(resumed, 2, 5.0)
             await anyio.sleep(0.3)
             assert sent == [2] and [m["params"]["data"] for m in frames(resumed)] == [2, 3]
+
+
+async def test_a_delete_during_a_takeovers_opening_leaves_no_stream_and_no_keys() -> None:
+    """The session ends (DELETE on a) while b opens the stream a resume takes over: the resume
+    is refused, the session's stream is not made again in the store (no keys left), and a
+    notification to the ended session is False on both replicas."""
+    async with two_replicas() as (app_a, router_a, app_b, router_b):
+        session, seen = await get_stream_with_one_message(app_a, router_a)
+        store = router_b.event_store
+        real = store.open
+
+        async def delete_first(*args: Any, **kwargs: Any) -> Any:
+            store.open = real
+            async with open_client(app_a) as client:
+                assert (await client.delete("/mcp", headers=legacy_headers(session))).status_code == 200
+            with anyio.fail_after(5.0):
+                while router_b.streams.get_stream_attached(session) or session in router_b.streams._gets:  # pyright: ignore[reportPrivateUsage]
+                    await anyio.sleep(0.02)
+            return await real(*args, **kwargs)
+
+        store.open = delete_first
+        async with open_client(app_b) as client:
+            refused = await client.get("/mcp", headers={**legacy_headers(session), "accept": "text/event-stream", "last-event-id": seen[0]})
+        assert refused.status_code in (404, 409), refused.text
+        assert not await note(router_a, session, 2) and not await note(router_b, session, 2)
+        assert session not in router_b.notifier._gets  # pyright: ignore[reportPrivateUsage] - no bus subscription left
+        redis = Redis.from_url(redis_url())
+        try:
+            left = {key.decode(): await redis.pttl(key) async for key in redis.scan_iter(match=f"*{session}*", count=1000)}
+            # only the event logs the session's drop ended (its readers wake on them), expiring in seconds
+            assert all(":ev:" in key and 0 < ttl <= 5000 for key, ttl in left.items()), left
+        finally:
+            await redis.aclose()

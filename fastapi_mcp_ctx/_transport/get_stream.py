@@ -46,6 +46,7 @@ class GetLog:
     detached_at: float | None = None
     release_bus: Callable[[], None] | None = None
     retired: bool = False
+    dropped: bool = False  # retired because its session ended (its stored events go too)
     tasks: set[asyncio.Task[None]] = field(default_factory=lambda: set())
 
 

@@ -246,8 +246,10 @@ class ResumableStreams:
             task = asyncio.get_running_loop().create_task(self._pump(log))
             log.tasks.add(task)
             task.add_done_callback(log.tasks.discard)
-            if not await self.store.promote(log.key, get_stream=tag, follows=follows):
-                raise StreamConflictError()  # ended meanwhile (another GET took the session's stream): never current
+            # retired meanwhile (the session ended, another GET took its stream), or ended in the
+            # store: never the session's
+            if log.retired or not await self.store.promote(log.key, get_stream=tag, follows=follows) or log.retired:
+                raise StreamConflictError()
         except BaseException:
             with anyio.CancelScope(shield=True):
                 await self._abandon(log)
@@ -269,11 +271,24 @@ class ResumableStreams:
         return log
 
     async def _abandon(self, log: _GetLog) -> None:
-        """Undo a GET stream whose opening failed: nothing of it stays claimed (issue 24 item 6)."""
+        """Undo a GET stream whose opening failed: nothing of it stays claimed (issue 24 item 6),
+        also when it was retired before its opening finished (what the opening made after the
+        retirement is given back: the bus subscription, the stream's keys; the session's, when
+        it ended)."""
         log.holder = None
         for task in tuple(log.tasks):
             task.cancel()
-        await self._retire(log)
+        if not log.retired:
+            await self._retire(log)
+            return
+        if log.release_bus is not None:
+            log.release_bus()
+        session_id = log.key.session_id
+        with contextlib.suppress(McpError):
+            if log.dropped and not self._posts.get(session_id):  # else the last call's end drops it
+                await self.store.drop_session(session_id)
+            else:
+                await self.store.end(log.key)
 
     async def taken_elsewhere(self, session_id: str, stream_id: str) -> None:
         """Another replica opened GET stream ``stream_id`` of the session: this replica's
@@ -358,6 +373,7 @@ class ResumableStreams:
         once its calls (cancelled by the session's end) have sent their last message."""
         log = self._gets.get(session_id)
         if log is not None:
+            log.dropped = True
             await self._retire(log)
         for connection in self.attachments.connections(session_id):
             if connection.kind == "get":
