@@ -12,8 +12,9 @@ Implements :class:`~fastapi_mcp_ctx._transport.events.EventStore`. Keys under ``
     <ns>eb / <ns>ebm            STREAM / HASH  the broadcast log (list changes sent to every GET
                                         stream, trimmed like a stream) and its ``seq``
 
-A GET stream's meta also holds ``bm``, the last broadcast it took (a holder's append of a
-broadcast, or :meth:`catch_up` for one nobody held: each broadcast once, in order). A call's
+A GET stream's meta also holds ``bm``, the last broadcast it took (:meth:`catch_up`, by its
+holder's pump or on a resume: each broadcast once, in order; a stream not yet promoted holds a
+mark above any sequence, so it takes none until :meth:`promote`). A call's
 stream's meta holds ``lost`` (its ``call_lost`` error) and ``until`` (its producer's lease,
 ms on Redis's clock, renewed by :meth:`hold`); :meth:`end_lapsed` appends ``lost`` as the last
 event once ``until`` has passed (issue 24 items 4 and 5).
